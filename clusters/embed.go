@@ -1,0 +1,289 @@
+package clusters
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// EmbedOptions configures an embedded cluster.
+type EmbedOptions struct {
+	// Members is the cluster size: 1, 3 or 5.
+	Members int
+	// Dir is the run directory; members keep data and logs under Dir/members.
+	Dir string
+	// EtcdFlags are passed to every member (see ParseEtcdFlags).
+	EtcdFlags []EtcdFlag
+	// Command starts a member: the etcd flags are appended to it. The default re-executes the current
+	// binary in member mode: [os.Executable(), "member"]. An etcd binary works too: [path/to/etcd].
+	Command []string
+	// Token is the initial cluster token (default "chaosbench").
+	Token string
+	// Log receives progress messages (member started, member exited unexpectedly); nil discards them.
+	Log io.Writer
+	// OnExit, when set, is called whenever a member process ends (crashes included).
+	OnExit func(ExitEvent)
+	// StartTimeout bounds the wait for the new cluster to become healthy (default 60 s).
+	StartTimeout time.Duration
+}
+
+// Embedded is a cluster of member processes on loopback, started and owned by chaosbench.
+type Embedded struct {
+	opts    EmbedOptions
+	members []*procMember
+	proxies []*proxy.Proxy
+	spawner *spawner
+	status  *statusClient
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Cluster = (*Embedded)(nil)
+
+// StartEmbedded starts a new cluster and waits until it is healthy. On failure everything started is
+// stopped again.
+func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
+	switch opts.Members {
+	case 1, 3, 5:
+	default:
+		return nil, results.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", opts.Members)
+	}
+	if opts.Token == "" {
+		opts.Token = "chaosbench"
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if len(opts.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own executable for member processes: %w", err)
+		}
+		opts.Command = []string{exe, MemberCommand}
+	}
+	dir, err := filepath.Abs(filepath.Join(opts.Dir, "members"))
+	if err != nil {
+		return nil, fmt.Errorf("members dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create members dir: %w", err)
+	}
+
+	c := &Embedded{opts: opts, spawner: newSpawner(), status: newStatusClient(nil)}
+	if err := c.layout(dir); err != nil {
+		c.Close(context.Background())
+		return nil, err
+	}
+	for _, m := range c.members {
+		if err := m.Start(ctx); err != nil {
+			c.Close(context.Background())
+			return nil, fmt.Errorf("start cluster: %w", err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	if err := c.WaitHealthy(wctx); err != nil {
+		c.Close(context.Background())
+		return nil, fmt.Errorf("start cluster: %w (member logs in %s)", err, dir)
+	}
+	return c, nil
+}
+
+// layout picks ports, starts the peer proxies and builds each member's command line.
+func (c *Embedded) layout(dir string) error {
+	n := c.opts.Members
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return err
+	}
+	type addrs struct{ client, peer, metrics string }
+	as := make([]addrs, n)
+	var initial []string
+	for i := range n {
+		as[i] = addrs{
+			client:  fmt.Sprintf("http://127.0.0.1:%d", ports[3*i]),
+			peer:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
+			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
+		}
+		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{})
+		if err != nil {
+			return err
+		}
+		c.proxies = append(c.proxies, p)
+		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, p.Addr()))
+	}
+	for i := range n {
+		name := fmt.Sprintf("m%d", i+1)
+		m := &procMember{
+			name:       name,
+			clientURL:  as[i].client,
+			peerURL:    "http://" + c.proxies[i].Addr(),
+			metricsURL: as[i].metrics,
+			dataDir:    filepath.Join(dir, name+".etcd"),
+			logPath:    filepath.Join(dir, name+".log"),
+			spawner:    c.spawner,
+			onExit:     c.exited,
+			env:        os.Environ(),
+		}
+		args := []string{
+			"--name=" + name,
+			"--data-dir=" + m.dataDir,
+			"--listen-client-urls=" + m.clientURL,
+			"--advertise-client-urls=" + m.clientURL,
+			"--listen-peer-urls=http://" + as[i].peer,
+			"--initial-advertise-peer-urls=" + m.peerURL,
+			"--listen-metrics-urls=" + m.metricsURL,
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=" + c.opts.Token,
+			"--log-outputs=stderr",
+		}
+		for _, f := range c.opts.EtcdFlags {
+			args = append(args, f.Arg())
+		}
+		m.argv = append(append([]string{}, c.opts.Command...), args...)
+		c.members = append(c.members, m)
+	}
+	return nil
+}
+
+func (c *Embedded) exited(ev ExitEvent) {
+	if !ev.Expected {
+		fmt.Fprintf(c.opts.Log, "member %s (pid %d) exited unexpectedly: %s\n", ev.Member, ev.PID, ev.Status)
+	}
+	if c.opts.OnExit != nil {
+		c.opts.OnExit(ev)
+	}
+}
+
+// freePorts returns n distinct free TCP ports on loopback. All n listeners are held open together so that
+// the kernel cannot hand out one port twice; a port can still be taken by another program between our
+// close and etcd's bind, which a member start then reports.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Backend returns "embed".
+func (c *Embedded) Backend() string { return "embed" }
+
+// Members returns the members; each is a Process.
+func (c *Embedded) Members() []Member {
+	out := make([]Member, len(c.members))
+	for i, m := range c.members {
+		out[i] = m
+	}
+	return out
+}
+
+// Endpoints returns the members' client URLs.
+func (c *Embedded) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.clientURL
+	}
+	return out
+}
+
+// TLS returns nil: embedded members speak plaintext on loopback.
+func (c *Embedded) TLS() *tls.Config { return nil }
+
+// Proxy returns the peer proxy in front of the named member, or nil.
+func (c *Embedded) Proxy(member string) *proxy.Proxy {
+	for i, m := range c.members {
+		if m.name == member {
+			return c.proxies[i]
+		}
+	}
+	return nil
+}
+
+// Leader asks every running member for its status and returns the leader of the highest term seen.
+func (c *Embedded) Leader(ctx context.Context) (Member, error) {
+	return c.status.leader(ctx, c.running())
+}
+
+// WaitHealthy waits until every running member serves linearizable reads and all agree on one leader.
+func (c *Embedded) WaitHealthy(ctx context.Context) error {
+	return c.status.waitHealthy(ctx, c.running())
+}
+
+func (c *Embedded) running() []Member {
+	var out []Member
+	for _, m := range c.members {
+		if m.Running() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Close stops every member (gracefully, then by force), closes the proxies and ends the spawner thread.
+// Followers stop first: a leader stopped while its followers run spends up to five seconds trying to hand
+// leadership over to members that are going away themselves. Data directories and logs stay in the run
+// directory.
+func (c *Embedded) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		lctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		leader, _ := c.Leader(lctx)
+		cancel()
+		var followers, last []*procMember
+		for _, m := range c.members {
+			if leader != nil && m.Name() == leader.Name() {
+				last = append(last, m)
+			} else {
+				followers = append(followers, m)
+			}
+		}
+		errs := append(stopAll(ctx, followers), stopAll(ctx, last)...)
+		for _, p := range c.proxies {
+			p.Close()
+		}
+		c.status.close()
+		c.spawner.close()
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// stopAll stops the running members among ms in parallel.
+func stopAll(ctx context.Context, ms []*procMember) []error {
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		if m.Running() {
+			wg.Go(func() { errs[i] = m.Stop(ctx) })
+		}
+	}
+	wg.Wait()
+	return errs
+}

@@ -1,0 +1,94 @@
+package clusters
+
+import (
+	"flag"
+	"io"
+	"sort"
+	"strings"
+
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// isManagedFlag reports whether chaosbench sets the etcd flag itself for the members it starts.
+func isManagedFlag(name string) bool {
+	switch name {
+	case "name", "data-dir", "config-file",
+		"listen-client-urls", "advertise-client-urls", "listen-client-http-urls",
+		"listen-peer-urls", "initial-advertise-peer-urls", "listen-metrics-urls",
+		"initial-cluster", "initial-cluster-state", "initial-cluster-token",
+		"log-outputs", "discovery", "discovery-srv":
+		return true
+	}
+	return false
+}
+
+// etcdFlagSet returns a flag set with every flag the linked etcd server accepts on its command line: the
+// embed configuration's flags plus the few etcdmain adds. Flags are registered on a throwaway Config.
+func etcdFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	embed.NewConfig().AddFlags(fs)
+	for _, name := range []string{"config-file", "discovery-fallback", "initial-cluster-state", "v2-deprecation"} {
+		if fs.Lookup(name) == nil {
+			fs.String(name, "", "")
+		}
+	}
+	return fs
+}
+
+// EtcdFlag is one etcd setting passed through to the members, as --name=value.
+type EtcdFlag struct {
+	Name  string
+	Value string
+}
+
+// Arg returns the flag as a command-line argument.
+func (f EtcdFlag) Arg() string { return "--" + f.Name + "=" + f.Value }
+
+// ParseEtcdFlags parses "name=value" settings (a bare "name" means "name=true") and checks each against
+// the flags the etcd server accepts: unknown names, unparsable values and flags chaosbench manages itself
+// are usage errors.
+func ParseEtcdFlags(specs []string) ([]EtcdFlag, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	fs := etcdFlagSet()
+	var out []EtcdFlag
+	for _, spec := range specs {
+		name, value, hasValue := strings.Cut(strings.TrimSpace(spec), "=")
+		name = strings.TrimLeft(name, "-")
+		if name == "" {
+			return nil, results.Usagef("--etcd-flag %q: expected name=value", spec)
+		}
+		if isManagedFlag(name) {
+			return nil, results.Usagef("--etcd-flag %s: chaosbench sets this flag itself for the members it starts", name)
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			if s := results.Suggest(name, flagNames(fs)); s != "" {
+				return nil, results.Usagef("--etcd-flag %s: etcd has no such flag (did you mean %s?)", name, s)
+			}
+			return nil, results.Usagef("--etcd-flag %s: etcd has no such flag", name)
+		}
+		if !hasValue {
+			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
+				return nil, results.Usagef("--etcd-flag %s: expected %s=value", name, name)
+			}
+			value = "true"
+		}
+		if err := fs.Set(name, value); err != nil {
+			return nil, results.Usagef("--etcd-flag %s=%s: %v", name, value, err)
+		}
+		out = append(out, EtcdFlag{Name: name, Value: value})
+	}
+	return out, nil
+}
+
+func flagNames(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	return names
+}

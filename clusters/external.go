@@ -1,0 +1,147 @@
+package clusters
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// ExternalOptions locates an existing cluster.
+type ExternalOptions struct {
+	Endpoints []string
+	// CACert, Cert and Key are PEM files for (mutual) TLS; all empty means plaintext.
+	CACert, Cert, Key string
+	// ConnectTimeout bounds the first contact (default 5 s).
+	ConnectTimeout time.Duration
+}
+
+// External is an existing cluster chaosbench only talks to: it cannot kill, pause or restart its members.
+type External struct {
+	endpoints []string
+	tls       *tls.Config
+	members   []Member
+	status    *statusClient
+}
+
+var _ Cluster = (*External)(nil)
+
+type externalMember struct {
+	name      string
+	id        uint64
+	clientURL string
+	peerURL   string
+}
+
+func (m *externalMember) Name() string      { return m.name }
+func (m *externalMember) ID() uint64        { return m.id }
+func (m *externalMember) ClientURL() string { return m.clientURL }
+func (m *externalMember) PeerURL() string   { return m.peerURL }
+
+// ConnectExternal checks the endpoints and TLS files, contacts the cluster and lists its members. Bad
+// endpoints, unreadable certificates and an unreachable cluster are usage errors: nothing has started.
+func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, results.Usagef("--cluster external needs --endpoints")
+	}
+	for _, ep := range opts.Endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, results.Usagef("--endpoints %q: expected a URL such as https://10.0.0.1:2379", ep)
+		}
+	}
+	var tlsConfig *tls.Config
+	if opts.CACert != "" || opts.Cert != "" || opts.Key != "" {
+		if (opts.Cert == "") != (opts.Key == "") {
+			return nil, results.Usagef("--cert and --key go together")
+		}
+		info := transport.TLSInfo{CertFile: opts.Cert, KeyFile: opts.Key, TrustedCAFile: opts.CACert}
+		var err error
+		if tlsConfig, err = info.ClientConfig(); err != nil {
+			return nil, results.Usagef("TLS files: %v", err)
+		}
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	c := &External{endpoints: opts.Endpoints, tls: tlsConfig, status: newStatusClient(tlsConfig)}
+
+	cfg := ClientConfig(c)
+	cfg.Logger = zap.NewNop()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, results.Usagef("connect to %s: %v", strings.Join(opts.Endpoints, ","), err)
+	}
+	defer cli.Close()
+	lctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	list, err := cli.MemberList(lctx)
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, results.Usagef("cannot reach etcd at %s: %v", strings.Join(opts.Endpoints, ","), err)
+	}
+	for _, m := range list.Members {
+		em := &externalMember{name: m.Name, id: m.ID}
+		if len(m.ClientURLs) > 0 {
+			em.clientURL = m.ClientURLs[0]
+		}
+		if len(m.PeerURLs) > 0 {
+			em.peerURL = m.PeerURLs[0]
+		}
+		if em.name == "" {
+			em.name = fmt.Sprintf("%x", m.ID)
+		}
+		c.members = append(c.members, em)
+	}
+	return c, nil
+}
+
+// Backend returns "external".
+func (c *External) Backend() string { return "external" }
+
+// Members returns the members listed by the cluster; none is a Process.
+func (c *External) Members() []Member { return c.members }
+
+// Endpoints returns the endpoints given by the user.
+func (c *External) Endpoints() []string { return c.endpoints }
+
+// TLS returns the client TLS configuration, or nil.
+func (c *External) TLS() *tls.Config { return c.tls }
+
+// Leader asks every member for its status and returns the leader of the highest term seen.
+func (c *External) Leader(ctx context.Context) (Member, error) {
+	return c.status.leader(ctx, c.reachable())
+}
+
+// WaitHealthy waits until every listed member is healthy and all agree on one leader.
+func (c *External) WaitHealthy(ctx context.Context) error {
+	return c.status.waitHealthy(ctx, c.reachable())
+}
+
+// reachable returns the members that advertise a client URL (learners and unstarted members do not).
+func (c *External) reachable() []Member {
+	var out []Member
+	for _, m := range c.members {
+		if m.ClientURL() != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Close releases idle connections; the cluster itself is left as it was.
+func (c *External) Close(context.Context) error {
+	c.status.close()
+	return nil
+}

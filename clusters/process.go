@@ -1,0 +1,209 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// stopGrace bounds how long Stop waits for a graceful exit before it kills the member.
+const stopGrace = 10 * time.Second
+
+// ExitEvent records a member process ending. Expected is false when nobody asked it to stop: a crash.
+type ExitEvent struct {
+	Member   string
+	PID      int
+	Time     time.Time
+	Status   string
+	Expected bool
+}
+
+// procMember is a member running as a child process: the embed backend's members (the chaosbench binary in
+// member mode, or a given etcd binary).
+type procMember struct {
+	name       string
+	clientURL  string
+	peerURL    string // advertised: the member's proxy
+	metricsURL string
+	dataDir    string
+	logPath    string
+	argv       []string // full command line
+	env        []string
+	spawner    *spawner
+	onExit     func(ExitEvent)
+	id         atomic.Uint64
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the current process has been reaped
+	paused   bool
+	stopping bool // an exit was asked for: not a crash
+}
+
+func (m *procMember) Name() string       { return m.name }
+func (m *procMember) ID() uint64         { return m.id.Load() }
+func (m *procMember) ClientURL() string  { return m.clientURL }
+func (m *procMember) PeerURL() string    { return m.peerURL }
+func (m *procMember) DataDir() string    { return m.dataDir }
+func (m *procMember) MetricsURL() string { return m.metricsURL }
+
+func (m *procMember) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+func (m *procMember) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmd != nil
+}
+
+func (m *procMember) Paused() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmd != nil && m.paused
+}
+
+func (m *procMember) String() string { return m.name }
+
+// Start starts the member process. Its output is appended to the member's log file.
+func (m *procMember) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		return fmt.Errorf("start %s: already running (pid %d)", m.name, m.cmd.Process.Pid)
+	}
+	log, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("start %s: open log: %w", m.name, err)
+	}
+	cmd := exec.Command(m.argv[0], m.argv[1:]...)
+	cmd.Env = m.env
+	cmd.Stdout, cmd.Stderr = log, log
+	fmt.Fprintf(log, "=== chaosbench: starting %s at %s: %q\n", m.name, time.Now().Format(time.RFC3339Nano), m.argv)
+	if err := m.spawner.start(cmd); err != nil {
+		log.Close()
+		return fmt.Errorf("start %s: %w", m.name, err)
+	}
+	exited := make(chan struct{})
+	m.cmd, m.exited, m.paused, m.stopping = cmd, exited, false, false
+	go m.reap(cmd, log, exited)
+	return nil
+}
+
+func (m *procMember) reap(cmd *exec.Cmd, log *os.File, exited chan struct{}) {
+	err := cmd.Wait()
+	status := "exit status 0"
+	if err != nil {
+		status = err.Error()
+	}
+	m.mu.Lock()
+	ev := ExitEvent{Member: m.name, PID: cmd.Process.Pid, Time: time.Now(), Status: status, Expected: m.stopping}
+	m.cmd, m.paused = nil, false
+	m.mu.Unlock()
+	fmt.Fprintf(log, "=== chaosbench: %s (pid %d) ended at %s: %s\n", m.name, ev.PID, ev.Time.Format(time.RFC3339Nano), status)
+	log.Close()
+	close(exited)
+	if m.onExit != nil {
+		m.onExit(ev)
+	}
+}
+
+// signal sends sig to the running process; expectExit marks a coming exit as requested.
+func (m *procMember) signal(sig syscall.Signal, expectExit bool) (<-chan struct{}, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return nil, fmt.Errorf("%s is not running", m.name)
+	}
+	if expectExit {
+		m.stopping = true
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return nil, fmt.Errorf("signal %s: %w", m.name, err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		m.paused = true
+	case syscall.SIGCONT:
+		m.paused = false
+	}
+	return m.exited, nil
+}
+
+func (m *procMember) Kill(ctx context.Context) error {
+	exited, err := m.signal(syscall.SIGKILL, true)
+	if err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kill %s: waiting for exit: %w", m.name, ctx.Err())
+	}
+}
+
+func (m *procMember) Stop(ctx context.Context) error {
+	if m.Paused() {
+		if _, err := m.signal(syscall.SIGCONT, false); err != nil {
+			return fmt.Errorf("stop: %w", err)
+		}
+	}
+	exited, err := m.signal(syscall.SIGTERM, true)
+	if err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	grace := time.NewTimer(stopGrace)
+	defer grace.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	// Too slow to stop: kill it, and wait without the (possibly ended) ctx, SIGKILL is prompt.
+	if _, err := m.signal(syscall.SIGKILL, true); err != nil {
+		return nil // exited meanwhile
+	}
+	<-exited
+	return nil
+}
+
+func (m *procMember) Restart(ctx context.Context) error {
+	if m.Running() {
+		if err := m.Stop(ctx); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+	}
+	return m.Start(ctx)
+}
+
+func (m *procMember) Pause(context.Context) error {
+	if _, err := m.signal(syscall.SIGSTOP, false); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	return nil
+}
+
+func (m *procMember) Resume(context.Context) error {
+	if _, err := m.signal(syscall.SIGCONT, false); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	return nil
+}
+
+func (m *procMember) setID(id uint64) { m.id.Store(id) }

@@ -1,0 +1,129 @@
+// Command chaosbench benchmarks etcd and checks it under faults. Every subcommand parses its flags into an
+// options struct and calls one library function; exit codes are documented in README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/api/v3/version"
+
+	"github.com/etcd-chaosbench/chaosbench"
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// chaosbenchVersion is set at build time: go build -ldflags "-X main.chaosbenchVersion=v1.2.3".
+var chaosbenchVersion = "dev"
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// execute runs the command line args and returns the exit code.
+func execute(args []string, stdout, stderr io.Writer) int {
+	var code int
+	root := &cobra.Command{
+		Use:           "chaosbench",
+		Short:         "Benchmark etcd with Kubernetes-like load and check it under faults",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
+	root.AddCommand(runCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
+	if err := root.Execute(); err != nil {
+		if code == results.ExitOK {
+			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
+			// arguments.
+			code = results.ExitUsage
+		}
+		fmt.Fprintln(stderr, "chaosbench:", err)
+	}
+	return code
+}
+
+func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	s := chaosbench.DefaultScenario()
+	var config string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Start (or connect to) a cluster, run a workload and write the results",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if config != "" {
+				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
+					*code = results.ExitUsage
+					return err
+				}
+			}
+			ctx, cancel := interruptible(stderr)
+			defer cancel()
+			_, err := chaosbench.Run(ctx, s, chaosbench.Env{
+				Version: chaosbenchVersion, Command: os.Args, Out: stdout,
+			})
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "scenario file (YAML, keys are these flags' names); flags given here override it")
+	chaosbench.BindFlags(cmd.Flags(), &s)
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// interruptible returns a context cancelled by the first SIGINT or SIGTERM; a second one exits at once
+// (members die with this process).
+func interruptible(stderr io.Writer) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		fmt.Fprintln(stderr, "\ninterrupted: stopping the load and the cluster, writing partial results (interrupt again to quit at once)")
+		cancel()
+		<-sigs
+		os.Exit(results.ExitInterrupted)
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
+}
+
+func versionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the versions of chaosbench and of the etcd it embeds",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintf(stdout, "chaosbench %s\netcd server (embedded members) %s\netcd client %s\n%s %s/%s\n",
+				chaosbenchVersion, version.Version, version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+	}
+}
+
+// memberCommand is the hidden mode in which chaosbench runs one etcd member of an embedded cluster.
+func memberCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                clusters.MemberCommand + " [etcd flags]",
+		Short:              "Run one etcd member (internal: started by chaosbench itself)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			clusters.RunMember(args)
+		},
+	}
+}

@@ -1,0 +1,45 @@
+package linearizability
+
+// WatchRequest is what a watcher asked for: changes to [Key, End) (or Key alone) from Revision on.
+// Revision 0 means "from the revision after the current one".
+type WatchRequest struct {
+	Key            string `json:"key"`
+	End            string `json:"end,omitempty"`
+	Revision       int64  `json:"rev,omitempty"`
+	PrevKV         bool   `json:"prev_kv,omitempty"`
+	ProgressNotify bool   `json:"progress_notify,omitempty"`
+	RequireLeader  bool   `json:"require_leader,omitempty"`
+}
+
+// EventType is "put" or "delete".
+type EventType string
+
+// Watch event types.
+const (
+	EventPut    EventType = "put"
+	EventDelete EventType = "delete"
+)
+
+// Event is one change delivered on a watch. A delete carries the key and the deletion's revision in KV.
+type Event struct {
+	Type     EventType `json:"type"`
+	KV       KV        `json:"kv"`
+	PrevKV   *KV       `json:"prev_kv,omitempty"`
+	IsCreate bool      `json:"is_create,omitempty"`
+}
+
+// WatchResponse is one response received on a watch: events, a progress notification (no events,
+// Progress set), a compaction (CompactRevision set) or a cancellation. Time is nanoseconds since the run's
+// base time. Watcher numbers each watch of a run; Request is set on the first record of a watcher.
+type WatchResponse struct {
+	Watcher         int           `json:"watcher"`
+	Client          int           `json:"client"`
+	Time            int64         `json:"time"`
+	Request         *WatchRequest `json:"req,omitempty"`
+	Revision        int64         `json:"rev"`
+	Events          []Event       `json:"events,omitempty"`
+	Progress        bool          `json:"progress,omitempty"`
+	CompactRevision int64         `json:"compact_rev,omitempty"`
+	Canceled        bool          `json:"canceled,omitempty"`
+	Error           string        `json:"error,omitempty"`
+}

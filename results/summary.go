@@ -1,0 +1,308 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// SummaryFile is the name of the run summary inside a run directory; SummarySchema versions its layout.
+// The schema is documented in results/SCHEMA.md.
+const (
+	SummaryFile   = "summary.json"
+	SummarySchema = "chaosbench.summary/v1"
+)
+
+// Summary is the machine-readable result of a run (summary.json). Field meanings and units are documented
+// in results/SCHEMA.md; latencies are in milliseconds, throughputs in operations per second.
+type Summary struct {
+	Schema           string                `json:"schema"`
+	Name             string                `json:"name"`
+	Command          []string              `json:"command,omitempty"`
+	Incomplete       bool                  `json:"incomplete"`
+	IncompleteReason string                `json:"incomplete_reason,omitempty"`
+	Seed             int64                 `json:"seed"`
+	Versions         Versions              `json:"versions"`
+	Cluster          ClusterInfo           `json:"cluster"`
+	Config           json.RawMessage       `json:"config,omitempty"`
+	Start            time.Time             `json:"start"`
+	End              time.Time             `json:"end"`
+	DurationSeconds  float64               `json:"duration_s"`
+	WarmupSeconds    float64               `json:"warmup_s"`
+	MeasuredSeconds  float64               `json:"measured_s"`
+	Schedule         Schedule              `json:"schedule"`
+	Total            Total                 `json:"total"`
+	Operations       map[string]*Operation `json:"operations"`
+	Errors           []string              `json:"errors,omitempty"`
+}
+
+// Versions records what ran: chaosbench itself, the etcd client library, the etcd server as reported by
+// the cluster, and Go.
+type Versions struct {
+	Chaosbench string `json:"chaosbench"`
+	EtcdClient string `json:"etcd_client"`
+	EtcdServer string `json:"etcd_server,omitempty"`
+	Go         string `json:"go"`
+}
+
+// ClusterInfo describes the cluster a run used.
+type ClusterInfo struct {
+	Backend   string   `json:"backend"`
+	Members   int      `json:"members"`
+	Endpoints []string `json:"endpoints"`
+	EtcdFlags []string `json:"etcd_flags,omitempty"`
+}
+
+// Schedule describes the load schedule: its target rate (0 for closed loop) and how many operations
+// started late, by cause (see Miss).
+type Schedule struct {
+	Mode          string  `json:"mode"`
+	TargetRate    float64 `json:"target_rate,omitempty"`
+	Clients       int     `json:"clients"`
+	Conns         int     `json:"conns"`
+	MissedBacklog int64   `json:"missed_backlog"`
+	MissedLag     int64   `json:"missed_lag"`
+	MissedPercent float64 `json:"missed_percent"`
+}
+
+// Total aggregates all operations.
+type Total struct {
+	Count      int64   `json:"count"`
+	Errors     int64   `json:"errors"`
+	Failed     int64   `json:"failed"`
+	Throughput float64 `json:"throughput"`
+}
+
+// Operation summarises one operation (or one operation on one resource, such as "create/pods").
+type Operation struct {
+	Count               int64            `json:"count"`
+	Errors              int64            `json:"errors"`
+	Failed              int64            `json:"failed"`
+	Throughput          float64          `json:"throughput"`
+	ThroughputPerSecond Spread           `json:"throughput_per_interval"`
+	ErrorsByClass       map[string]int64 `json:"errors_by_class,omitempty"`
+	MissedBacklog       int64            `json:"missed_backlog"`
+	MissedLag           int64            `json:"missed_lag"`
+	Service             Latency          `json:"service_ms"`
+	Response            Latency          `json:"response_ms"`
+}
+
+// Spread summarises a series of per-interval values.
+type Spread struct {
+	Min    float64 `json:"min"`
+	Mean   float64 `json:"mean"`
+	Max    float64 `json:"max"`
+	StdDev float64 `json:"stddev"`
+}
+
+// Latency holds percentiles of a latency histogram, in milliseconds.
+type Latency struct {
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+// LatencyOf returns the percentiles of h.
+func LatencyOf(h *hdr.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	return Latency{
+		Min:  ms(h.Min()),
+		Mean: h.Mean() / 1e6,
+		P50:  ms(h.ValueAtQuantile(50)),
+		P90:  ms(h.ValueAtQuantile(90)),
+		P99:  ms(h.ValueAtQuantile(99)),
+		P999: ms(h.ValueAtQuantile(99.9)),
+		Max:  ms(h.Max()),
+	}
+}
+
+// Operations summarises every operation recorded, with throughput over the measured window.
+// Call it after Close.
+func (c *Collector) Operations(measured time.Duration) map[string]*Operation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*Operation{}
+	c.ops.Range(func(k, v any) bool {
+		st := v.(*opState)
+		w := st.total
+		if w.count == 0 {
+			return true
+		}
+		op := &Operation{
+			Count: w.count, Errors: w.errors, Failed: w.failed,
+			MissedBacklog: w.backlog, MissedLag: w.lag,
+			Service:  LatencyOf(w.service),
+			Response: LatencyOf(w.response),
+			ThroughputPerSecond: Spread{
+				Min: st.tput.min, Mean: st.tput.mean, Max: st.tput.max, StdDev: st.tput.stddev(),
+			},
+		}
+		if measured > 0 {
+			op.Throughput = float64(w.count) / measured.Seconds()
+		}
+		if len(w.errClasses) > 0 {
+			op.ErrorsByClass = map[string]int64{}
+			for class, n := range w.errClasses {
+				op.ErrorsByClass[class] = n
+			}
+		}
+		out[k.(string)] = op
+		return true
+	})
+	return out
+}
+
+// Totals adds up the operations of a summary.
+func Totals(ops map[string]*Operation) Total {
+	var t Total
+	for _, op := range ops {
+		t.Count += op.Count
+		t.Errors += op.Errors
+		t.Failed += op.Failed
+		t.Throughput += op.Throughput
+	}
+	return t
+}
+
+// WriteHGRM writes one percentile distribution per operation into dir, in the HdrHistogram .hgrm text
+// format with values in milliseconds: <op>.hgrm for response time and <op>.service.hgrm for service time.
+// "/" in operation names becomes "_".
+func (c *Collector) WriteHGRM(dir string) error {
+	var names []string
+	c.ops.Range(func(k, _ any) bool {
+		names = append(names, k.(string))
+		return true
+	})
+	for _, name := range names {
+		service, response := c.Histograms(name)
+		if response == nil || response.TotalCount() == 0 {
+			continue
+		}
+		base := strings.ReplaceAll(name, "/", "_")
+		for file, h := range map[string]*hdr.Histogram{base + ".hgrm": response, base + ".service.hgrm": service} {
+			if err := writeHGRM(filepath.Join(dir, file), h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func writeHGRM(path string, h *hdr.Histogram) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if _, err := h.PercentilesPrint(f, 5, 1e6); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
+
+// WriteSummary writes s as indented JSON to dir/summary.json.
+func WriteSummary(dir string, s *Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode summary: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
+// ReadSummary reads dir/summary.json.
+func ReadSummary(dir string) (*Summary, error) {
+	b, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return nil, fmt.Errorf("read summary: %w", err)
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("read summary: %s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	return &s, nil
+}
+
+// WriteText prints the human summary of a run: one line per operation with count, throughput, response
+// time percentiles and errors; in open-loop runs, service times and schedule misses too.
+func WriteText(w io.Writer, s *Summary) error {
+	names := make([]string, 0, len(s.Operations))
+	for name := range s.Operations {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	heading := "operation\tcount\tops/s\tp50\tp90\tp99\tp99.9\tmax\terrors\t"
+	fmt.Fprintln(tw, heading)
+	line := func(label string, op *Operation, l Latency, errs string) {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", label, op.Count, op.Throughput,
+			fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), errs)
+	}
+	for _, name := range names {
+		op := s.Operations[name]
+		line(name, op, op.Response, errorText(op))
+	}
+	if s.Schedule.Mode == "open" {
+		fmt.Fprintln(tw, "service time (from the actual send)\t\t\t\t\t\t\t\t\t")
+		for _, name := range names {
+			op := s.Operations[name]
+			line(name, op, op.Service, "")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "total: %d operations, %.1f ops/s over %.1fs measured, %d errors\n",
+		s.Total.Count, s.Total.Throughput, s.MeasuredSeconds, s.Total.Errors)
+	if s.Schedule.Mode == "open" {
+		fmt.Fprintf(w, "schedule: target %.1f ops/s; %d slots started late (%.2f%%): %d with every client busy, %d from generator lag\n",
+			s.Schedule.TargetRate, s.Schedule.MissedBacklog+s.Schedule.MissedLag, s.Schedule.MissedPercent,
+			s.Schedule.MissedBacklog, s.Schedule.MissedLag)
+	}
+	if s.Incomplete {
+		fmt.Fprintf(w, "INCOMPLETE: %s\n", s.IncompleteReason)
+	}
+	return nil
+}
+
+func errorText(op *Operation) string {
+	if op.Errors == 0 {
+		return "0"
+	}
+	classes := make([]string, 0, len(op.ErrorsByClass))
+	for class, n := range op.ErrorsByClass {
+		classes = append(classes, fmt.Sprintf("%s:%d", class, n))
+	}
+	sort.Strings(classes)
+	return fmt.Sprintf("%d (%s)", op.Errors, strings.Join(classes, " "))
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 1:
+		return fmt.Sprintf("%.0fus", v*1000)
+	case v < 100:
+		return fmt.Sprintf("%.2fms", v)
+	case v < 10000:
+		return fmt.Sprintf("%.0fms", v)
+	}
+	return fmt.Sprintf("%.1fs", v/1000)
+}

@@ -1,0 +1,363 @@
+package chaosbench
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// ErrInterrupted is returned by Run when its context was cancelled (SIGINT): the run stopped early, healed
+// and cleaned up, and wrote what it had, marked incomplete.
+var ErrInterrupted = errors.New("run interrupted")
+
+// cleanupTimeout bounds stopping the cluster and writing results once the load is over or interrupted,
+// so that an interrupted run exits within seconds.
+const cleanupTimeout = 8 * time.Second
+
+// Env is what a run takes from its caller besides the scenario.
+type Env struct {
+	// Version is chaosbench's version, stored in the summary.
+	Version string
+	// Command is the command line, stored in the summary.
+	Command []string
+	// Out receives human output: the plan, progress, member events and the final summary.
+	Out io.Writer
+	// MemberCommand starts an embedded member; the default re-executes this binary in member mode.
+	MemberCommand []string
+}
+
+// ExitCode maps Run's error to the process exit code (see results.Exit*).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return results.ExitOK
+	case results.IsUsage(err):
+		return results.ExitUsage
+	case errors.Is(err, ErrInterrupted):
+		return results.ExitInterrupted
+	}
+	return results.ExitHarness
+}
+
+// run is the state of one Run, so that every exit path can clean up and write what it has.
+type run struct {
+	s       Scenario
+	env     Env
+	dir     string
+	start   time.Time
+	out     io.Writer
+	summary results.Summary
+
+	mu     sync.Mutex
+	events []string // member crashes and other notes for the summary
+
+	cluster   clusters.Cluster
+	history   *lin.Writer
+	collector *results.Collector
+	rec       *workloads.Recorder
+	runner    *workloads.Runner
+	clientLog *os.File
+	loadEnd   time.Duration
+}
+
+// Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
+// starts or connects to the cluster, runs the workload, and writes the run directory. An interrupted
+// context stops the load, stops the cluster, writes partial results marked incomplete and returns
+// ErrInterrupted.
+func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
+	if env.Out == nil {
+		env.Out = io.Discard
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	etcdFlags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
+	if err != nil {
+		return nil, err
+	}
+	if s.Cluster == "external" && len(etcdFlags) > 0 {
+		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
+	}
+	wl, err := workloads.NewMicro(s.Workload, s.Micro)
+	if err != nil {
+		return nil, err
+	}
+	runOpts := workloads.RunOptions{
+		Rate: s.Rate, Clients: s.Clients, Conns: s.Conns, Duration: s.Duration, Total: s.Total,
+		RequestTimeout: s.RequestTimeout, ScheduleSlack: s.ScheduleSlack,
+	}
+	if err := runOpts.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Seed == 0 {
+		s.Seed = newSeed()
+	}
+	runOpts.Seed = s.Seed
+
+	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
+	r.dir = s.OutDir(r.start)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, results.Usagef("--out %s: %v", r.dir, err)
+	}
+	fmt.Fprintf(r.out, "chaosbench %s: workload %s on a %s cluster, seed %d\nresults: %s\n",
+		env.Version, s.Workload, s.clusterLabel(), s.Seed, r.dir)
+
+	loadErr := r.execute(ctx, wl, runOpts, etcdFlags)
+	return r.finish(ctx, loadErr)
+}
+
+func (s *Scenario) clusterLabel() string {
+	if s.Cluster == "embed" {
+		return fmt.Sprintf("%d-member embedded", s.Members)
+	}
+	return s.Cluster
+}
+
+func newSeed() int64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return time.Now().UnixNano()
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
+}
+
+// execute starts the cluster and runs the load. Whatever it leaves set up, finish tears down.
+func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts workloads.RunOptions, etcdFlags []clusters.EtcdFlag) error {
+	var err error
+	switch r.s.Cluster {
+	case "embed":
+		r.cluster, err = clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, Command: r.env.MemberCommand,
+			Log: r.out, OnExit: r.memberExited,
+		})
+	case "external":
+		r.cluster, err = clusters.ConnectExternal(ctx, clusters.ExternalOptions{
+			Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key,
+		})
+	}
+	if err != nil {
+		return err
+	}
+
+	base := time.Now()
+	if r.s.History {
+		if r.history, err = lin.NewWriter(r.dir); err != nil {
+			return err
+		}
+	}
+	if r.collector, err = results.NewCollector(results.CollectorOptions{Dir: r.dir, Start: base, Warmup: r.s.Warmup}); err != nil {
+		return err
+	}
+	fill := make([]byte, 64<<10)
+	rng := rand.New(rand.NewPCG(uint64(r.s.Seed), 0x76616c7565)) // "value"
+	for i := range fill {
+		fill[i] = byte(rng.Uint32())
+	}
+	r.rec = workloads.NewRecorder(base, r.history, fill, r.collector)
+
+	cfg := clusters.ClientConfig(r.cluster)
+	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return fmt.Errorf("client log: %w", err)
+	}
+	cfg.Logger = fileLogger(r.clientLog)
+	if r.runner, err = workloads.NewRunner(cfg, r.rec, runOpts); err != nil {
+		return err
+	}
+	r.summary.Versions.EtcdServer = r.serverVersion(ctx)
+	fmt.Fprintf(r.out, "cluster ready: %s, etcd %s\n", joinEndpoints(r.cluster.Endpoints()), r.summary.Versions.EtcdServer)
+
+	if err := wl.Setup(ctx, r.runner); err != nil {
+		return fmt.Errorf("set up workload %s: %w", wl.Name(), err)
+	}
+	tickCtx, stopTicks := context.WithCancel(context.Background())
+	defer stopTicks()
+	go r.collector.Run(tickCtx)
+	stopProgress := results.StartProgress(results.ProgressOptions{
+		Out: r.out, Mode: r.s.Progress, Duration: r.s.Duration, Total: r.s.Total,
+		Live: r.collector.Live,
+		Elapsed: func() time.Duration {
+			if begin, ok := r.rec.Began(); ok {
+				return r.rec.Now() - begin
+			}
+			return 0
+		},
+	})
+	err = wl.Run(ctx, r.runner)
+	r.loadEnd = r.rec.Now()
+	stopProgress()
+	if err != nil {
+		return fmt.Errorf("workload %s: %w", wl.Name(), err)
+	}
+	return nil
+}
+
+// serverVersion asks the first reachable endpoint for etcd's version.
+func (r *run) serverVersion(ctx context.Context) string {
+	for _, ep := range r.cluster.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := r.runner.Conns()[0].Status(sctx, ep)
+		cancel()
+		if err == nil {
+			return st.Version
+		}
+	}
+	return ""
+}
+
+func (r *run) memberExited(ev clusters.ExitEvent) {
+	if ev.Expected {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf("member %s (pid %d) exited unexpectedly at %s: %s",
+		ev.Member, ev.PID, ev.Time.Format(time.RFC3339Nano), ev.Status))
+}
+
+// finish stops everything execute started, in order (load, clients, cluster), and writes the results.
+func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	interrupted := ctx.Err() != nil
+	var errs []error
+	if r.collector != nil {
+		errs = append(errs, r.collector.Close(r.loadEnd))
+	}
+	if r.runner != nil {
+		if err := r.runner.Close(); err != nil && !interrupted {
+			errs = append(errs, err)
+		}
+	}
+	if r.history != nil {
+		errs = append(errs, r.history.Close())
+	}
+	if r.cluster != nil {
+		if err := r.cluster.Close(cctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop cluster: %w", err))
+		}
+	}
+	if r.clientLog != nil {
+		r.clientLog.Close()
+	}
+	harnessErr := errors.Join(errs...)
+
+	s := &r.summary
+	s.Schema = results.SummarySchema
+	s.Name = r.s.DisplayName()
+	s.Command = r.env.Command
+	s.Seed = r.s.Seed
+	s.Versions.Chaosbench = r.env.Version
+	s.Versions.EtcdClient = version.Version
+	s.Versions.Go = runtime.Version()
+	s.Start = r.start
+	s.End = time.Now()
+	s.DurationSeconds = s.End.Sub(s.Start).Seconds()
+	s.WarmupSeconds = r.s.Warmup.Seconds()
+	if cfg, err := json.Marshal(r.s); err == nil {
+		s.Config = cfg
+	}
+	s.Cluster = results.ClusterInfo{Backend: r.s.Cluster, EtcdFlags: r.s.EtcdFlags}
+	if r.cluster != nil {
+		s.Cluster.Members = len(r.cluster.Members())
+		s.Cluster.Endpoints = r.cluster.Endpoints()
+	}
+	s.Schedule = results.Schedule{Mode: "closed", TargetRate: r.s.Rate, Clients: r.s.Clients, Conns: r.s.Conns}
+	if r.s.Rate > 0 {
+		s.Schedule.Mode = "open"
+	}
+	s.Operations = map[string]*results.Operation{}
+	if r.collector != nil {
+		if from, ok := r.collector.MeasureFrom(); ok && r.loadEnd > from {
+			s.MeasuredSeconds = (r.loadEnd - from).Seconds()
+		}
+		s.Operations = r.collector.Operations(time.Duration(s.MeasuredSeconds * float64(time.Second)))
+		if err := r.collector.WriteHGRM(r.dir); err != nil {
+			harnessErr = errors.Join(harnessErr, err)
+		}
+	}
+	s.Total = results.Totals(s.Operations)
+	for _, op := range s.Operations {
+		s.Schedule.MissedBacklog += op.MissedBacklog
+		s.Schedule.MissedLag += op.MissedLag
+	}
+	if s.Total.Count > 0 {
+		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(s.Total.Count)
+	}
+
+	r.mu.Lock()
+	s.Errors = append(s.Errors, r.events...)
+	r.mu.Unlock()
+	var runErr error
+	switch {
+	case interrupted:
+		s.Incomplete, s.IncompleteReason = true, "interrupted by signal; results cover the load up to that moment"
+		runErr = ErrInterrupted
+	case loadErr != nil:
+		s.Incomplete, s.IncompleteReason = true, loadErr.Error()
+		runErr = loadErr
+	case harnessErr != nil:
+		runErr = harnessErr
+	}
+	if harnessErr != nil {
+		s.Errors = append(s.Errors, harnessErr.Error())
+	}
+	if err := results.WriteSummary(r.dir, s); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr == nil && r.s.Cluster == "embed" && !r.s.KeepData {
+		r.removeData()
+	}
+
+	fmt.Fprintln(r.out)
+	if err := results.WriteText(r.out, s); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if s.Schedule.Mode == "open" && s.Schedule.MissedPercent > 1 {
+		fmt.Fprintf(r.out, "WARNING: %.1f%% of operations started late: response times include the delay, service times do not.\n", s.Schedule.MissedPercent)
+	}
+	for _, e := range s.Errors {
+		fmt.Fprintln(r.out, "error:", e)
+	}
+	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
+	return s, runErr
+}
+
+// removeData deletes the members' data directories of a successful run; their logs stay.
+func (r *run) removeData() {
+	for _, p := range clusters.Processes(r.cluster) {
+		os.RemoveAll(p.DataDir())
+	}
+}
+
+func joinEndpoints(eps []string) string {
+	if len(eps) <= 3 {
+		return fmt.Sprint(eps)
+	}
+	return fmt.Sprintf("%v and %d more", eps[:3], len(eps)-3)
+}
+
+// fileLogger returns a zap logger that writes the etcd client's warnings to f, so that retries during
+// faults do not flood the terminal.
+func fileLogger(f *os.File) *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zap.WarnLevel))
+}

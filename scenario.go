@@ -1,0 +1,242 @@
+// Package chaosbench runs scenarios: an etcd cluster, a workload, and what to measure, as one library
+// call. The command in cmd/chaosbench only parses flags into a Scenario and calls Run.
+//
+// A scenario is data. Every field is a flag of `chaosbench run`, and a scenario file (YAML) uses the flag
+// names as keys, so the two cannot drift apart: values from the file apply first and flags given on the
+// command line override them.
+package chaosbench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// Scenario is everything a run needs. JSON names match the flags.
+type Scenario struct {
+	Name string `json:"name"`
+	Out  string `json:"out"`
+	Seed int64  `json:"seed"`
+
+	Cluster   string   `json:"cluster"`
+	Members   int      `json:"members"`
+	EtcdFlags []string `json:"etcd-flag,omitempty"`
+	Endpoints []string `json:"endpoints,omitempty"`
+	CACert    string   `json:"cacert,omitempty"`
+	Cert      string   `json:"cert,omitempty"`
+	Key       string   `json:"key,omitempty"`
+	KeepData  bool     `json:"keep-data"`
+
+	Workload       string        `json:"workload"`
+	Rate           float64       `json:"rate"`
+	Clients        int           `json:"clients"`
+	Conns          int           `json:"conns"`
+	Duration       time.Duration `json:"duration"`
+	Total          int64         `json:"total"`
+	Warmup         time.Duration `json:"warmup"`
+	RequestTimeout time.Duration `json:"request-timeout"`
+	ScheduleSlack  time.Duration `json:"schedule-slack"`
+
+	Micro workloads.MicroOptions `json:"micro"`
+
+	History  bool   `json:"history"`
+	Progress string `json:"progress"`
+}
+
+// DefaultScenario returns the scenario of a plain `chaosbench run`.
+func DefaultScenario() Scenario {
+	return Scenario{
+		Cluster:        "embed",
+		Members:        3,
+		Workload:       "put",
+		Rate:           1000,
+		Clients:        64,
+		Conns:          8,
+		Duration:       60 * time.Second,
+		RequestTimeout: 10 * time.Second,
+		ScheduleSlack:  10 * time.Millisecond,
+		Micro: workloads.MicroOptions{
+			KeySize: 8, ValSize: 256, KeySpaceSize: 10000, KeyPrefix: "/bench/",
+			Consistency: "l", RangeKeys: 1, TxnOps: 1, RWRatio: 1,
+			WatchStreams: 10, WatchersPerStream: 10,
+		},
+		History:  true,
+		Progress: results.ProgressAuto,
+	}
+}
+
+// BindFlags defines every scenario field as a flag of fs, bound to s. The flag set is also the schema of
+// scenario files (see LoadScenarioFile).
+func BindFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.Name, "name", s.Name, "scenario name, used in the default output directory (default: the workload)")
+	fs.StringVar(&s.Out, "out", s.Out, "run directory for results (default results/<time>-<name>)")
+	fs.Int64Var(&s.Seed, "seed", s.Seed, "seed for every random choice; 0 picks one (printed and stored)")
+
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed (member processes started here) or external")
+	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded cluster: 1, 3 or 5")
+	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", s.EtcdFlags, "etcd setting for every member, name=value (repeatable), e.g. heartbeat-interval=100")
+	fs.StringSliceVar(&s.Endpoints, "endpoints", s.Endpoints, "client URLs of an external cluster")
+	fs.StringVar(&s.CACert, "cacert", s.CACert, "CA bundle to verify an external cluster's TLS certificates")
+	fs.StringVar(&s.Cert, "cert", s.Cert, "client certificate for mutual TLS")
+	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS")
+	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
+
+	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(workloads.MicroNames, ", "))
+	fs.Float64Var(&s.Rate, "rate", s.Rate, "target operations per second (open loop); 0 runs closed loop, every client flat out")
+	fs.IntVar(&s.Clients, "clients", s.Clients, "concurrent clients (workers)")
+	fs.IntVar(&s.Conns, "conns", s.Conns, "gRPC connections shared by the clients round robin")
+	fs.DurationVar(&s.Duration, "duration", s.Duration, "length of the load, warm-up included (0 with --total: until the total is sent)")
+	fs.Int64Var(&s.Total, "total", s.Total, "stop after this many operations (0: no limit)")
+	fs.DurationVar(&s.Warmup, "warmup", s.Warmup, "initial period excluded from results")
+	fs.DurationVar(&s.RequestTimeout, "request-timeout", s.RequestTimeout, "timeout of each request")
+	fs.DurationVar(&s.ScheduleSlack, "schedule-slack", s.ScheduleSlack, "how late an operation may start before it counts as a missed slot")
+
+	m := &s.Micro
+	fs.IntVar(&m.KeySize, "key-size", m.KeySize, "minimum key size in bytes")
+	fs.IntVar(&m.ValSize, "val-size", m.ValSize, "value size in bytes (at least 8)")
+	fs.IntVar(&m.KeySpaceSize, "key-space-size", m.KeySpaceSize, "number of distinct keys")
+	fs.BoolVar(&m.SequentialKeys, "sequential-keys", m.SequentialKeys, "use keys in order instead of at random")
+	fs.StringVar(&m.KeyPrefix, "key-prefix", m.KeyPrefix, "prefix of every key the micro workloads write")
+	fs.StringVar(&m.Consistency, "consistency", m.Consistency, "reads: l (linearizable) or s (serializable)")
+	fs.Int64Var(&m.Limit, "limit", m.Limit, "maximum keys per range (0: no limit; txn-mixed reads default to 1000)")
+	fs.BoolVar(&m.KeysOnly, "keys-only", m.KeysOnly, "ranges return keys only")
+	fs.BoolVar(&m.CountOnly, "count-only", m.CountOnly, "ranges return the count only")
+	fs.IntVar(&m.RangeKeys, "range-keys", m.RangeKeys, "consecutive keys per range: 1 reads one key, 0 the whole key space")
+	fs.IntVar(&m.TxnOps, "txn-ops", m.TxnOps, "puts per txn-put transaction")
+	fs.Float64Var(&m.RWRatio, "rw-ratio", m.RWRatio, "txn-mixed reads per write")
+	fs.IntVar(&m.WatchStreams, "watch-streams", m.WatchStreams, "watch-latency: gRPC watch streams")
+	fs.IntVar(&m.WatchersPerStream, "watchers-per-stream", m.WatchersPerStream, "watch-latency: watchers per stream")
+	fs.BoolVar(&m.PrevKV, "prev-kv", m.PrevKV, "watch-latency: ask for previous key-values")
+
+	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
+	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
+}
+
+// LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
+// flag name, and keys whose flag was given on the command line are skipped, so flags override the file.
+// Unknown keys, misspellings and bad values are usage errors that name the file and line.
+func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return results.Usagef("--config: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return results.Usagef("%s: %v", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return results.Usagef("%s:%d: expected a mapping of settings (flag names as keys)", path, root.Line)
+	}
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		where := fmt.Sprintf("%s:%d", path, k.Line)
+		f := fs.Lookup(k.Value)
+		if f == nil || k.Value == "config" {
+			if s := results.Suggest(k.Value, names); s != "" {
+				return results.Usagef("%s: unknown setting %q (did you mean %q?)", where, k.Value, s)
+			}
+			return results.Usagef("%s: unknown setting %q", where, k.Value)
+		}
+		if seen[k.Value] {
+			return results.Usagef("%s: %q is set twice", where, k.Value)
+		}
+		seen[k.Value] = true
+		if f.Changed {
+			continue
+		}
+		if err := setFromYAML(f, v); err != nil {
+			return results.Usagef("%s: %s: %v", where, k.Value, err)
+		}
+	}
+	return nil
+}
+
+func setFromYAML(f *pflag.Flag, v *yaml.Node) error {
+	var values []string
+	switch v.Kind {
+	case yaml.ScalarNode:
+		values = []string{v.Value}
+	case yaml.SequenceNode:
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: expected a plain value", item.Line)
+			}
+			values = append(values, item.Value)
+		}
+	case yaml.MappingNode:
+		// name: value pairs, as for etcd-flag.
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			values = append(values, v.Content[i].Value+"="+v.Content[i+1].Value)
+		}
+	default:
+		return errors.New("unsupported value")
+	}
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		return sv.Replace(values)
+	}
+	if len(values) != 1 {
+		return errors.New("expected a single value")
+	}
+	return f.Value.Set(values[0])
+}
+
+// OutDir returns the run directory: --out, or results/<time>-<name>.
+func (s *Scenario) OutDir(now time.Time) string {
+	if s.Out != "" {
+		return s.Out
+	}
+	return filepath.Join("results", now.Format("20060102-150405")+"-"+s.DisplayName())
+}
+
+// DisplayName is the scenario's name, or its workload when it has none.
+func (s *Scenario) DisplayName() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Workload
+}
+
+// validate checks what does not need a cluster to check.
+func (s *Scenario) validate() error {
+	if !slices.Contains([]string{"embed", "external"}, s.Cluster) {
+		return results.Usagef("--cluster %q: embed or external", s.Cluster)
+	}
+	if s.Cluster == "external" && len(s.Endpoints) == 0 {
+		return results.Usagef("--cluster external needs --endpoints")
+	}
+	if s.Cluster != "external" && len(s.Endpoints) > 0 {
+		return results.Usagef("--endpoints is for --cluster external")
+	}
+	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
+		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
+	}
+	if s.Warmup < 0 || (s.Duration > 0 && s.Warmup >= s.Duration) {
+		return results.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)
+	}
+	if strings.ContainsAny(s.DisplayName(), `/\`) {
+		return results.Usagef("--name %q: no slashes, it becomes part of a directory name", s.DisplayName())
+	}
+	if s.Out != "" {
+		if _, err := os.Stat(filepath.Join(s.Out, results.SummaryFile)); err == nil {
+			return results.Usagef("--out %s: already holds a run; choose another directory", s.Out)
+		}
+	}
+	return nil
+}

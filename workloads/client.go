@@ -1,0 +1,391 @@
+package workloads
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// Recorder is the one place where operations are timed and recorded. Every request a workload sends goes
+// through a Client, which hands the Recorder one results.Record (for histograms and counters) and, when a
+// history is kept, one linearizability.Operation (for the consistency checker).
+type Recorder struct {
+	start   time.Time
+	sinks   []results.Sink
+	history *lin.Writer
+	fill    []byte
+
+	writeIDs atomic.Uint64
+	watchIDs atomic.Int64
+	begun    atomic.Int64 // offset of the load start plus one; 0 until Begin
+}
+
+// NewRecorder returns a recorder whose time base is start. history may be nil to keep no history. fill
+// supplies the filler bytes of written values (see linearizability.EncodeValue).
+func NewRecorder(start time.Time, history *lin.Writer, fill []byte, sinks ...results.Sink) *Recorder {
+	return &Recorder{start: start, sinks: sinks, history: history, fill: fill}
+}
+
+// Start returns the time base: every offset in records and histories is relative to it.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Now returns the current offset from the time base (monotonic).
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// NewValue returns a value of the given size with a fresh, run-wide unique write id.
+func (r *Recorder) NewValue(size int) lin.Value {
+	return lin.Value{ID: r.writeIDs.Add(1), Size: max(size, 8)}
+}
+
+// Begin marks the start of the measured load (after set-up) and returns its offset. Sinks that want to
+// know (the collector aligns its intervals and warm-up on it) implement interface{ Begin(time.Duration) }.
+// Only the first call has an effect.
+func (r *Recorder) Begin() time.Duration {
+	at := r.Now()
+	if !r.begun.CompareAndSwap(0, int64(at)+1) {
+		return time.Duration(r.begun.Load() - 1)
+	}
+	for _, s := range r.sinks {
+		if b, ok := s.(interface{ Begin(time.Duration) }); ok {
+			b.Begin(at)
+		}
+	}
+	return at
+}
+
+// Began returns the offset of the load start, and false before Begin.
+func (r *Recorder) Began() (time.Duration, bool) {
+	v := r.begun.Load()
+	return time.Duration(v - 1), v != 0
+}
+
+func (r *Recorder) record(worker int, rec *results.Record) {
+	for _, s := range r.sinks {
+		s.Record(worker, rec)
+	}
+}
+
+// Slot is one place in a load schedule: when the operation should have started and whether it started
+// late. Requests sent outside a schedule pass a nil *Slot: their intended start is their actual start.
+type Slot struct {
+	N        uint64
+	Intended time.Duration
+	Miss     results.Miss
+}
+
+// Client is one logical client of etcd (a worker, an actor): it sends requests over a shared connection and
+// records each of them. A Client is used by one goroutine at a time.
+type Client struct {
+	id      int
+	etcd    *clientv3.Client
+	rec     *Recorder
+	timeout time.Duration
+}
+
+// NewClient returns a recording client with id (the client number in histories) over conn.
+// timeout bounds each request (0: none).
+func NewClient(id int, conn *clientv3.Client, rec *Recorder, timeout time.Duration) *Client {
+	return &Client{id: id, etcd: conn, rec: rec, timeout: timeout}
+}
+
+// ID returns the client's number in histories.
+func (c *Client) ID() int { return c.id }
+
+// Etcd returns the underlying etcd client, for requests the wrapper does not model (use Call to time them).
+func (c *Client) Etcd() *clientv3.Client { return c.etcd }
+
+// Recorder returns the recorder this client records to.
+func (c *Client) Recorder() *Recorder { return c.rec }
+
+// Do sends req and records it as operation op (for example "put" or "create/pods"). The returned error is
+// the one etcd's client returned; a transaction whose comparison failed is not an error but a response with
+// Txn.Succeeded false.
+func (c *Client) Do(ctx context.Context, slot *Slot, op string, req lin.Request) (lin.Response, error) {
+	parent := ctx
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	start := c.rec.Now()
+	resp, err := c.send(ctx, req)
+	end := c.rec.Now()
+	c.finish(slot, op, req, start, end, &resp, err, canceledByCaller(parent, err))
+	return resp, err
+}
+
+// Call times an arbitrary request fn (Status, RequestProgress, Defragment, ...) and records it as op with the
+// revision fn returns. It is not part of the history.
+func (c *Client) Call(ctx context.Context, slot *Slot, op string, fn func(ctx context.Context) (revision int64, err error)) error {
+	parent := ctx
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	start := c.rec.Now()
+	rev, err := fn(ctx)
+	end := c.rec.Now()
+	rec := results.Record{Op: op, Start: start, End: end, Intended: start, Revision: rev}
+	if slot != nil {
+		rec.Intended, rec.Miss = slot.Intended, slot.Miss
+	}
+	if err != nil {
+		rec.Outcome, rec.ErrClass = results.Error, ErrorClass(err)
+	}
+	if !canceledByCaller(parent, err) {
+		c.rec.record(c.id, &rec)
+	}
+	return err
+}
+
+func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.Duration, resp *lin.Response, err error, canceled bool) {
+	rec := results.Record{Op: op, Key: requestKey(req), Start: start, End: end, Intended: start, Revision: resp.Revision}
+	if slot != nil {
+		rec.Intended, rec.Miss = slot.Intended, slot.Miss
+	}
+	switch {
+	case err != nil:
+		rec.Outcome, rec.ErrClass = results.Error, ErrorClass(err)
+	case resp.Txn != nil && !resp.Txn.Succeeded:
+		rec.Outcome = results.Failed
+	}
+	if req.Kind == lin.KindPut {
+		rec.WriteID = req.Put.Value.ID
+	}
+	if c.rec.history != nil {
+		h := lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
+		if err != nil {
+			h.Error = rec.ErrClass + ": " + err.Error()
+		} else {
+			h.Response = resp
+		}
+		c.rec.history.Operation(&h)
+	}
+	// An operation cut short because the run is ending says nothing about etcd: keep it in the history
+	// (it may have taken effect) but out of the latency and error figures.
+	if !canceled {
+		c.rec.record(c.id, &rec)
+	}
+}
+
+// canceledByCaller reports whether err only says that the caller's context ended (not our timeout).
+func canceledByCaller(parent context.Context, err error) bool {
+	return err != nil && parent.Err() != nil
+}
+
+func requestKey(req lin.Request) string {
+	switch req.Kind {
+	case lin.KindRange:
+		return req.Range.Key
+	case lin.KindPut:
+		return req.Put.Key
+	case lin.KindDelete:
+		return req.Delete.Key
+	case lin.KindTxn:
+		if len(req.Txn.Compares) > 0 {
+			return req.Txn.Compares[0].Key
+		}
+		if len(req.Txn.Then) > 0 {
+			return requestKey(req.Txn.Then[0])
+		}
+	}
+	return ""
+}
+
+func (c *Client) send(ctx context.Context, req lin.Request) (lin.Response, error) {
+	switch req.Kind {
+	case lin.KindLeaseGrant:
+		r, err := c.etcd.Grant(ctx, req.Lease.TTL)
+		if err != nil {
+			return lin.Response{}, err
+		}
+		return lin.Response{Revision: r.Revision, Lease: &lin.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
+	case lin.KindLeaseRevoke:
+		r, err := c.etcd.Revoke(ctx, clientv3.LeaseID(req.Lease.ID))
+		if err != nil {
+			return lin.Response{}, err
+		}
+		return lin.Response{Revision: r.Header.Revision, Lease: &lin.LeaseResponse{ID: req.Lease.ID}}, nil
+	case lin.KindLeaseKeepAlive:
+		r, err := c.etcd.KeepAliveOnce(ctx, clientv3.LeaseID(req.Lease.ID))
+		if err != nil {
+			return lin.Response{}, err
+		}
+		return lin.Response{Revision: r.Revision, Lease: &lin.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
+	case lin.KindCompact:
+		var opts []clientv3.CompactOption
+		if req.Compact.Physical {
+			opts = append(opts, clientv3.WithCompactPhysical())
+		}
+		r, err := c.etcd.Compact(ctx, req.Compact.Revision, opts...)
+		if err != nil {
+			return lin.Response{}, err
+		}
+		return lin.Response{Revision: r.Header.Revision}, nil
+	}
+	r, err := c.etcd.Do(ctx, c.toOp(req))
+	if err != nil {
+		return lin.Response{}, err
+	}
+	return fromOpResponse(r), nil
+}
+
+// toOp translates a KV request into the etcd client's Op.
+func (c *Client) toOp(req lin.Request) clientv3.Op {
+	switch req.Kind {
+	case lin.KindRange:
+		r := req.Range
+		var opts []clientv3.OpOption
+		if r.End != "" {
+			opts = append(opts, clientv3.WithRange(r.End))
+		}
+		if r.Limit != 0 {
+			opts = append(opts, clientv3.WithLimit(r.Limit))
+		}
+		if r.Revision != 0 {
+			opts = append(opts, clientv3.WithRev(r.Revision))
+		}
+		if r.Serializable {
+			opts = append(opts, clientv3.WithSerializable())
+		}
+		if r.KeysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		if r.CountOnly {
+			opts = append(opts, clientv3.WithCountOnly())
+		}
+		return clientv3.OpGet(r.Key, opts...)
+	case lin.KindPut:
+		p := req.Put
+		var opts []clientv3.OpOption
+		if p.Lease != 0 {
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(p.Lease)))
+		}
+		if p.PrevKV {
+			opts = append(opts, clientv3.WithPrevKV())
+		}
+		return clientv3.OpPut(p.Key, string(lin.EncodeValue(p.Value, c.rec.fill)), opts...)
+	case lin.KindDelete:
+		d := req.Delete
+		var opts []clientv3.OpOption
+		if d.End != "" {
+			opts = append(opts, clientv3.WithRange(d.End))
+		}
+		if d.PrevKV {
+			opts = append(opts, clientv3.WithPrevKV())
+		}
+		return clientv3.OpDelete(d.Key, opts...)
+	case lin.KindTxn:
+		t := req.Txn
+		cmps := make([]clientv3.Cmp, len(t.Compares))
+		for i, cmp := range t.Compares {
+			cmps[i] = c.toCmp(cmp)
+		}
+		return clientv3.OpTxn(cmps, c.toOps(t.Then), c.toOps(t.Else))
+	}
+	panic("workloads: request kind " + string(req.Kind) + " is not a KV operation")
+}
+
+func (c *Client) toOps(reqs []lin.Request) []clientv3.Op {
+	if len(reqs) == 0 {
+		return nil
+	}
+	ops := make([]clientv3.Op, len(reqs))
+	for i, r := range reqs {
+		ops[i] = c.toOp(r)
+	}
+	return ops
+}
+
+func (c *Client) toCmp(cmp lin.Compare) clientv3.Cmp {
+	op := string(cmp.Result)
+	switch cmp.Target {
+	case lin.CompareModRevision:
+		return clientv3.Compare(clientv3.ModRevision(cmp.Key), op, cmp.Operand)
+	case lin.CompareVersion:
+		return clientv3.Compare(clientv3.Version(cmp.Key), op, cmp.Operand)
+	case lin.CompareCreate:
+		return clientv3.Compare(clientv3.CreateRevision(cmp.Key), op, cmp.Operand)
+	case lin.CompareValue:
+		return clientv3.Compare(clientv3.Value(cmp.Key), op, string(lin.EncodeValue(cmp.Value, c.rec.fill)))
+	}
+	panic("workloads: compare target " + string(cmp.Target))
+}
+
+func fromOpResponse(r clientv3.OpResponse) lin.Response {
+	switch {
+	case r.Get() != nil:
+		g := r.Get()
+		return lin.Response{Revision: g.Header.Revision, Range: &lin.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
+	case r.Put() != nil:
+		p := r.Put()
+		return lin.Response{Revision: p.Header.Revision, Put: &lin.PutResponse{PrevKV: fromKV(p.PrevKv)}}
+	case r.Del() != nil:
+		d := r.Del()
+		return lin.Response{Revision: d.Header.Revision, Delete: &lin.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
+	case r.Txn() != nil:
+		t := r.Txn()
+		out := lin.Response{Revision: t.Header.Revision, Txn: &lin.TxnResponse{Succeeded: t.Succeeded}}
+		for _, op := range t.Responses {
+			out.Txn.Results = append(out.Txn.Results, fromResponseOp(op, t.Header.Revision))
+		}
+		return out
+	}
+	return lin.Response{}
+}
+
+// fromResponseOp converts one result of a transaction branch; nested results carry the transaction's
+// revision.
+func fromResponseOp(op *pb.ResponseOp, rev int64) lin.Response {
+	switch {
+	case op.GetResponseRange() != nil:
+		g := op.GetResponseRange()
+		return lin.Response{Revision: rev, Range: &lin.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
+	case op.GetResponsePut() != nil:
+		return lin.Response{Revision: rev, Put: &lin.PutResponse{PrevKV: fromKV(op.GetResponsePut().PrevKv)}}
+	case op.GetResponseDeleteRange() != nil:
+		d := op.GetResponseDeleteRange()
+		return lin.Response{Revision: rev, Delete: &lin.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
+	case op.GetResponseTxn() != nil:
+		t := op.GetResponseTxn()
+		out := lin.Response{Revision: rev, Txn: &lin.TxnResponse{Succeeded: t.Succeeded}}
+		for _, inner := range t.Responses {
+			out.Txn.Results = append(out.Txn.Results, fromResponseOp(inner, rev))
+		}
+		return out
+	}
+	return lin.Response{Revision: rev}
+}
+
+func fromKVs(kvs []*mvccpb.KeyValue) []lin.KV {
+	if len(kvs) == 0 {
+		return nil
+	}
+	out := make([]lin.KV, len(kvs))
+	for i, kv := range kvs {
+		out[i] = *fromKV(kv)
+	}
+	return out
+}
+
+func fromKV(kv *mvccpb.KeyValue) *lin.KV {
+	if kv == nil {
+		return nil
+	}
+	out := &lin.KV{
+		Key: string(kv.Key), CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+		Version: kv.Version, Lease: kv.Lease,
+	}
+	if len(kv.Value) > 0 {
+		out.Value = lin.DecodeValue(kv.Value)
+	}
+	return out
+}

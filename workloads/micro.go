@@ -1,0 +1,349 @@
+package workloads
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// Workload generates one kind of load. Setup prepares what the load needs (preloaded keys, leases,
+// watchers) and is not measured; Run sends the load until the runner's schedule ends or ctx is done.
+type Workload interface {
+	Name() string
+	Setup(ctx context.Context, r *Runner) error
+	Run(ctx context.Context, r *Runner) error
+}
+
+// MicroNames lists the micro workloads, named after the etcd benchmark subcommands they mirror.
+var MicroNames = []string{"put", "range", "txn-put", "txn-mixed", "watch-latency", "lease-keepalive"}
+
+// MicroOptions are the settings of the micro workloads; flag names and meanings follow etcd's benchmark.
+type MicroOptions struct {
+	// KeySize is the minimum key length; keys are KeyPrefix plus a zero-padded hex index.
+	KeySize int `json:"key-size"`
+	// ValSize is the value length (at least 8: every value starts with its write id).
+	ValSize int `json:"val-size"`
+	// KeySpaceSize is the number of distinct keys.
+	KeySpaceSize int `json:"key-space-size"`
+	// SequentialKeys picks keys in order instead of at random.
+	SequentialKeys bool `json:"sequential-keys"`
+	// KeyPrefix is prepended to every key.
+	KeyPrefix string `json:"key-prefix"`
+	// Consistency of reads: "l" (linearizable) or "s" (serializable).
+	Consistency string `json:"consistency"`
+	// Limit caps the keys a range returns (0: no limit); txn-mixed reads default to 1000 like etcd's.
+	Limit int64 `json:"limit"`
+	// KeysOnly and CountOnly shape range responses.
+	KeysOnly  bool `json:"keys-only"`
+	CountOnly bool `json:"count-only"`
+	// RangeKeys is how many consecutive keys a range covers: 1 reads one key, 0 the whole key space.
+	RangeKeys int `json:"range-keys"`
+	// TxnOps is the number of puts per txn-put transaction.
+	TxnOps int `json:"txn-ops"`
+	// RWRatio is txn-mixed's ratio of reads to writes.
+	RWRatio float64 `json:"rw-ratio"`
+	// WatchStreams and WatchersPerStream shape watch-latency's watchers; PrevKV asks for previous values.
+	WatchStreams      int  `json:"watch-streams"`
+	WatchersPerStream int  `json:"watchers-per-stream"`
+	PrevKV            bool `json:"prev-kv"`
+}
+
+// NewMicro returns the named micro workload.
+func NewMicro(name string, o MicroOptions) (Workload, error) {
+	if err := o.validate(name); err != nil {
+		return nil, err
+	}
+	ks := newKeySpace(o.KeyPrefix, o.KeySize, o.KeySpaceSize)
+	switch name {
+	case "put":
+		return &putLoad{o: o, keys: ks}, nil
+	case "range":
+		return &rangeLoad{o: o, keys: ks}, nil
+	case "txn-put":
+		return &txnPutLoad{o: o, keys: ks}, nil
+	case "txn-mixed":
+		return &txnMixedLoad{o: o, keys: ks}, nil
+	case "watch-latency":
+		return &watchLatencyLoad{o: o, key: o.KeyPrefix + "watch-latency"}, nil
+	case "lease-keepalive":
+		return &leaseKeepaliveLoad{}, nil
+	}
+	if s := results.Suggest(name, MicroNames); s != "" {
+		return nil, results.Usagef("--workload %s: no such workload (did you mean %s?)", name, s)
+	}
+	return nil, results.Usagef("--workload %s: no such workload (have %s)", name, strings.Join(MicroNames, ", "))
+}
+
+func (o MicroOptions) validate(name string) error {
+	switch {
+	case o.KeySpaceSize < 1:
+		return results.Usagef("--key-space-size %d: need at least one key", o.KeySpaceSize)
+	case o.ValSize < 8:
+		return results.Usagef("--val-size %d: values carry an 8-byte write id, so at least 8", o.ValSize)
+	case o.ValSize > 1536*1024:
+		return results.Usagef("--val-size %d: over etcd's 1.5 MiB request limit", o.ValSize)
+	case o.Consistency != "l" && o.Consistency != "s":
+		return results.Usagef("--consistency %q: l (linearizable) or s (serializable)", o.Consistency)
+	case o.KeysOnly && o.CountOnly:
+		return results.Usagef("--keys-only and --count-only cannot be set together")
+	case o.RangeKeys < 0 || o.Limit < 0:
+		return results.Usagef("--range-keys and --limit must not be negative")
+	case name == "txn-put" && (o.TxnOps < 1 || o.TxnOps > o.KeySpaceSize):
+		return results.Usagef("--txn-ops %d: between 1 and --key-space-size %d", o.TxnOps, o.KeySpaceSize)
+	case name == "txn-mixed" && o.RWRatio < 0:
+		return results.Usagef("--rw-ratio %v: must not be negative", o.RWRatio)
+	case name == "watch-latency" && (o.WatchStreams < 1 || o.WatchersPerStream < 1):
+		return results.Usagef("--watch-streams and --watchers-per-stream: at least 1")
+	}
+	return nil
+}
+
+// keySpace names keys: prefix + zero-padded hex index, padded so that keys are at least size bytes long.
+type keySpace struct {
+	prefix string
+	width  int
+	size   int
+}
+
+func newKeySpace(prefix string, keySize, size int) keySpace {
+	width := max(keySize-len(prefix), len(strconv.FormatUint(uint64(max(size-1, 0)), 16)))
+	return keySpace{prefix: prefix, width: width, size: size}
+}
+
+func (k keySpace) key(i int) string {
+	h := strconv.FormatUint(uint64(i), 16)
+	return k.prefix + strings.Repeat("0", max(k.width-len(h), 0)) + h
+}
+
+// end is the end of the range holding every key of the space.
+func (k keySpace) end() string { return clientv3.GetPrefixRangeEnd(k.prefix) }
+
+// pick returns the key index for slot n: in order, or at random.
+func (k keySpace) pick(w *Worker, n uint64, sequential bool) int {
+	if sequential {
+		return int(n % uint64(k.size))
+	}
+	return w.Rand.IntN(k.size)
+}
+
+// preload writes every key of the space once, in transactions of up to 128 puts.
+func (k keySpace) preload(ctx context.Context, r *Runner, valSize int) error {
+	const batch = 128
+	c := r.Workers()[0].Client
+	for i := 0; i < k.size; i += batch {
+		var puts []lin.Request
+		for j := i; j < min(i+batch, k.size); j++ {
+			puts = append(puts, lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: k.key(j), Value: r.Recorder().NewValue(valSize)}})
+		}
+		if _, err := c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}}); err != nil {
+			return fmt.Errorf("preload keys: %w", err)
+		}
+	}
+	return nil
+}
+
+func putRequest(key string, v lin.Value) lin.Request {
+	return lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: v}}
+}
+
+// putLoad mirrors `benchmark put`: one put per operation.
+type putLoad struct {
+	o    MicroOptions
+	keys keySpace
+}
+
+func (l *putLoad) Name() string                         { return "put" }
+func (l *putLoad) Setup(context.Context, *Runner) error { return nil }
+func (l *putLoad) Run(ctx context.Context, r *Runner) error {
+	rec := r.Recorder()
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		key := l.keys.key(l.keys.pick(w, s.N, l.o.SequentialKeys))
+		w.Do(ctx, s, "put", putRequest(key, rec.NewValue(l.o.ValSize)))
+	})
+	return nil
+}
+
+// rangeLoad mirrors `benchmark range`: reads of one key, RangeKeys consecutive keys, or the whole space.
+type rangeLoad struct {
+	o    MicroOptions
+	keys keySpace
+}
+
+func (l *rangeLoad) Name() string { return "range" }
+func (l *rangeLoad) Setup(ctx context.Context, r *Runner) error {
+	return l.keys.preload(ctx, r, l.o.ValSize)
+}
+func (l *rangeLoad) Run(ctx context.Context, r *Runner) error {
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		rg := &lin.Range{Limit: l.o.Limit, Serializable: l.o.Consistency == "s", KeysOnly: l.o.KeysOnly, CountOnly: l.o.CountOnly}
+		switch i := l.keys.pick(w, s.N, l.o.SequentialKeys); {
+		case l.o.RangeKeys == 0:
+			rg.Key, rg.End = l.keys.prefix, l.keys.end()
+		case l.o.RangeKeys == 1:
+			rg.Key = l.keys.key(i)
+		default:
+			i = min(i, max(l.keys.size-l.o.RangeKeys, 0))
+			rg.Key, rg.End = l.keys.key(i), l.keys.key(i+l.o.RangeKeys)
+		}
+		w.Do(ctx, s, "range", lin.Request{Kind: lin.KindRange, Range: rg})
+	})
+	return nil
+}
+
+// txnPutLoad mirrors `benchmark txn-put`: TxnOps puts on consecutive keys in one transaction.
+type txnPutLoad struct {
+	o    MicroOptions
+	keys keySpace
+}
+
+func (l *txnPutLoad) Name() string                         { return "txn-put" }
+func (l *txnPutLoad) Setup(context.Context, *Runner) error { return nil }
+func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
+	rec := r.Recorder()
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		puts := make([]lin.Request, l.o.TxnOps)
+		for j := range puts {
+			puts[j] = putRequest(l.keys.key(int((s.N*uint64(l.o.TxnOps)+uint64(j))%uint64(l.keys.size))), rec.NewValue(l.o.ValSize))
+		}
+		w.Do(ctx, s, "txn-put", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}})
+	})
+	return nil
+}
+
+// txnMixedLoad mirrors `benchmark txn-mixed`: transactions that either read the key space (up to Limit
+// keys) or put one key, RWRatio reads per write.
+type txnMixedLoad struct {
+	o    MicroOptions
+	keys keySpace
+}
+
+func (l *txnMixedLoad) Name() string { return "txn-mixed" }
+func (l *txnMixedLoad) Setup(ctx context.Context, r *Runner) error {
+	return l.keys.preload(ctx, r, l.o.ValSize)
+}
+func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
+	rec := r.Recorder()
+	limit := l.o.Limit
+	if limit == 0 {
+		limit = 1000
+	}
+	readShare := l.o.RWRatio / (1 + l.o.RWRatio)
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		if w.Rand.Float64() < readShare {
+			read := lin.Request{Kind: lin.KindRange, Range: &lin.Range{
+				Key: l.keys.prefix, End: l.keys.end(), Limit: limit, Serializable: l.o.Consistency == "s",
+			}}
+			w.Do(ctx, s, "txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{read}}})
+			return
+		}
+		put := putRequest(l.keys.key(int(s.N%uint64(l.keys.size))), rec.NewValue(l.o.ValSize))
+		w.Do(ctx, s, "txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{put}}})
+	})
+	return nil
+}
+
+// leaseKeepaliveLoad mirrors `benchmark lease-keepalive`: every worker grants one lease, then each operation
+// is a KeepAliveOnce of the worker's lease.
+type leaseKeepaliveLoad struct {
+	leases []int64 // by worker ID
+}
+
+func (l *leaseKeepaliveLoad) Name() string { return "lease-keepalive" }
+func (l *leaseKeepaliveLoad) Setup(ctx context.Context, r *Runner) error {
+	l.leases = make([]int64, len(r.Workers()))
+	for i, w := range r.Workers() {
+		resp, err := w.Do(ctx, nil, "lease-grant", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 100}})
+		if err != nil {
+			return fmt.Errorf("grant lease: %w", err)
+		}
+		l.leases[i] = resp.Lease.ID
+	}
+	return nil
+}
+func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		w.Do(ctx, s, "lease-keepalive", lin.Request{Kind: lin.KindLeaseKeepAlive, Lease: &lin.Lease{ID: l.leases[w.ID]}})
+	})
+	return nil
+}
+
+// watchLatencyLoad mirrors `benchmark watch-latency`: WatchStreams gRPC watch streams with
+// WatchersPerStream watchers each, all on one key; puts to that key are paced like any load, and every
+// event is recorded as a "watch" operation whose latency runs from the put's acknowledgement to the event's
+// arrival (zero when the event arrives first), as etcd's tool measures it.
+type watchLatencyLoad struct {
+	o        MicroOptions
+	key      string
+	delivery *Delivery
+	streams  []*WatchStream
+	watches  []*Watch
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func (l *watchLatencyLoad) Name() string { return "watch-latency" }
+
+func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
+	n := l.o.WatchStreams * l.o.WatchersPerStream
+	l.delivery = NewDelivery(n)
+	wctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	for i := range l.o.WatchStreams {
+		stream := r.NewClient(i).NewWatchStream()
+		l.streams = append(l.streams, stream)
+		for range l.o.WatchersPerStream {
+			w := stream.Watch(wctx, lin.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV})
+			l.watches = append(l.watches, w)
+		}
+	}
+	rec := r.Recorder()
+	for _, w := range l.watches {
+		l.wg.Go(func() {
+			for resp := range w.C {
+				for _, ev := range resp.Events {
+					at := time.Duration(resp.Time)
+					if ack, ok := l.delivery.Received(ev.KV.Value.ID, at); ok {
+						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
+					}
+				}
+			}
+		})
+	}
+	// Make sure every watcher is established before the first put, or early events would be missed.
+	return waitWatchesReady(ctx, l.watches)
+}
+
+func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
+	rec := r.Recorder()
+	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		v := rec.NewValue(l.o.ValSize)
+		resp, err := w.Do(ctx, s, "put", putRequest(l.key, v))
+		if err != nil {
+			l.delivery.Forget(v.ID)
+			return
+		}
+		ack := rec.Now()
+		for range l.delivery.Acked(v.ID, ack) {
+			rec.record(w.ID, &results.Record{Op: "watch", Key: l.key, Intended: ack, Start: ack, End: ack, Revision: resp.Revision, WriteID: v.ID})
+		}
+	})
+	// Give the last events a moment to arrive, then stop watching.
+	deadline := time.Now().Add(2 * time.Second)
+	for l.delivery.Pending() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.cancel()
+	for _, s := range l.streams {
+		s.Close()
+	}
+	l.wg.Wait()
+	return nil
+}

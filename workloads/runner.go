@@ -1,0 +1,204 @@
+// Package workloads generates load against etcd. A workload decides what to send; a Runner owns the
+// connections and the worker pool and paces them; a Client sends each request and records it, once, through
+// the Recorder. Load is open-loop by default: every operation has an intended start time from the schedule,
+// latency is counted from it, and an operation that starts late is counted as a schedule miss (with its
+// cause) rather than silently slowing the schedule down. With no rate the runner is closed-loop, like etcd's
+// benchmark tool: every client sends its next request as soon as the last one returns.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// RunOptions configures the load a Runner generates.
+type RunOptions struct {
+	// Rate is the target arrival rate in operations per second; 0 runs closed-loop.
+	Rate float64
+	// Clients is the number of workers: concurrent requests at most.
+	Clients int
+	// Conns is the number of gRPC connections the workers share round robin.
+	Conns int
+	// Duration ends the schedule: no operation is scheduled at or after it (0: no limit).
+	Duration time.Duration
+	// Total ends the schedule after this many operations (0: no limit).
+	Total int64
+	// RequestTimeout bounds each request (0: none).
+	RequestTimeout time.Duration
+	// ScheduleSlack is how late an operation may start before it counts as a schedule miss (default 10 ms).
+	ScheduleSlack time.Duration
+	// Seed seeds every worker's random source.
+	Seed int64
+}
+
+// Validate checks the options and returns a usage error for the first bad one.
+func (o RunOptions) Validate() error {
+	switch {
+	case o.Rate < 0:
+		return results.Usagef("--rate %v: must not be negative", o.Rate)
+	case o.Clients < 1:
+		return results.Usagef("--clients %d: need at least one client", o.Clients)
+	case o.Conns < 1:
+		return results.Usagef("--conns %d: need at least one connection", o.Conns)
+	case o.Conns > o.Clients:
+		return results.Usagef("--conns %d: more connections than --clients %d", o.Conns, o.Clients)
+	case o.Duration < 0 || o.Total < 0:
+		return results.Usagef("--duration and --total must not be negative")
+	case o.Duration == 0 && o.Total == 0:
+		return results.Usagef("give --duration or --total")
+	}
+	return nil
+}
+
+// Worker is one of the runner's clients with its own seeded random source.
+type Worker struct {
+	ID int
+	*Client
+	Rand *rand.Rand
+}
+
+// Runner owns the connections and workers of a run and paces operations.
+type Runner struct {
+	opts    RunOptions
+	rec     *Recorder
+	conns   []*clientv3.Client
+	workers []*Worker
+	nextID  atomic.Int64
+}
+
+// NewRunner opens opts.Conns connections with cfg and creates opts.Clients workers over them.
+func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.ScheduleSlack <= 0 {
+		opts.ScheduleSlack = 10 * time.Millisecond
+	}
+	r := &Runner{opts: opts, rec: rec}
+	for range opts.Conns {
+		c, err := clientv3.New(cfg)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("connect to etcd: %w", err)
+		}
+		r.conns = append(r.conns, c)
+	}
+	for i := range opts.Clients {
+		r.workers = append(r.workers, &Worker{
+			ID:     i,
+			Client: NewClient(i, r.conns[i%len(r.conns)], rec, opts.RequestTimeout),
+			Rand:   r.Rand("worker", i),
+		})
+	}
+	r.nextID.Store(int64(opts.Clients))
+	return r, nil
+}
+
+// Options returns the runner's options.
+func (r *Runner) Options() RunOptions { return r.opts }
+
+// Recorder returns the recorder every client of the runner records to.
+func (r *Runner) Recorder() *Recorder { return r.rec }
+
+// Workers returns the workers, indexed by ID.
+func (r *Runner) Workers() []*Worker { return r.workers }
+
+// Conns returns the shared connections.
+func (r *Runner) Conns() []*clientv3.Client { return r.conns }
+
+// NewClient returns a recording client with a fresh client number, over connection i (mod Conns), for
+// actors outside the worker pool (watchers, periodic writers).
+func (r *Runner) NewClient(i int) *Client {
+	return NewClient(int(r.nextID.Add(1)-1), r.conns[i%len(r.conns)], r.rec, r.opts.RequestTimeout)
+}
+
+// Rand returns a random source derived from the run's seed and a name: the same seed and name always give
+// the same sequence, whatever else the run does.
+func (r *Runner) Rand(name string, i int) *rand.Rand {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", name, i)
+	return rand.New(rand.NewPCG(uint64(r.opts.Seed), h.Sum64()))
+}
+
+// Close closes the connections.
+func (r *Runner) Close() error {
+	var errs []error
+	for _, c := range r.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// OpFunc sends one scheduled operation.
+type OpFunc func(ctx context.Context, w *Worker, s *Slot)
+
+// Pace marks the start of the load (Recorder.Begin) and runs op on the worker pool until the schedule
+// ends (Duration or Total) or ctx is done, then waits for operations in flight.
+func (r *Runner) Pace(ctx context.Context, op OpFunc) {
+	begin := r.rec.Begin()
+	var pacer Pacer
+	if r.opts.Rate > 0 {
+		pacer = Constant{Rate: r.opts.Rate}
+	}
+	var next atomic.Uint64
+	var wg sync.WaitGroup
+	for _, w := range r.workers {
+		wg.Go(func() { r.work(ctx, w, pacer, begin, &next, op) })
+	}
+	wg.Wait()
+}
+
+// work claims slots in order from next, waits for each slot's time, and runs op. A slot claimed after its
+// time had a backlog (no worker was free); a slot claimed in time but started late lagged.
+func (r *Runner) work(ctx context.Context, w *Worker, pacer Pacer, begin time.Duration, next *atomic.Uint64, op OpFunc) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	slack := r.opts.ScheduleSlack
+	for ctx.Err() == nil {
+		n := next.Add(1) - 1
+		if r.opts.Total > 0 && n >= uint64(r.opts.Total) {
+			return
+		}
+		slot := Slot{N: n}
+		if pacer == nil {
+			now := r.rec.Now()
+			if r.opts.Duration > 0 && now-begin >= r.opts.Duration {
+				return
+			}
+			slot.Intended = now
+		} else {
+			at := pacer.At(n)
+			if r.opts.Duration > 0 && at >= r.opts.Duration {
+				return
+			}
+			slot.Intended = begin + at
+			claimed := r.rec.Now()
+			if wait := slot.Intended - claimed; wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
+			}
+			switch {
+			case claimed-slot.Intended > slack:
+				slot.Miss = results.Backlog
+			case r.rec.Now()-slot.Intended > slack:
+				slot.Miss = results.Lag
+			}
+		}
+		op(ctx, w, &slot)
+	}
+}

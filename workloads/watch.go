@@ -1,0 +1,131 @@
+package workloads
+
+import (
+	"time"
+
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+)
+
+// Watch is a recorded watch: every response etcd sends is timed on arrival, written to the history's watch
+// file when one is kept, and passed on C. C is closed when the watch ends (cancellation, compaction, or
+// the context). Ready is closed once etcd has confirmed the watch.
+type Watch struct {
+	ID     int
+	Client int
+	C      <-chan lin.WatchResponse
+	Ready  <-chan struct{}
+}
+
+// WatchStream is a gRPC watch stream of its own: watches opened on it share it, and no other watch does.
+type WatchStream struct {
+	c *Client
+	w clientv3.Watcher
+}
+
+// NewWatchStream opens a separate watch stream on the client's connection.
+func (c *Client) NewWatchStream() *WatchStream {
+	return &WatchStream{c: c, w: clientv3.NewWatcher(c.etcd)}
+}
+
+// Watch opens a watch on the stream.
+func (s *WatchStream) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
+	return s.c.watch(ctx, s.w, req)
+}
+
+// Close closes the stream and every watch on it.
+func (s *WatchStream) Close() error { return s.w.Close() }
+
+// Watch opens a watch on the client's shared watch stream.
+func (c *Client) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
+	return c.watch(ctx, c.etcd.Watcher, req)
+}
+
+func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req lin.WatchRequest) *Watch {
+	opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
+	if req.End != "" {
+		opts = append(opts, clientv3.WithRange(req.End))
+	}
+	if req.Revision != 0 {
+		opts = append(opts, clientv3.WithRev(req.Revision))
+	}
+	if req.PrevKV {
+		opts = append(opts, clientv3.WithPrevKV())
+	}
+	if req.ProgressNotify {
+		opts = append(opts, clientv3.WithProgressNotify())
+	}
+	if req.RequireLeader {
+		ctx = clientv3.WithRequireLeader(ctx)
+	}
+	out := make(chan lin.WatchResponse, 16)
+	ready := make(chan struct{})
+	watch := &Watch{ID: int(c.rec.watchIDs.Add(1)), Client: c.id, C: out, Ready: ready}
+	wch := w.Watch(ctx, req.Key, opts...)
+	go func() {
+		defer close(out)
+		first, readyClosed := true, false
+		for resp := range wch {
+			t := c.rec.Now()
+			if resp.Created && !readyClosed {
+				close(ready)
+				readyClosed = true
+			}
+			if resp.Created && len(resp.Events) == 0 && resp.Err() == nil {
+				continue
+			}
+			r := fromWatchResponse(resp, t)
+			r.Watcher, r.Client = watch.ID, c.id
+			if first {
+				r.Request = &req
+				first = false
+			}
+			if c.rec.history != nil {
+				c.rec.history.Watch(&r)
+			}
+			select {
+			case out <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return watch
+}
+
+func fromWatchResponse(resp clientv3.WatchResponse, t time.Duration) lin.WatchResponse {
+	r := lin.WatchResponse{
+		Time:            int64(t),
+		Revision:        resp.Header.Revision,
+		Progress:        resp.IsProgressNotify(),
+		CompactRevision: resp.CompactRevision,
+		Canceled:        resp.Canceled,
+	}
+	if err := resp.Err(); err != nil {
+		r.Error = ErrorClass(err) + ": " + err.Error()
+	}
+	for _, ev := range resp.Events {
+		e := lin.Event{Type: lin.EventPut, KV: *fromKV(ev.Kv), PrevKV: fromKV(ev.PrevKv), IsCreate: ev.IsCreate()}
+		if ev.Type == clientv3.EventTypeDelete {
+			e.Type = lin.EventDelete
+		}
+		r.Events = append(r.Events, e)
+	}
+	return r
+}
+
+// waitWatchesReady waits until etcd has confirmed every watch.
+func waitWatchesReady(ctx context.Context, watches []*Watch) error {
+	for _, w := range watches {
+		select {
+		case <-w.Ready:
+		case <-ctx.Done():
+			return fmt.Errorf("wait for watch %d: %w", w.ID, ctx.Err())
+		}
+	}
+	return nil
+}
