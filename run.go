@@ -114,6 +114,16 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	runOpts.Seed = s.Seed
 
 	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
+	if s.Cluster == "external" {
+		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
+		external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
+			Endpoints: s.Endpoints, CACert: s.CACert, Cert: s.Cert, Key: s.Key,
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.cluster = external
+	}
 	r.dir = s.OutDir(r.start)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, results.Usagef("--out %s: %v", r.dir, err)
@@ -143,19 +153,15 @@ func newSeed() int64 {
 // execute starts the cluster and runs the load. Whatever it leaves set up, finish tears down.
 func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts workloads.RunOptions, etcdFlags []clusters.EtcdFlag) error {
 	var err error
-	switch r.s.Cluster {
-	case "embed":
-		r.cluster, err = clusters.StartEmbedded(ctx, clusters.EmbedOptions{
-			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, Command: r.env.MemberCommand,
-			Log: r.out, OnExit: r.memberExited,
+	if r.s.Cluster == "embed" {
+		embedded, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, TLS: r.s.TLS,
+			Command: r.env.MemberCommand, Log: r.out, OnExit: r.memberExited,
 		})
-	case "external":
-		r.cluster, err = clusters.ConnectExternal(ctx, clusters.ExternalOptions{
-			Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key,
-		})
-	}
-	if err != nil {
-		return err
+		if err != nil {
+			return err
+		}
+		r.cluster = embedded
 	}
 
 	base := time.Now()

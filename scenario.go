@@ -35,6 +35,7 @@ type Scenario struct {
 	CACert    string   `json:"cacert,omitempty"`
 	Cert      string   `json:"cert,omitempty"`
 	Key       string   `json:"key,omitempty"`
+	TLS       bool     `json:"tls"`
 	KeepData  bool     `json:"keep-data"`
 
 	Workload       string        `json:"workload"`
@@ -89,6 +90,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.CACert, "cacert", s.CACert, "CA bundle to verify an external cluster's TLS certificates")
 	fs.StringVar(&s.Cert, "cert", s.Cert, "client certificate for mutual TLS")
 	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS")
+	fs.BoolVar(&s.TLS, "tls", s.TLS, "embedded members serve clients over mutual TLS, as kube-apiserver's etcd does (certificates generated in the run directory)")
 	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
 
 	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(workloads.MicroNames, ", "))
@@ -218,11 +220,17 @@ func (s *Scenario) validate() error {
 	if !slices.Contains([]string{"embed", "external"}, s.Cluster) {
 		return results.Usagef("--cluster %q: embed or external", s.Cluster)
 	}
+	if s.Cluster == "embed" && s.Members != 1 && s.Members != 3 && s.Members != 5 {
+		return results.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", s.Members)
+	}
 	if s.Cluster == "external" && len(s.Endpoints) == 0 {
 		return results.Usagef("--cluster external needs --endpoints")
 	}
-	if s.Cluster != "external" && len(s.Endpoints) > 0 {
-		return results.Usagef("--endpoints is for --cluster external")
+	if s.Cluster != "external" && (len(s.Endpoints) > 0 || s.CACert != "" || s.Cert != "" || s.Key != "") {
+		return results.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")
+	}
+	if s.Cluster == "external" && s.TLS {
+		return results.Usagef("--tls is for embedded clusters; give an external cluster's TLS files with --cacert, --cert and --key")
 	}
 	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
 		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)

@@ -30,6 +30,9 @@ type EmbedOptions struct {
 	Command []string
 	// Token is the initial cluster token (default "chaosbench").
 	Token string
+	// TLS makes members serve clients over mutual TLS, as kube-apiserver's etcd does; certificates are
+	// generated under Dir/tls.
+	TLS bool
 	// Log receives progress messages (member started, member exited unexpectedly); nil discards them.
 	Log io.Writer
 	// OnExit, when set, is called whenever a member process ends (crashes included).
@@ -40,11 +43,13 @@ type EmbedOptions struct {
 
 // Embedded is a cluster of member processes on loopback, started and owned by chaosbench.
 type Embedded struct {
-	opts    EmbedOptions
-	members []*procMember
-	proxies []*proxy.Proxy
-	spawner *spawner
-	status  *statusClient
+	opts      EmbedOptions
+	members   []*procMember
+	proxies   []*proxy.Proxy
+	spawner   *spawner
+	status    *statusClient
+	clientTLS *tls.Config
+	tlsFiles  TLSFiles // client side, when TLS is on
 
 	closeOnce sync.Once
 	closeErr  error
@@ -84,8 +89,19 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("create members dir: %w", err)
 	}
 
-	c := &Embedded{opts: opts, spawner: newSpawner(), status: newStatusClient(nil)}
-	if err := c.layout(dir); err != nil {
+	c := &Embedded{opts: opts}
+	var serverTLS TLSFiles
+	if opts.TLS {
+		var err error
+		if serverTLS, c.tlsFiles, err = GenerateTLS(filepath.Join(opts.Dir, "tls")); err != nil {
+			return nil, err
+		}
+		if c.clientTLS, err = c.tlsFiles.ClientConfig(); err != nil {
+			return nil, err
+		}
+	}
+	c.spawner, c.status = newSpawner(), newStatusClient(c.clientTLS)
+	if err := c.layout(dir, serverTLS); err != nil {
 		c.Close(context.Background())
 		return nil, err
 	}
@@ -105,7 +121,7 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 }
 
 // layout picks ports, starts the peer proxies and builds each member's command line.
-func (c *Embedded) layout(dir string) error {
+func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	n := c.opts.Members
 	ports, err := freePorts(3 * n)
 	if err != nil {
@@ -114,9 +130,13 @@ func (c *Embedded) layout(dir string) error {
 	type addrs struct{ client, peer, metrics string }
 	as := make([]addrs, n)
 	var initial []string
+	scheme := "http"
+	if c.opts.TLS {
+		scheme = "https"
+	}
 	for i := range n {
 		as[i] = addrs{
-			client:  fmt.Sprintf("http://127.0.0.1:%d", ports[3*i]),
+			client:  fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[3*i]),
 			peer:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
 			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
 		}
@@ -152,6 +172,10 @@ func (c *Embedded) layout(dir string) error {
 			"--initial-cluster-state=new",
 			"--initial-cluster-token=" + c.opts.Token,
 			"--log-outputs=stderr",
+		}
+		if c.opts.TLS {
+			args = append(args, "--cert-file="+serverTLS.Cert, "--key-file="+serverTLS.Key,
+				"--trusted-ca-file="+serverTLS.CA, "--client-cert-auth=true")
 		}
 		for _, f := range c.opts.EtcdFlags {
 			args = append(args, f.Arg())
@@ -214,8 +238,11 @@ func (c *Embedded) Endpoints() []string {
 	return out
 }
 
-// TLS returns nil: embedded members speak plaintext on loopback.
-func (c *Embedded) TLS() *tls.Config { return nil }
+// TLS returns the client TLS configuration, or nil when members serve plaintext.
+func (c *Embedded) TLS() *tls.Config { return c.clientTLS }
+
+// ClientTLSFiles returns the client certificate files when members serve TLS (for etcdctl and tests).
+func (c *Embedded) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }
 
 // Proxy returns the peer proxy in front of the named member, or nil.
 func (c *Embedded) Proxy(member string) *proxy.Proxy {

@@ -3,11 +3,14 @@ package clusters
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 func TestMain(m *testing.M) {
@@ -83,4 +86,168 @@ func TestEmbeddedKillLeaderRecovers(t *testing.T) {
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestEmbeddedPauseResumeAndRestart(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli := newClient(t, c)
+	m := c.Members()[0].(Process)
+	pid := m.PID()
+
+	if err := m.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Paused() || !m.Running() {
+		t.Fatalf("paused member: Paused=%v Running=%v", m.Paused(), m.Running())
+	}
+	if st := state(pid); st != "T" {
+		t.Fatalf("process state %q after Pause, want T (stopped)", st)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := cli.Put(pctx, "k", "during pause")
+	pcancel()
+	if err == nil {
+		t.Fatal("a put to the only member succeeded while it was paused")
+	}
+	if err := m.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "k", "after resume"); err != nil {
+		t.Fatalf("put after resume: %v", err)
+	}
+
+	if err := m.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.PID() == pid || m.PID() == 0 {
+		t.Fatalf("restart kept pid %d", pid)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "after resume" {
+		t.Fatalf("after a restart on the same data dir, k = %v", resp.Kvs)
+	}
+	if err := m.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.Running() || m.PID() != 0 {
+		t.Fatal("stopped member still running")
+	}
+	if state(pid) != "" {
+		t.Fatalf("process %d still exists after Stop", pid)
+	}
+}
+
+func TestEmbeddedFiveMembers(t *testing.T) {
+	c := startCluster(t, 5)
+	if len(c.Members()) != 5 || len(c.Endpoints()) != 5 {
+		t.Fatalf("%d members, %d endpoints", len(c.Members()), len(c.Endpoints()))
+	}
+	cli := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Members) != 5 {
+		t.Fatalf("etcd lists %d members", len(list.Members))
+	}
+	// Every peer URL etcd knows is one of the cluster's proxies: peer traffic flows through them.
+	for _, m := range list.Members {
+		found := false
+		for _, cm := range c.Members() {
+			if m.PeerURLs[0] == cm.PeerURL() && c.Proxy(cm.Name()) != nil && "http://"+c.Proxy(cm.Name()).Addr() == cm.PeerURL() {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("member %s advertises %v, not a proxy", m.Name, m.PeerURLs)
+		}
+	}
+	// Raft streams run between all members, so every proxy carries identified connections.
+	for _, cm := range c.Members() {
+		senders := map[string]bool{}
+		for _, conn := range c.Proxy(cm.Name()).Conns() {
+			senders[conn.From] = true
+		}
+		if len(senders) < 4 {
+			t.Errorf("proxy of %s sees senders %v, want the 4 other members", cm.Name(), senders)
+		}
+	}
+}
+
+func TestExternalMutualTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	embedded, err := StartEmbedded(ctx, EmbedOptions{Members: 1, Dir: dir, TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Close(context.Background())
+	files, ok := embedded.ClientTLSFiles()
+	if !ok || !strings.HasPrefix(embedded.Endpoints()[0], "https://") {
+		t.Fatalf("TLS cluster endpoints %v", embedded.Endpoints())
+	}
+
+	ext, err := ConnectExternal(ctx, ExternalOptions{Endpoints: embedded.Endpoints(), CACert: files.CA, Cert: files.Cert, Key: files.Key})
+	if err != nil {
+		t.Fatalf("connect with client certificate: %v", err)
+	}
+	defer ext.Close(ctx)
+	if len(ext.Members()) != 1 || ext.Members()[0].Name() != "m1" {
+		t.Fatalf("external members %v", ext.Members())
+	}
+	if _, ok := ext.Members()[0].(Process); ok {
+		t.Fatal("an external member must not offer process controls")
+	}
+	if err := ext.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ext.Leader(ctx); err != nil || l.Name() != "m1" {
+		t.Fatalf("leader %v, %v", l, err)
+	}
+	cli := newClient(t, ext)
+	if _, err := cli.Put(ctx, "tls", "ok"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without the client certificate the server refuses the connection: a usage error, quickly.
+	_, err = ConnectExternal(ctx, ExternalOptions{Endpoints: embedded.Endpoints(), CACert: files.CA, ConnectTimeout: 2 * time.Second})
+	if err == nil || !results.IsUsage(err) {
+		t.Fatalf("connecting without a client certificate: %v, want a usage error", err)
+	}
+}
+
+func TestExternalBadEndpoints(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		opts ExternalOptions
+		want string
+	}{
+		{ExternalOptions{}, "needs --endpoints"},
+		{ExternalOptions{Endpoints: []string{"127.0.0.1:2379"}}, "expected a URL"},
+		{ExternalOptions{Endpoints: []string{"http://127.0.0.1:2379"}, Cert: "c.pem"}, "--cert and --key go together"},
+		{ExternalOptions{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: "/nonexistent/ca.pem"}, "TLS files"},
+		{ExternalOptions{Endpoints: []string{"http://127.0.0.1:1"}, ConnectTimeout: time.Second}, "cannot reach etcd at http://127.0.0.1:1"},
+	} {
+		_, err := ConnectExternal(ctx, tt.opts)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !results.IsUsage(err) {
+			t.Errorf("ConnectExternal(%+v) = %v, want a usage error containing %q", tt.opts, err, tt.want)
+		}
+	}
+}
+
+// state returns the state letter of a process, or "" if it is gone.
+func state(pid int) string {
+	s, _ := procState(pid)
+	return s
 }

@@ -18,7 +18,8 @@ func isManagedFlag(name string) bool {
 		"listen-client-urls", "advertise-client-urls", "listen-client-http-urls",
 		"listen-peer-urls", "initial-advertise-peer-urls", "listen-metrics-urls",
 		"initial-cluster", "initial-cluster-state", "initial-cluster-token",
-		"log-outputs", "discovery", "discovery-srv":
+		"log-outputs", "discovery", "discovery-srv",
+		"cert-file", "key-file", "trusted-ca-file", "client-cert-auth":
 		return true
 	}
 	return false

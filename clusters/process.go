@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -192,18 +193,54 @@ func (m *procMember) Restart(ctx context.Context) error {
 	return m.Start(ctx)
 }
 
-func (m *procMember) Pause(context.Context) error {
+// Pause sends SIGSTOP and returns once the kernel reports the process stopped, so that a fault's
+// recorded start is when the member really stopped.
+func (m *procMember) Pause(ctx context.Context) error {
+	pid := m.PID()
 	if _, err := m.signal(syscall.SIGSTOP, false); err != nil {
 		return fmt.Errorf("pause: %w", err)
 	}
-	return nil
+	return waitState(ctx, pid, true)
 }
 
-func (m *procMember) Resume(context.Context) error {
+// Resume sends SIGCONT and returns once the process runs again.
+func (m *procMember) Resume(ctx context.Context) error {
+	pid := m.PID()
 	if _, err := m.signal(syscall.SIGCONT, false); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
-	return nil
+	return waitState(ctx, pid, false)
+}
+
+// waitState polls /proc until the process is stopped (or no longer stopped), or is gone.
+func waitState(ctx context.Context, pid int, stopped bool) error {
+	for {
+		state, ok := procState(pid)
+		if !ok || (state == "T") == stopped {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for pid %d to %s: %w", pid, map[bool]string{true: "stop", false: "continue"}[stopped], ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// procState returns a process's state letter from /proc/<pid>/stat (R, S, D, T, ...); ok is false when
+// the process is gone or a zombie.
+func procState(pid int) (state string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return "", false
+	}
+	state = s[i+2 : i+3]
+	return state, state != "Z" && state != "X"
 }
 
 func (m *procMember) setID(id uint64) { m.id.Store(id) }

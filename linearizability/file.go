@@ -26,10 +26,10 @@ type Writer struct {
 }
 
 type jsonlFile struct {
-	f   *os.File
-	buf *bufio.Writer
-	enc *json.Encoder
-	err error
+	f       *os.File
+	buf     *bufio.Writer
+	scratch []byte
+	err     error
 }
 
 func createJSONL(path string) (*jsonlFile, error) {
@@ -37,15 +37,16 @@ func createJSONL(path string) (*jsonlFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create history file: %w", err)
 	}
-	buf := bufio.NewWriterSize(f, 1<<20)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	return &jsonlFile{f: f, buf: buf, enc: enc}, nil
+	return &jsonlFile{f: f, buf: bufio.NewWriterSize(f, 1<<20)}, nil
 }
 
-func (j *jsonlFile) write(v any) {
+// line writes one encoded record and a newline; scratch is reused between records.
+func (j *jsonlFile) line(b []byte) {
+	j.scratch = b[:0]
 	if j.err == nil {
-		j.err = j.enc.Encode(v)
+		if _, err := j.buf.Write(append(b, '\n')); err != nil {
+			j.err = err
+		}
 	}
 }
 
@@ -76,14 +77,14 @@ func NewWriter(dir string) (*Writer, error) {
 // Operation appends one operation.
 func (w *Writer) Operation(op *Operation) {
 	w.mu.Lock()
-	w.ops.write(op)
+	w.ops.line(AppendOperation(w.ops.scratch, op))
 	w.mu.Unlock()
 }
 
 // Watch appends one watch response.
 func (w *Writer) Watch(r *WatchResponse) {
 	w.mu.Lock()
-	w.watches.write(r)
+	w.watches.line(AppendWatchResponse(w.watches.scratch, r))
 	w.mu.Unlock()
 }
 

@@ -56,9 +56,7 @@ type CollectorOptions struct {
 // the interval into the run's totals. Recording is safe for concurrent use and never blocks on file I/O.
 type Collector struct {
 	opts        CollectorOptions
-	ops         sync.Map // name -> *opState
-	liveOps     atomic.Int64
-	liveErr     atomic.Int64
+	ops         sync.Map     // name -> *opState
 	measureFrom atomic.Int64 // records intended earlier are ignored; no record counts before Begin
 	begun       chan struct{}
 	beginOnce   sync.Once
@@ -231,15 +229,29 @@ func (c *Collector) Record(worker int, r *Record) {
 	record(w.service, r.ServiceTime())
 	record(w.response, r.ResponseTime())
 	s.mu.Unlock()
-	c.liveOps.Add(1)
-	if r.Outcome == Error {
-		c.liveErr.Add(1)
-	}
 }
 
-// Live returns the number of records and of errors so far (including the current interval), for progress
-// displays.
-func (c *Collector) Live() (ops, errs int64) { return c.liveOps.Load(), c.liveErr.Load() }
+// Live returns the number of records and of errors so far, the current interval included, for progress
+// displays. It is computed from the windows rather than kept in shared counters, which every record would
+// otherwise update from every core.
+func (c *Collector) Live() (ops, errs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ops.Range(func(_, v any) bool {
+		st := v.(*opState)
+		ops += st.total.count
+		errs += st.total.errors
+		for i := range st.stripes {
+			s := &st.stripes[i]
+			s.mu.Lock()
+			ops += s.cur.count
+			errs += s.cur.errors
+			s.mu.Unlock()
+		}
+		return true
+	})
+	return ops, errs
+}
 
 // Run waits for Begin, then folds an interval every Interval until ctx is done. Call Close afterwards for
 // the last partial interval.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -22,7 +23,8 @@ type Recorder struct {
 	history *lin.Writer
 	fill    []byte
 
-	writeIDs atomic.Uint64
+	deadlines deadlines
+
 	watchIDs atomic.Int64
 	begun    atomic.Int64 // offset of the load start plus one; 0 until Begin
 }
@@ -38,11 +40,6 @@ func (r *Recorder) Start() time.Time { return r.start }
 
 // Now returns the current offset from the time base (monotonic).
 func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
-
-// NewValue returns a value of the given size with a fresh, run-wide unique write id.
-func (r *Recorder) NewValue(size int) lin.Value {
-	return lin.Value{ID: r.writeIDs.Add(1), Size: max(size, 8)}
-}
 
 // Begin marks the start of the measured load (after set-up) and returns its offset. Sinks that want to
 // know (the collector aligns its intervals and warm-up on it) implement interface{ Begin(time.Duration) }.
@@ -83,20 +80,43 @@ type Slot struct {
 // Client is one logical client of etcd (a worker, an actor): it sends requests over a shared connection and
 // records each of them. A Client is used by one goroutine at a time.
 type Client struct {
-	id      int
-	etcd    *clientv3.Client
-	rec     *Recorder
-	timeout time.Duration
+	id   int
+	etcd *clientv3.Client
+	rec  *Recorder
+	opts ClientOptions
+
+	// Reused for every request: a Client serves one goroutine at a time, and sinks and the history writer
+	// do not keep what they are given.
+	record results.Record
+	op     lin.Operation
+	writes uint32 // values written so far, see NewValue
+}
+
+// ClientOptions shapes how a Client sends requests.
+type ClientOptions struct {
+	// Timeout bounds each request (0: none).
+	Timeout time.Duration
+	// ServerDeadline sends the timeout to etcd as the request's gRPC deadline, as kube-apiserver does.
+	// Without it the timeout is enforced by the client alone and the requests on the wire are those of
+	// etcd's benchmark tool, which sends no deadline (see deadlines).
+	ServerDeadline bool
 }
 
 // NewClient returns a recording client with id (the client number in histories) over conn.
-// timeout bounds each request (0: none).
-func NewClient(id int, conn *clientv3.Client, rec *Recorder, timeout time.Duration) *Client {
-	return &Client{id: id, etcd: conn, rec: rec, timeout: timeout}
+func NewClient(id int, conn *clientv3.Client, rec *Recorder, opts ClientOptions) *Client {
+	return &Client{id: id, etcd: conn, rec: rec, opts: opts}
 }
 
 // ID returns the client's number in histories.
 func (c *Client) ID() int { return c.id }
+
+// NewValue returns a value of the given size with a run-wide unique write id: the client's number in the
+// high bits and its own sequence number in the low 32. Ids stay below 2^53, exact in any JSON reader, for
+// up to two million clients; no counter is shared between clients, so writing costs no cross-core traffic.
+func (c *Client) NewValue(size int) lin.Value {
+	c.writes++
+	return lin.Value{ID: uint64(c.id+1)<<32 | uint64(c.writes), Size: max(size, 8)}
+}
 
 // Etcd returns the underlying etcd client, for requests the wrapper does not model (use Call to time them).
 func (c *Client) Etcd() *clientv3.Client { return c.etcd }
@@ -109,15 +129,13 @@ func (c *Client) Recorder() *Recorder { return c.rec }
 // Txn.Succeeded false.
 func (c *Client) Do(ctx context.Context, slot *Slot, op string, req lin.Request) (lin.Response, error) {
 	parent := ctx
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
 	start := c.rec.Now()
+	if c.opts.Timeout > 0 {
+		ctx = c.rec.deadlines.context(ctx, c.opts.Timeout, c.opts.ServerDeadline, c.rec.start.Add(start))
+	}
 	resp, err := c.send(ctx, req)
 	end := c.rec.Now()
-	c.finish(slot, op, req, start, end, &resp, err, canceledByCaller(parent, err))
+	c.finish(slot, op, req, start, end, &resp, errorClass(ctx, err), err, canceledByCaller(parent, err))
 	return resp, err
 }
 
@@ -125,35 +143,35 @@ func (c *Client) Do(ctx context.Context, slot *Slot, op string, req lin.Request)
 // revision fn returns. It is not part of the history.
 func (c *Client) Call(ctx context.Context, slot *Slot, op string, fn func(ctx context.Context) (revision int64, err error)) error {
 	parent := ctx
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
 	start := c.rec.Now()
+	if c.opts.Timeout > 0 {
+		ctx = c.rec.deadlines.context(ctx, c.opts.Timeout, c.opts.ServerDeadline, c.rec.start.Add(start))
+	}
 	rev, err := fn(ctx)
 	end := c.rec.Now()
-	rec := results.Record{Op: op, Start: start, End: end, Intended: start, Revision: rev}
+	rec := &c.record
+	*rec = results.Record{Op: op, Start: start, End: end, Intended: start, Revision: rev}
 	if slot != nil {
 		rec.Intended, rec.Miss = slot.Intended, slot.Miss
 	}
 	if err != nil {
-		rec.Outcome, rec.ErrClass = results.Error, ErrorClass(err)
+		rec.Outcome, rec.ErrClass = results.Error, errorClass(ctx, err)
 	}
 	if !canceledByCaller(parent, err) {
-		c.rec.record(c.id, &rec)
+		c.rec.record(c.id, rec)
 	}
 	return err
 }
 
-func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.Duration, resp *lin.Response, err error, canceled bool) {
-	rec := results.Record{Op: op, Key: requestKey(req), Start: start, End: end, Intended: start, Revision: resp.Revision}
+func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.Duration, resp *lin.Response, class string, err error, canceled bool) {
+	rec := &c.record
+	*rec = results.Record{Op: op, Key: requestKey(req), Start: start, End: end, Intended: start, Revision: resp.Revision}
 	if slot != nil {
 		rec.Intended, rec.Miss = slot.Intended, slot.Miss
 	}
 	switch {
 	case err != nil:
-		rec.Outcome, rec.ErrClass = results.Error, ErrorClass(err)
+		rec.Outcome, rec.ErrClass = results.Error, class
 	case resp.Txn != nil && !resp.Txn.Succeeded:
 		rec.Outcome = results.Failed
 	}
@@ -161,19 +179,28 @@ func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.
 		rec.WriteID = req.Put.Value.ID
 	}
 	if c.rec.history != nil {
-		h := lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
+		h := &c.op
+		*h = lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
 		if err != nil {
 			h.Error = rec.ErrClass + ": " + err.Error()
 		} else {
 			h.Response = resp
 		}
-		c.rec.history.Operation(&h)
+		c.rec.history.Operation(h)
 	}
 	// An operation cut short because the run is ending says nothing about etcd: keep it in the history
 	// (it may have taken effect) but out of the latency and error figures.
 	if !canceled {
-		c.rec.record(c.id, &rec)
+		c.rec.record(c.id, rec)
 	}
+}
+
+// errorClass classifies err, counting a cancellation by the client-side timeout as a deadline error.
+func errorClass(ctx context.Context, err error) string {
+	if err != nil && timedOut(ctx) {
+		return ErrDeadline
+	}
+	return ErrorClass(err)
 }
 
 // canceledByCaller reports whether err only says that the caller's context ended (not our timeout).
@@ -272,7 +299,7 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 		if p.PrevKV {
 			opts = append(opts, clientv3.WithPrevKV())
 		}
-		return clientv3.OpPut(p.Key, string(lin.EncodeValue(p.Value, c.rec.fill)), opts...)
+		return clientv3.OpPut(p.Key, c.valueString(p.Value), opts...)
 	case lin.KindDelete:
 		d := req.Delete
 		var opts []clientv3.OpOption
@@ -292,6 +319,13 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 		return clientv3.OpTxn(cmps, c.toOps(t.Then), c.toOps(t.Else))
 	}
 	panic("workloads: request kind " + string(req.Kind) + " is not a KV operation")
+}
+
+// valueString returns the bytes of v as a string without copying them: the buffer is fresh and never
+// written again, and the etcd client takes values as strings.
+func (c *Client) valueString(v lin.Value) string {
+	b := lin.EncodeValue(v, c.rec.fill)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func (c *Client) toOps(reqs []lin.Request) []clientv3.Op {
@@ -315,7 +349,7 @@ func (c *Client) toCmp(cmp lin.Compare) clientv3.Cmp {
 	case lin.CompareCreate:
 		return clientv3.Compare(clientv3.CreateRevision(cmp.Key), op, cmp.Operand)
 	case lin.CompareValue:
-		return clientv3.Compare(clientv3.Value(cmp.Key), op, string(lin.EncodeValue(cmp.Value, c.rec.fill)))
+		return clientv3.Compare(clientv3.Value(cmp.Key), op, c.valueString(cmp.Value))
 	}
 	panic("workloads: compare target " + string(cmp.Target))
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -118,9 +119,18 @@ func newKeySpace(prefix string, keySize, size int) keySpace {
 	return keySpace{prefix: prefix, width: width, size: size}
 }
 
+// key builds the i-th key with a single allocation: it runs once per request.
 func (k keySpace) key(i int) string {
-	h := strconv.FormatUint(uint64(i), 16)
-	return k.prefix + strings.Repeat("0", max(k.width-len(h), 0)) + h
+	var digits [16]byte
+	h := strconv.AppendUint(digits[:0], uint64(i), 16)
+	b := make([]byte, len(k.prefix)+max(k.width, len(h)))
+	n := copy(b, k.prefix)
+	for pad := max(k.width-len(h), 0); pad > 0; pad-- {
+		b[n] = '0'
+		n++
+	}
+	copy(b[n:], h)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // end is the end of the range holding every key of the space.
@@ -141,7 +151,7 @@ func (k keySpace) preload(ctx context.Context, r *Runner, valSize int) error {
 	for i := 0; i < k.size; i += batch {
 		var puts []lin.Request
 		for j := i; j < min(i+batch, k.size); j++ {
-			puts = append(puts, lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: k.key(j), Value: r.Recorder().NewValue(valSize)}})
+			puts = append(puts, putRequest(k.key(j), c.NewValue(valSize)))
 		}
 		if _, err := c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}}); err != nil {
 			return fmt.Errorf("preload keys: %w", err)
@@ -163,10 +173,9 @@ type putLoad struct {
 func (l *putLoad) Name() string                         { return "put" }
 func (l *putLoad) Setup(context.Context, *Runner) error { return nil }
 func (l *putLoad) Run(ctx context.Context, r *Runner) error {
-	rec := r.Recorder()
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		key := l.keys.key(l.keys.pick(w, s.N, l.o.SequentialKeys))
-		w.Do(ctx, s, "put", putRequest(key, rec.NewValue(l.o.ValSize)))
+		w.Do(ctx, s, "put", putRequest(key, w.NewValue(l.o.ValSize)))
 	})
 	return nil
 }
@@ -207,11 +216,10 @@ type txnPutLoad struct {
 func (l *txnPutLoad) Name() string                         { return "txn-put" }
 func (l *txnPutLoad) Setup(context.Context, *Runner) error { return nil }
 func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
-	rec := r.Recorder()
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		puts := make([]lin.Request, l.o.TxnOps)
 		for j := range puts {
-			puts[j] = putRequest(l.keys.key(int((s.N*uint64(l.o.TxnOps)+uint64(j))%uint64(l.keys.size))), rec.NewValue(l.o.ValSize))
+			puts[j] = putRequest(l.keys.key(int((s.N*uint64(l.o.TxnOps)+uint64(j))%uint64(l.keys.size))), w.NewValue(l.o.ValSize))
 		}
 		w.Do(ctx, s, "txn-put", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}})
 	})
@@ -230,7 +238,6 @@ func (l *txnMixedLoad) Setup(ctx context.Context, r *Runner) error {
 	return l.keys.preload(ctx, r, l.o.ValSize)
 }
 func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
-	rec := r.Recorder()
 	limit := l.o.Limit
 	if limit == 0 {
 		limit = 1000
@@ -244,7 +251,7 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 			w.Do(ctx, s, "txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{read}}})
 			return
 		}
-		put := putRequest(l.keys.key(int(s.N%uint64(l.keys.size))), rec.NewValue(l.o.ValSize))
+		put := putRequest(l.keys.key(int(s.N%uint64(l.keys.size))), w.NewValue(l.o.ValSize))
 		w.Do(ctx, s, "txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{put}}})
 	})
 	return nil
@@ -324,7 +331,7 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
 	rec := r.Recorder()
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
-		v := rec.NewValue(l.o.ValSize)
+		v := w.NewValue(l.o.ValSize)
 		resp, err := w.Do(ctx, s, "put", putRequest(l.key, v))
 		if err != nil {
 			l.delivery.Forget(v.ID)

@@ -35,6 +35,8 @@ type RunOptions struct {
 	Total int64
 	// RequestTimeout bounds each request (0: none).
 	RequestTimeout time.Duration
+	// ServerDeadlines sends request timeouts to etcd as gRPC deadlines (see ClientOptions).
+	ServerDeadlines bool
 	// ScheduleSlack is how late an operation may start before it counts as a schedule miss (default 10 ms).
 	ScheduleSlack time.Duration
 	// Seed seeds every worker's random source.
@@ -96,7 +98,7 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 	for i := range opts.Clients {
 		r.workers = append(r.workers, &Worker{
 			ID:     i,
-			Client: NewClient(i, r.conns[i%len(r.conns)], rec, opts.RequestTimeout),
+			Client: NewClient(i, r.conns[i%len(r.conns)], rec, r.clientOptions()),
 			Rand:   r.Rand("worker", i),
 		})
 	}
@@ -119,7 +121,11 @@ func (r *Runner) Conns() []*clientv3.Client { return r.conns }
 // NewClient returns a recording client with a fresh client number, over connection i (mod Conns), for
 // actors outside the worker pool (watchers, periodic writers).
 func (r *Runner) NewClient(i int) *Client {
-	return NewClient(int(r.nextID.Add(1)-1), r.conns[i%len(r.conns)], r.rec, r.opts.RequestTimeout)
+	return NewClient(int(r.nextID.Add(1)-1), r.conns[i%len(r.conns)], r.rec, r.clientOptions())
+}
+
+func (r *Runner) clientOptions() ClientOptions {
+	return ClientOptions{Timeout: r.opts.RequestTimeout, ServerDeadline: r.opts.ServerDeadlines}
 }
 
 // Rand returns a random source derived from the run's seed and a name: the same seed and name always give

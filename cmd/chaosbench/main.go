@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,7 +41,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
-	root.AddCommand(runCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
+	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
 	if err := root.Execute(); err != nil {
 		if code == results.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -53,7 +55,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 
 func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	s := chaosbench.DefaultScenario()
-	var config string
+	var config, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Start (or connect to) a cluster, run a workload and write the results",
@@ -65,7 +67,22 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			ctx, cancel := interruptible(stderr)
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					*code = results.ExitUsage
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			// The generator's live heap is small (histograms, buffers) while it allocates per request, so
+			// the default GOGC collects several times a second, on CPUs etcd may share. Collect less often.
+			debug.SetGCPercent(400)
+			ctx, cancel := interruptible(stderr, "stopping the load and the cluster, writing partial results")
 			defer cancel()
 			_, err := chaosbench.Run(ctx, s, chaosbench.Env{
 				Version: chaosbenchVersion, Command: os.Args, Out: stdout,
@@ -76,13 +93,36 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&config, "config", "", "scenario file (YAML, keys are these flags' names); flags given here override it")
 	chaosbench.BindFlags(cmd.Flags(), &s)
+	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of chaosbench itself (not of the members) to this file")
 	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+func clusterCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	s := chaosbench.DefaultScenario()
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Start an embedded cluster and keep it running until interrupted (endpoints are printed)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ctx, cancel := interruptible(stderr, "stopping the cluster")
+			defer cancel()
+			err := chaosbench.Serve(ctx, s, chaosbench.Env{Version: chaosbenchVersion, Out: stdout})
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&s.Members, "members", s.Members, "members: 1, 3 or 5")
+	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", nil, "etcd setting for every member, name=value (repeatable)")
+	fs.BoolVar(&s.TLS, "tls", false, "serve clients over mutual TLS (certificates generated in the directory)")
+	fs.StringVar(&s.Out, "out", "", "directory for member data and logs (default results/<time>-cluster)")
 	return cmd
 }
 
 // interruptible returns a context cancelled by the first SIGINT or SIGTERM; a second one exits at once
 // (members die with this process).
-func interruptible(stderr io.Writer) (context.Context, context.CancelFunc) {
+func interruptible(stderr io.Writer, what string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -92,7 +132,7 @@ func interruptible(stderr io.Writer) (context.Context, context.CancelFunc) {
 		case <-ctx.Done():
 			return
 		}
-		fmt.Fprintln(stderr, "\ninterrupted: stopping the load and the cluster, writing partial results (interrupt again to quit at once)")
+		fmt.Fprintf(stderr, "\ninterrupted: %s (interrupt again to quit at once)\n", what)
 		cancel()
 		<-sigs
 		os.Exit(results.ExitInterrupted)

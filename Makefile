@@ -1,0 +1,43 @@
+# etcd-chaosbench. `make test` is what CI runs (.ci/run) and what the README tells a new user to run.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.chaosbenchVersion=$(VERSION)
+ARGS    ?=
+
+.PHONY: all build test test-race lint bench bench-vs-etcd run clean
+
+all: build
+
+## build: the chaosbench binary, in bin/
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
+
+## test: lint, then every test. Packages run one at a time: their integration tests start real etcd
+## clusters, and on a 2-core machine two packages' clusters would distort each other's timing assertions.
+test: lint
+	$(GO) test -p 1 -count=1 -timeout 25m ./...
+
+## test-race: every test under the race detector (timing assertions skip themselves there).
+test-race:
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+## lint: gofmt and go vet must be clean.
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: the Go benchmarks (recording overhead, encoders, collector), with allocations.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+## bench-vs-etcd: etcd's own benchmark tool and chaosbench against one single-member cluster.
+bench-vs-etcd:
+	ci/bench-vs-etcd.sh
+
+## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
+run: build
+	bin/chaosbench run $(ARGS)
+
+clean:
+	rm -rf bin

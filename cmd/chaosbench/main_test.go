@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// binary is the chaosbench binary built once for the tests that run it as a user would.
+var binary string
+
+func TestMain(m *testing.M) {
+	clusters.RunMemberIfRequested()
+	dir, err := os.MkdirTemp("", "chaosbench-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "chaosbench")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build chaosbench: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestBadInput: every kind of bad input gets one clear line, exit code 2, and starts nothing.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	malformed := write("malformed.yaml", "workload: put\n  rate: [1000\n")
+	misspelled := write("misspelled.yaml", "workload: put\nduraton: 10s\n")
+	badType := write("badtype.yaml", "workload: put\nrate: fast\n")
+	notMap := write("list.yaml", "- workload\n- put\n")
+	existing := filepath.Join(dir, "existing")
+	os.MkdirAll(existing, 0o755)
+	os.WriteFile(filepath.Join(existing, results.SummaryFile), []byte("{}"), 0o644)
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
+		{"bad flag value", []string{"run", "--rate", "fast"}, `invalid argument "fast"`},
+		{"members", []string{"run", "--members", "4"}, "1, 3 or 5 members"},
+		{"workload", []string{"run", "--workload", "putt"}, "did you mean put"},
+		{"negative rate", []string{"run", "--rate", "-5"}, "--rate -5"},
+		{"no end", []string{"run", "--duration", "0"}, "give --duration or --total"},
+		{"conns", []string{"run", "--clients", "2", "--conns", "4"}, "more connections than --clients"},
+		{"etcd flag unknown", []string{"run", "--etcd-flag", "heartbeat-intervall=100"}, "did you mean heartbeat-interval"},
+		{"etcd flag value", []string{"run", "--etcd-flag", "snapshot-count=many"}, "snapshot-count=many"},
+		{"etcd flag managed", []string{"run", "--etcd-flag", "data-dir=/x"}, "sets this flag itself"},
+		{"cluster", []string{"run", "--cluster", "k8s"}, `--cluster "k8s"`},
+		{"external without endpoints", []string{"run", "--cluster", "external"}, "needs --endpoints"},
+		{"endpoints without external", []string{"run", "--endpoints", "http://127.0.0.1:2379"}, "are for --cluster external"},
+		{"unreachable endpoint", []string{"run", "--cluster", "external", "--endpoints", "http://127.0.0.1:1"}, "cannot reach etcd at http://127.0.0.1:1"},
+		{"bad endpoint", []string{"run", "--cluster", "external", "--endpoints", "localhost:2379"}, "expected a URL"},
+		{"missing TLS file", []string{"run", "--cluster", "external", "--endpoints", "https://127.0.0.1:1", "--cacert", "/nonexistent.pem"}, "TLS files"},
+		{"warmup", []string{"run", "--warmup", "2m", "--duration", "1m"}, "shorter than --duration"},
+		{"out exists", []string{"run", "--out", existing}, "already holds a run"},
+		{"progress", []string{"run", "--progress", "fancy"}, `--progress "fancy"`},
+		{"missing config", []string{"run", "--config", filepath.Join(dir, "nope.yaml")}, "no such file"},
+		{"malformed config", []string{"run", "--config", malformed}, "malformed.yaml"},
+		{"misspelled config", []string{"run", "--config", misspelled}, `misspelled.yaml:2: unknown setting "duraton" (did you mean "duration"?)`},
+		{"config type", []string{"run", "--config", badType}, "badtype.yaml:2: rate"},
+		{"config not a mapping", []string{"run", "--config", notMap}, "expected a mapping"},
+		{"version args", []string{"version", "extra"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+strings.ReplaceAll(tt.name, " ", "-"))
+			args := tt.args
+			if args[0] == "run" && !hasFlag(args, "--out") {
+				args = append(append([]string{}, args...), "--out", out)
+			}
+			var stdout, stderr bytes.Buffer
+			code := execute(args, &stdout, &stderr)
+			if code != results.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, results.ExitUsage, stderr.String())
+			}
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
+				t.Fatalf("stderr %q, want one line containing %q", stderr.String(), tt.want)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("something was started or printed: %q", stdout.String())
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Fatalf("run directory %s was created", out)
+			}
+			if kids := children(os.Getpid()); len(kids) > 0 {
+				t.Fatalf("processes left running: %v", kids)
+			}
+		})
+	}
+}
+
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRunPut runs the real binary as the README tells a new user to, with 1, 3 and 5 members.
+func TestRunPut(t *testing.T) {
+	for _, members := range []string{"1", "3", "5"} {
+		t.Run(members+" members", func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "10s", "--members", members, "--out", out)
+			output, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("chaosbench run: %v\n%s", err, output)
+			}
+			s, err := results.ReadSummary(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			put := s.Operations["put"]
+			if put == nil || put.Count < 9000 || put.Throughput < 900 || put.Response.P99 <= 0 || put.Response.P50 <= 0 || put.Service.P999 <= 0 {
+				t.Fatalf("summary put: %+v", put)
+			}
+			if s.Incomplete || s.Seed == 0 || s.Cluster.Members != atoi(members) || s.Versions.EtcdServer == "" {
+				t.Fatalf("summary: incomplete %v seed %d members %d server %q", s.Incomplete, s.Seed, s.Cluster.Members, s.Versions.EtcdServer)
+			}
+			for _, f := range []string{"latency.hlog", "put.hgrm", "history.jsonl", "timeseries.jsonl", "members/m1.log"} {
+				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+					t.Errorf("run directory lacks %s", f)
+				}
+			}
+			if !strings.Contains(string(output), fmt.Sprintf("seed %d", s.Seed)) {
+				t.Errorf("the seed was not printed:\n%s", output)
+			}
+			if left := processesMentioning(out); len(left) > 0 {
+				t.Fatalf("member processes remain after the run: %v", left)
+			}
+			if entries, _ := filepath.Glob(filepath.Join(out, "members", "*.etcd")); len(entries) > 0 {
+				t.Errorf("data directories not removed after a successful run: %v", entries)
+			}
+		})
+	}
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+// TestKill9LeavesNoMember: SIGKILL of chaosbench mid-run takes its members with it.
+func TestKill9LeavesNoMember(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "none")
+	waitForLine(t, cmd, "cluster ready")
+	time.Sleep(time.Second) // well into the load
+	members := filepath.Join(out, "members") + "/"
+	if n := len(processesMentioning(members)); n != 3 {
+		t.Fatalf("%d member processes running, want 3", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	waitUntil(t, 5*time.Second, func() bool { return len(processesMentioning(members)) == 0 })
+}
+
+// waitForLine starts cmd and returns once its standard output has printed a line starting with prefix.
+func waitForLine(t *testing.T, cmd *exec.Cmd, prefix string) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	seen := make(chan struct{})
+	var once sync.Once
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), prefix) {
+				once.Do(func() { close(seen) })
+			}
+		}
+	}()
+	select {
+	case <-seen:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no line starting with %q within 60s", prefix)
+	}
+}
+
+// TestInterrupt: SIGINT stops the load, writes partial results marked incomplete, stops the cluster and
+// exits with 130 within 10 s.
+func TestInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "lines")
+	waitForLine(t, cmd, "elapsed") // the first progress line: the load is running
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	took := time.Since(sent)
+	if code := cmd.ProcessState.ExitCode(); code != results.ExitInterrupted {
+		t.Fatalf("exit code %d (%v), want %d", code, err, results.ExitInterrupted)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("exiting took %v after SIGINT", took)
+	}
+	s, err := results.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Incomplete || s.Operations["put"] == nil || s.Operations["put"].Count == 0 {
+		t.Fatalf("partial summary: incomplete=%v ops=%v", s.Incomplete, s.Operations)
+	}
+	if left := processesMentioning(out); len(left) > 0 {
+		t.Fatalf("member processes remain: %v", left)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition not met within %v", d)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// processesMentioning returns the pids of live processes whose command line contains s.
+func processesMentioning(s string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie is already dead
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
+}
+
+// children returns the pids of live child processes of pid.
+func children(pid int) []string {
+	var kids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == fmt.Sprint(pid) && fields[0] != "Z" {
+			kids = append(kids, e.Name())
+		}
+	}
+	return kids
+}

@@ -1,0 +1,58 @@
+package workloads
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// BenchmarkPutOverhead compares a bare etcd client put with the same put sent through the recording
+// Client (history file, HDR collector, per-request timeout), against a real single-member cluster. The
+// difference in ns/op and allocs/op is what chaosbench's recording costs per request.
+func BenchmarkPutOverhead(b *testing.B) {
+	c := startCluster(b, 1)
+	cli, err := clientv3.New(clientConfig(c))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	val := string(lin.EncodeValue(lin.Value{ID: 1, Size: 256}, []byte("x")))
+
+	b.Run("etcd-client", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cli.Do(ctx, clientv3.OpPut("/bench/0000270f", val)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("recording-client", func(b *testing.B) {
+		dir := b.TempDir()
+		hist, err := lin.NewWriter(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer hist.Close()
+		col, err := results.NewCollector(results.CollectorOptions{Dir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer col.Close(0)
+		rec := NewRecorder(time.Now(), hist, []byte("x"), col)
+		rec.Begin()
+		client := NewClient(0, cli, rec, ClientOptions{Timeout: 10 * time.Second})
+		b.ReportAllocs()
+		for b.Loop() {
+			req := lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}
+			if _, err := client.Do(ctx, nil, "put", req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,247 @@
+package workloads
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// load is one workload run against a real cluster, with everything a chaosbench run records.
+type load struct {
+	ops      map[string]*results.Operation
+	measured time.Duration
+	dir      string
+}
+
+func runLoad(t *testing.T, c clusters.Cluster, wl Workload, opts RunOptions, during func(ctx context.Context, r *Runner)) load {
+	t.Helper()
+	dir := t.TempDir()
+	hist, err := lin.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := results.NewCollector(results.CollectorOptions{Dir: dir, Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(col.Start(), hist, []byte("filler"), col)
+	r, err := NewRunner(clientConfig(c), rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := wl.Setup(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	tick, stop := context.WithCancel(ctx)
+	go col.Run(tick)
+	if during != nil {
+		go during(tick, r)
+	}
+	if err := wl.Run(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	end := rec.Now()
+	stop()
+	if err := col.Close(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hist.Close(); err != nil {
+		t.Fatal(err)
+	}
+	from, _ := col.MeasureFrom()
+	return load{ops: col.Operations(end - from), measured: end - from, dir: dir}
+}
+
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timing test: the race detector slows the generator about tenfold; run without -race (make test does)")
+	}
+}
+
+func microOptions() MicroOptions {
+	return MicroOptions{KeySize: 8, ValSize: 64, KeySpaceSize: 100, KeyPrefix: "/t/", Consistency: "l", RangeKeys: 1,
+		TxnOps: 2, RWRatio: 1, WatchStreams: 2, WatchersPerStream: 3}
+}
+
+// TestOpenLoopKeepsRate: well below capacity, the achieved rate is within 2% of the target and nothing
+// starts late.
+func TestOpenLoopKeepsRate(t *testing.T) {
+	skipUnderRace(t)
+	c := startCluster(t, 1)
+	wl, _ := NewMicro("put", microOptions())
+	got := runLoad(t, c, wl, RunOptions{Rate: 400, Clients: 8, Conns: 2, Duration: 5 * time.Second, RequestTimeout: 10 * time.Second, Seed: 1}, nil)
+	put := got.ops["put"]
+	if put == nil || put.Count != 2000 {
+		t.Fatalf("put count %v, want the 2000 scheduled in 5s at 400/s", put)
+	}
+	if math.Abs(put.Throughput-400)/400 > 0.02 {
+		t.Fatalf("achieved %.1f puts/s over %v, target 400", put.Throughput, got.measured)
+	}
+	if put.Errors != 0 {
+		t.Fatalf("%d errors", put.Errors)
+	}
+	if late := put.MissedBacklog + put.MissedLag; late > put.Count/100 {
+		t.Fatalf("%d of %d operations missed their slot at a rate far below capacity", late, put.Count)
+	}
+}
+
+// TestPauseShowsInResponseTimeNotServiceTime is the coordinated-omission test: 10 clients at 1000 ops/s
+// against one member that is paused for 2 s. The ~2000 operations scheduled during the pause wait for a
+// client, so response time (from the intended start) p99 is about the pause, while service time (from the
+// actual send) p99 stays normal: only the 10 requests in flight saw the pause. The schedule misses say why.
+func TestPauseShowsInResponseTimeNotServiceTime(t *testing.T) {
+	skipUnderRace(t)
+	c := startCluster(t, 1)
+	member := c.Members()[0].(clusters.Process)
+	wl, _ := NewMicro("put", microOptions())
+	const pause = 2 * time.Second
+	got := runLoad(t, c, wl, RunOptions{Rate: 1000, Clients: 10, Conns: 2, Duration: 8 * time.Second, RequestTimeout: 10 * time.Second, Seed: 1},
+		func(ctx context.Context, r *Runner) {
+			time.Sleep(3 * time.Second)
+			if err := member.Pause(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(pause)
+			if err := member.Resume(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	put := got.ops["put"]
+	t.Logf("response p50 %.1fms p99 %.0fms max %.0fms; service p50 %.1fms p99 %.1fms max %.0fms; missed backlog %d lag %d of %d",
+		put.Response.P50, put.Response.P99, put.Response.Max, put.Service.P50, put.Service.P99, put.Service.Max, put.MissedBacklog, put.MissedLag, put.Count)
+	if put.Count != 8000 || put.Errors != 0 {
+		t.Fatalf("count %d errors %d, want 8000 and 0", put.Count, put.Errors)
+	}
+	pauseMs := float64(pause / time.Millisecond)
+	if put.Response.P99 < 0.8*pauseMs || put.Response.P99 > 1.3*pauseMs {
+		t.Errorf("response time p99 %.0fms, want about the %.0fms pause", put.Response.P99, pauseMs)
+	}
+	if put.Service.P99 > 200 {
+		t.Errorf("service time p99 %.0fms, want it near normal (the pause hits only requests in flight)", put.Service.P99)
+	}
+	if put.Service.Max < 0.8*pauseMs {
+		t.Errorf("service time max %.0fms: the requests in flight during the pause should show it", put.Service.Max)
+	}
+	if put.MissedBacklog < 1500 {
+		t.Errorf("%d slots missed with every client busy, want about the %d scheduled during the pause", put.MissedBacklog, 2000)
+	}
+}
+
+func TestMicroWorkloads(t *testing.T) {
+	c := startCluster(t, 1)
+	opts := RunOptions{Rate: 200, Clients: 4, Conns: 2, Duration: 2 * time.Second, RequestTimeout: 10 * time.Second, Seed: 7}
+	tests := []struct {
+		workload string
+		mutate   func(*MicroOptions)
+		want     map[string]int64 // operation -> expected count (-1: some)
+	}{
+		{"put", nil, map[string]int64{"put": 400}},
+		{"range", nil, map[string]int64{"range": 400}},
+		{"range", func(o *MicroOptions) { o.RangeKeys = 0; o.Consistency = "s"; o.Limit = 10 }, map[string]int64{"range": 400}},
+		{"txn-put", nil, map[string]int64{"txn-put": 400}},
+		{"txn-mixed", nil, map[string]int64{"txn-read": -1, "txn-write": -1}},
+		{"watch-latency", nil, map[string]int64{"put": 400, "watch": 400 * 6}},
+		{"lease-keepalive", nil, map[string]int64{"lease-keepalive": 400}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.workload, func(t *testing.T) {
+			o := microOptions()
+			if tt.mutate != nil {
+				tt.mutate(&o)
+			}
+			wl, err := NewMicro(tt.workload, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runLoad(t, c, wl, opts, nil)
+			var total int64
+			for op, want := range tt.want {
+				s := got.ops[op]
+				if s == nil {
+					t.Fatalf("no %q operations recorded; have %v", op, got.ops)
+				}
+				if want >= 0 && s.Count != want {
+					t.Errorf("%s: %d operations, want %d", op, s.Count, want)
+				}
+				if s.Errors != 0 {
+					t.Errorf("%s: %d errors %v", op, s.Errors, s.ErrorsByClass)
+				}
+				if s.Response.P50 <= 0 {
+					t.Errorf("%s: no latency recorded", op)
+				}
+				total += s.Count
+			}
+			if tt.workload == "txn-mixed" && total != 400 {
+				t.Errorf("txn-mixed: %d operations, want 400", total)
+			}
+			// Every request is in the history; every written value has a unique write id.
+			ids := map[uint64]bool{}
+			var n int
+			err = lin.ReadOperations(filepath.Join(got.dir, lin.HistoryFile), func(op *lin.Operation) error {
+				n++
+				for _, v := range writtenValues(op.Request) {
+					if ids[v.ID] || v.ID == 0 {
+						t.Errorf("write id %d reused or zero", v.ID)
+					}
+					ids[v.ID] = true
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n < 400 {
+				t.Errorf("history holds %d operations, want at least the 400 measured ones", n)
+			}
+		})
+	}
+}
+
+func writtenValues(r lin.Request) []lin.Value {
+	switch r.Kind {
+	case lin.KindPut:
+		return []lin.Value{r.Put.Value}
+	case lin.KindTxn:
+		var out []lin.Value
+		for _, op := range append(append([]lin.Request{}, r.Txn.Then...), r.Txn.Else...) {
+			out = append(out, writtenValues(op)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func TestMicroOptionsValidation(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate func(*MicroOptions)
+	}{
+		{"nope", nil},
+		{"put", func(o *MicroOptions) { o.ValSize = 4 }},
+		{"put", func(o *MicroOptions) { o.KeySpaceSize = 0 }},
+		{"range", func(o *MicroOptions) { o.Consistency = "x" }},
+		{"range", func(o *MicroOptions) { o.KeysOnly, o.CountOnly = true, true }},
+		{"txn-put", func(o *MicroOptions) { o.TxnOps = 1000 }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchStreams = 0 }},
+	} {
+		o := microOptions()
+		if tt.mutate != nil {
+			tt.mutate(&o)
+		}
+		if _, err := NewMicro(tt.name, o); err == nil || !results.IsUsage(err) {
+			t.Errorf("NewMicro(%s, %+v) = %v, want a usage error", tt.name, o, err)
+		}
+	}
+}
