@@ -41,6 +41,8 @@ type Summary struct {
 	Schedule         Schedule              `json:"schedule"`
 	Total            Total                 `json:"total"`
 	Operations       map[string]*Operation `json:"operations"`
+	Faults           []FaultWindow         `json:"faults,omitempty"`
+	Checks           []Check               `json:"checks,omitempty"`
 	Errors           []string              `json:"errors,omitempty"`
 }
 

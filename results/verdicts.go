@@ -1,0 +1,71 @@
+package results
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FaultsFile holds one FaultWindow per line, in injection order.
+const FaultsFile = "faults.jsonl"
+
+// FaultWindow is one fault as it ran: what, on which members, when, and how it ended. StartNs and EndNs
+// are offsets from the run's time base, the same base as the request history (history.jsonl) and the
+// records, so that windows can be laid over latencies and histories without clock conversion.
+type FaultWindow struct {
+	Fault   string    `json:"fault"`
+	Spec    string    `json:"spec,omitempty"`
+	Targets []string  `json:"targets,omitempty"`
+	Leader  string    `json:"leader,omitempty"` // the leader when the fault was injected
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	StartNs int64     `json:"start_ns"`
+	EndNs   int64     `json:"end_ns"`
+	// Outcome is "recovered", or says what went wrong ("not recovered within 30s: ...").
+	Outcome string `json:"outcome"`
+}
+
+// ReadFaults reads dir/faults.jsonl; a run without faults has none and returns nil.
+func ReadFaults(dir string) ([]FaultWindow, error) {
+	f, err := os.Open(filepath.Join(dir, FaultsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read faults: %w", err)
+	}
+	defer f.Close()
+	var out []FaultWindow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var w FaultWindow
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
+			return nil, fmt.Errorf("read faults: %s: %w", FaultsFile, err)
+		}
+		out = append(out, w)
+	}
+	return out, sc.Err()
+}
+
+// Verdicts of a check. Unknown (the check could not decide, for example it timed out) is never a pass.
+const (
+	VerdictOK        = "ok"
+	VerdictViolation = "violation"
+	VerdictUnknown   = "unknown"
+)
+
+// Check is the verdict of one consistency check of a run (linearizability, watch guarantees, serializable
+// reads, ...).
+type Check struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"`
+	// Detail says what was checked, or names the smallest failing key and operations.
+	Detail string `json:"detail,omitempty"`
+	// Seconds is how long the check took.
+	Seconds float64 `json:"seconds"`
+}
