@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
@@ -43,13 +45,15 @@ type EmbedOptions struct {
 
 // Embedded is a cluster of member processes on loopback, started and owned by chaosbench.
 type Embedded struct {
-	opts      EmbedOptions
-	members   []*procMember
-	proxies   []*proxy.Proxy
-	spawner   *spawner
-	status    *statusClient
-	clientTLS *tls.Config
-	tlsFiles  TLSFiles // client side, when TLS is on
+	opts       EmbedOptions
+	startExits chan ExitEvent // members that exited while starting is set
+	starting   atomic.Bool
+	members    []*procMember
+	proxies    []*proxy.Proxy
+	spawner    *spawner
+	status     *statusClient
+	clientTLS  *tls.Config
+	tlsFiles   TLSFiles // client side, when TLS is on
 
 	closeOnce sync.Once
 	closeErr  error
@@ -89,35 +93,100 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("create members dir: %w", err)
 	}
 
-	c := &Embedded{opts: opts}
-	var serverTLS TLSFiles
+	var serverTLS, clientTLS TLSFiles
 	if opts.TLS {
-		var err error
-		if serverTLS, c.tlsFiles, err = GenerateTLS(filepath.Join(opts.Dir, "tls")); err != nil {
+		if serverTLS, clientTLS, err = GenerateTLS(filepath.Join(opts.Dir, "tls")); err != nil {
 			return nil, err
 		}
-		if c.clientTLS, err = c.tlsFiles.ClientConfig(); err != nil {
+	}
+	// Ports are probed free and then bound by etcd: another program can take one in between. A member
+	// that fails on that is retried with fresh ports; any other start-up failure is reported at once.
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(ctx, opts, dir, serverTLS, clientTLS)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+			return c, err
+		}
+		fmt.Fprintf(opts.Log, "a member's port was taken during start-up; retrying with fresh ports\n")
+		for i := range opts.Members {
+			os.RemoveAll(filepath.Join(dir, fmt.Sprintf("m%d.etcd", i+1)))
+		}
+	}
+}
+
+// errPortTaken marks a start-up failure caused by a port another program bound first.
+var errPortTaken = errors.New("address already in use")
+
+func startOnce(ctx context.Context, opts EmbedOptions, dir string, serverTLS, clientTLS TLSFiles) (*Embedded, error) {
+	c := &Embedded{opts: opts, startExits: make(chan ExitEvent, opts.Members)}
+	c.starting.Store(true)
+	if opts.TLS {
+		var err error
+		c.tlsFiles = clientTLS
+		if c.clientTLS, err = clientTLS.ClientConfig(); err != nil {
 			return nil, err
 		}
 	}
 	c.spawner, c.status = newSpawner(), newStatusClient(c.clientTLS)
-	if err := c.layout(dir, serverTLS); err != nil {
+	fail := func(err error) (*Embedded, error) {
 		c.Close(context.Background())
 		return nil, err
 	}
+	if err := c.layout(dir, serverTLS); err != nil {
+		return fail(err)
+	}
 	for _, m := range c.members {
 		if err := m.Start(ctx); err != nil {
-			c.Close(context.Background())
-			return nil, fmt.Errorf("start cluster: %w", err)
+			return fail(fmt.Errorf("start cluster: %w", err))
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-	if err := c.WaitHealthy(wctx); err != nil {
-		c.Close(context.Background())
-		return nil, fmt.Errorf("start cluster: %w (member logs in %s)", err, dir)
+	healthy := make(chan error, 1)
+	go func() { healthy <- c.WaitHealthy(wctx) }()
+	select {
+	case err := <-healthy:
+		if err != nil {
+			return fail(fmt.Errorf("start cluster: %w (member logs in %s)", err, dir))
+		}
+	case ev := <-c.startExits:
+		cancel()
+		<-healthy
+		why := lastLogError(filepath.Join(dir, ev.Member+".log"))
+		err := fmt.Errorf("start cluster: member %s exited during start-up (%s): %s", ev.Member, ev.Status, why)
+		if strings.Contains(why, errPortTaken.Error()) {
+			err = fmt.Errorf("%w: %w", err, errPortTaken)
+		}
+		return fail(err)
 	}
+	c.starting.Store(false)
 	return c, nil
+}
+
+// lastLogError returns the last error an etcd member logged (the last log line with an error field,
+// whatever its level: etcd logs some fatal conditions as warnings before exiting), or its last log line.
+func lastLogError(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	var last, lastLine string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var entry struct{ Level, Msg, Error string }
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue // chaosbench's own markers
+		}
+		lastLine = line
+		if entry.Error != "" || entry.Level == "fatal" || entry.Level == "panic" {
+			last = strings.TrimSpace(entry.Msg + ": " + entry.Error)
+		}
+	}
+	if last == "" {
+		last = lastLine
+	}
+	if len(last) > 400 {
+		last = last[:400] + "..."
+	}
+	return last
 }
 
 // layout picks ports, starts the peer proxies and builds each member's command line.
@@ -187,6 +256,13 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 }
 
 func (c *Embedded) exited(ev ExitEvent) {
+	if c.starting.Load() && !ev.Expected {
+		select {
+		case c.startExits <- ev:
+		default:
+		}
+		return
+	}
 	if !ev.Expected {
 		fmt.Fprintf(c.opts.Log, "member %s (pid %d) exited unexpectedly: %s\n", ev.Member, ev.PID, ev.Status)
 	}

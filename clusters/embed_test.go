@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,29 @@ func TestExternalBadEndpoints(t *testing.T) {
 func state(pid int) string {
 	s, _ := procState(pid)
 	return s
+}
+
+// TestStartFailsFastWithEtcdsReason: a member that exits during start-up (here etcd refuses a data
+// directory it cannot use) fails the start at once, with etcd's reason, instead of at the health timeout.
+func TestStartFailsFastWithEtcdsReason(t *testing.T) {
+	dir := t.TempDir()
+	// A file where m1's data directory should be.
+	if err := os.MkdirAll(filepath.Join(dir, "members"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "members", "m1.etcd"), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err := StartEmbedded(context.Background(), EmbedOptions{Members: 1, Dir: dir})
+	if err == nil {
+		t.Fatal("a member without a usable data directory started")
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Fatalf("failing start took %v", took)
+	}
+	if !strings.Contains(err.Error(), "m1 exited during start-up") || !strings.Contains(err.Error(), "m1.etcd") {
+		t.Fatalf("error does not carry etcd's reason: %v", err)
+	}
+	t.Log(err)
 }

@@ -3,6 +3,7 @@ package clusters
 import (
 	"flag"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -26,17 +27,18 @@ func isManagedFlag(name string) bool {
 }
 
 // etcdFlagSet returns a flag set with every flag the linked etcd server accepts on its command line: the
-// embed configuration's flags plus the few etcdmain adds. Flags are registered on a throwaway Config.
-func etcdFlagSet() *flag.FlagSet {
+// embed configuration's flags plus the few etcdmain adds, bound to the returned throwaway Config.
+func etcdFlagSet() (*flag.FlagSet, *embed.Config) {
 	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	embed.NewConfig().AddFlags(fs)
+	cfg := embed.NewConfig()
+	cfg.AddFlags(fs)
 	for _, name := range []string{"config-file", "discovery-fallback", "initial-cluster-state", "v2-deprecation"} {
 		if fs.Lookup(name) == nil {
 			fs.String(name, "", "")
 		}
 	}
-	return fs
+	return fs, cfg
 }
 
 // EtcdFlag is one etcd setting passed through to the members, as --name=value.
@@ -50,12 +52,14 @@ func (f EtcdFlag) Arg() string { return "--" + f.Name + "=" + f.Value }
 
 // ParseEtcdFlags parses "name=value" settings (a bare "name" means "name=true") and checks each against
 // the flags the etcd server accepts: unknown names, unparsable values and flags chaosbench manages itself
-// are usage errors.
+// are usage errors. The settings together then go through etcd's own configuration check, so that
+// conflicts between them (an election timeout shorter than five heartbeats, ...) are usage errors too,
+// found before anything starts.
 func ParseEtcdFlags(specs []string) ([]EtcdFlag, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	fs := etcdFlagSet()
+	fs, cfg := etcdFlagSet()
 	var out []EtcdFlag
 	for _, spec := range specs {
 		name, value, hasValue := strings.Cut(strings.TrimSpace(spec), "=")
@@ -83,6 +87,11 @@ func ParseEtcdFlags(specs []string) ([]EtcdFlag, error) {
 			return nil, results.Usagef("--etcd-flag %s=%s: %v", name, value, err)
 		}
 		out = append(out, EtcdFlag{Name: name, Value: value})
+	}
+	fs.Visit(func(f *flag.Flag) { cfg.FlagsExplicitlySet[f.Name] = true })
+	cfg.LogOutputs = []string{os.DevNull} // Validate sets up logging and warns about the defaults
+	if err := cfg.Validate(); err != nil {
+		return nil, results.Usagef("--etcd-flag: etcd rejects these settings: %v", err)
 	}
 	return out, nil
 }

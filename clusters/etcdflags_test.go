@@ -27,6 +27,7 @@ func TestParseEtcdFlags(t *testing.T) {
 		{name: "managed tls", specs: []string{"cert-file=/x.pem"}, wantErr: "chaosbench sets this flag itself"},
 		{name: "value required", specs: []string{"snapshot-count"}, wantErr: "expected snapshot-count=value"},
 		{name: "empty", specs: []string{"=3"}, wantErr: "expected name=value"},
+		{name: "conflicting", specs: []string{"heartbeat-interval=100", "election-timeout=300"}, wantErr: "etcd rejects these settings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
