@@ -250,7 +250,7 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 		t.Errorf("samples: %d down, up %v", down, up)
 	}
 	for _, m := range c.Members() {
-		if _, err := os.Stat(filepath.Join(dir, "server_metrics."+m.Name()+".prom")); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, LastScrapeDir, m.Name()+".prom")); err != nil {
 			t.Error(err)
 		}
 	}

@@ -25,6 +25,9 @@ import (
 // time series, so that a stall in one shows up in the same second of the other.
 const DefaultInterval = time.Second
 
+// LastScrapeDir holds each member's last /metrics exposition, for questions the summary does not answer.
+const LastScrapeDir = "metrics"
+
 // maxBody bounds what one scrape reads: etcd serves about 160 KB.
 const maxBody = 16 << 20
 
@@ -56,7 +59,7 @@ type Options struct {
 	// Interval between scrapes (default DefaultInterval).
 	Interval time.Duration
 	// Dir receives server_metrics.jsonl and, at Stop, each member's last exposition as
-	// server_metrics.<member>.prom; empty writes nothing.
+	// metrics/<member>.prom; empty writes nothing.
 	Dir string
 	// Base is the run's time base: sample times are offsets from it, as in timeseries.jsonl.
 	Base time.Time
@@ -263,12 +266,13 @@ func (s *Scraper) Stop(ctx context.Context) (*results.ServerMetrics, error) {
 	err := s.ioErr
 	if s.file != nil {
 		err = errors.Join(err, s.buf.Flush(), s.file.Close())
+		dir := filepath.Join(s.opts.Dir, LastScrapeDir)
 		for i, body := range s.last {
 			if body == nil {
 				continue
 			}
-			name := fmt.Sprintf("server_metrics.%s.prom", s.members[i].name)
-			err = errors.Join(err, os.WriteFile(filepath.Join(s.opts.Dir, name), body, 0o644))
+			err = errors.Join(err, os.MkdirAll(dir, 0o755),
+				os.WriteFile(filepath.Join(dir, s.members[i].name+".prom"), body, 0o644))
 		}
 	}
 	if err != nil {
@@ -331,4 +335,42 @@ func summarize(members []*member, gen *generator, interval time.Duration, scrape
 		out.Generator = gen.summary()
 	}
 	return out
+}
+
+// Exposition is one recorded scrape of one member, for Replay: Body is what /metrics answered (nil for a
+// scrape that failed), T its offset from the time base, Measuring whether T lies in the measured window.
+type Exposition struct {
+	Member    string
+	T         time.Duration
+	Measuring bool
+	Body      []byte
+}
+
+// Replay folds recorded expositions, in order, into the samples and the summary a Scraper would have
+// produced from them (without the generator's figures, which are not in an exposition). It makes the
+// summary reproducible from saved expositions, for tests and for offline analysis.
+func Replay(interval time.Duration, exps []Exposition) (*results.ServerMetrics, []results.ServerSample, error) {
+	var members []*member
+	index := map[string]*member{}
+	var samples []results.ServerSample
+	failures := 0
+	for _, e := range exps {
+		m, ok := index[e.Member]
+		if !ok {
+			m = &member{name: e.Member}
+			index[e.Member] = m
+			members = append(members, m)
+		}
+		if e.Body == nil {
+			failures++
+			samples = append(samples, m.failed(e.T, errors.New("no answer"), e.Measuring))
+			continue
+		}
+		snap, err := parse(bytes.NewReader(e.Body))
+		if err != nil {
+			return nil, nil, fmt.Errorf("replay %s at %s: %w", e.Member, e.T, err)
+		}
+		samples = append(samples, m.observe(e.T, snap, e.Measuring))
+	}
+	return summarize(members, nil, interval, len(exps), failures), samples, nil
 }

@@ -42,10 +42,11 @@ func paletteColor(i int) color.Color {
 	return p[i%len(p)]
 }
 
+// Colours of guides and fault windows (non-premultiplied: the windows are translucent).
 var (
-	guideColor = color.RGBA{200, 30, 30, 255}
-	faultFill  = color.RGBA{230, 80, 60, 40}
-	faultLine  = color.RGBA{230, 80, 60, 140}
+	guideColor = color.NRGBA{200, 30, 30, 255}
+	faultFill  = color.NRGBA{230, 80, 60, 38}
+	faultLine  = color.NRGBA{230, 80, 60, 150}
 )
 
 // vgLen shortens dash patterns.

@@ -82,6 +82,15 @@ func (d *diagnosis) run() {
 	}
 	if d.server() == nil {
 		d.add(results.SeverityWarning, "run", "no etcd metrics were scraped, so the disk, leader, network and CPU cannot be judged (scraping off, or every member's /metrics unreachable)")
+		return
+	}
+	for _, m := range d.s.Server.Members {
+		switch {
+		case m.Failed > 0 && m.Failed == m.Scrapes:
+			d.add(results.SeverityWarning, "run", "member %s never answered its /metrics, so its figures are missing from every judgement", m.Name)
+		case m.Failed > 0 && len(d.r.Faults) == 0:
+			d.add(results.SeverityWarning, "run", "member %s did not answer %d of %d metrics scrapes without any fault injected: it was stalled or overloaded", m.Name, m.Failed, m.Scrapes)
+		}
 	}
 }
 
@@ -94,18 +103,20 @@ func (d *diagnosis) measuredSpan() (from, to float64) {
 	return from, to
 }
 
-// inFault reports which fault window, widened by slack seconds after its end, holds t.
+// inFault reports which fault window, widened by slack seconds after its end, overlaps (from, to]; of
+// several, the one that began last, since an effect follows its most recent cause.
 func (d *diagnosis) inFault(from, to, slack float64) (string, bool) {
+	best, bestStart := "", math.Inf(-1)
 	for _, f := range d.r.Faults {
 		s, e := float64(f.StartNs)/1e9, float64(f.EndNs)/1e9+slack
 		if e < s {
 			e = math.Inf(1)
 		}
-		if to >= s && from <= e {
-			return faultLabel(f), true
+		if to >= s && from <= e && s > bestStart {
+			best, bestStart = faultLabel(f), s
 		}
 	}
-	return "", false
+	return best, best != ""
 }
 
 // slowIntervals counts a member's measured samples whose interval value exceeds limit, and how many of
@@ -433,12 +444,12 @@ func (d *diagnosis) proposalsAndApply() {
 	}
 	c := sv.Cluster
 	if c.ProposalsFailed > 0 {
-		d.add(results.SeverityWarning, "leader", "%d proposals failed (usually dropped during leader elections; clients see them as errors or retries)", c.ProposalsFailed)
+		d.add(results.SeverityWarning, "leader", "%s failed (usually dropped during leader elections; clients see them as errors or retries)", plural(c.ProposalsFailed, "proposal"))
 	}
 	if c.Apply.Count > 0 && c.Apply.P99 > applyLimitMs {
 		d.add(results.SeverityProblem, "apply", "apply p99 %s > %s (etcd logs \"apply request took too long\"): expensive requests (large ranges, big transactions) or a slow backend", fmtMs(c.Apply.P99), fmtMs(applyLimitMs))
 	} else if c.SlowApplies > 0 {
-		d.add(results.SeverityWarning, "apply", "etcd counted %d slow applies (over 100ms)", c.SlowApplies)
+		d.add(results.SeverityWarning, "apply", "etcd counted %s (over 100ms)", plural(c.SlowApplies, "slow apply"))
 	}
 	if c.SlowReadIndexes > 0 {
 		d.add(results.SeverityWarning, "leader", "%d linearizable reads waited too long for the leader's read index (slow or overloaded leader)", c.SlowReadIndexes)

@@ -48,19 +48,22 @@ func WriteHTML(w io.Writer, r *Run) error {
 	return pageTemplate().Execute(w, pg)
 }
 
-// withFullIntervals returns r with the time series reduced to whole intervals: the partial interval a run
-// ends with is a rate over a fraction of a second, whose noise would draw a spike at the end of every chart.
+// withFullIntervals returns r without the partial interval each operation's time series ends with: a rate
+// over a fraction of a second, whose noise would draw a spike at the end of every chart.
 func withFullIntervals(r *Run) *Run {
-	if len(r.Series) == 0 {
-		return r
+	last := map[string]int{} // op -> index of its last row
+	prev := map[string]float64{}
+	partial := map[int]bool{}
+	for i, row := range r.Series {
+		if t, ok := prev[row.Op]; ok && row.T-t < 0.9 {
+			partial[i] = true
+		}
+		prev[row.Op], last[row.Op] = row.T, i
 	}
-	frac := func(t float64) float64 { return t - math.Floor(t) }
-	phase := frac(r.Series[0].T)
 	cp := *r
 	cp.Series = nil
-	for _, row := range r.Series {
-		d := math.Abs(frac(row.T) - phase)
-		if d < 0.02 || d > 0.98 {
+	for i, row := range r.Series {
+		if !(partial[i] && last[row.Op] == i) {
 			cp.Series = append(cp.Series, row)
 		}
 	}
@@ -202,7 +205,7 @@ func sortedPoints(m map[float64]float64) []point {
 	return pts
 }
 
-// memberSeries groups server samples by member, in first-seen order (the generator last).
+// memberSeries groups server samples by member; names are sorted, the generator left out.
 func memberSeries(samples []results.ServerSample) (names []string, by map[string][]results.ServerSample) {
 	by = map[string][]results.ServerSample{}
 	for _, s := range samples {
@@ -211,6 +214,7 @@ func memberSeries(samples []results.ServerSample) (names []string, by map[string
 		}
 		by[s.Member] = append(by[s.Member], s)
 	}
+	sort.Strings(names)
 	return names, by
 }
 
@@ -228,16 +232,24 @@ func serverCharts(r *Run, spans []span) []template.HTML {
 	perMember := func(title, ylabel string, logY bool, value func(results.ServerSample) (float64, bool), guide string, limit float64) template.HTML {
 		c := newChart(title, timeAxis, ylabel, logY)
 		c.shade(spans)
+		most := 0 // values of the member with the most
 		for i, m := range names {
 			var pts []point
+			values := 0
 			for _, s := range by[m] {
 				v, ok := value(s)
 				if !s.Up || !ok {
 					v = math.NaN()
+				} else {
+					values++
 				}
 				pts = append(pts, point{s.T, v})
 			}
+			most = max(most, values)
 			c.line(m, pts, 1.2, nil, paletteColor(i))
+		}
+		if most < 3 {
+			return "" // a handful of points is not a time series (peer round trips are measured every few seconds)
 		}
 		if guide != "" && c.hasY {
 			c.guide(guide, limit)

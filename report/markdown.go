@@ -85,10 +85,10 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 		cols := []string{"member", "role", "WAL fsync", "backend commit", "apply", "peer RTT", "leader changes", "failed proposals", "pending max", "db size", "CPU", "RSS max", "scrapes"}
 		table(b, cols, func(row func(...string)) {
 			for _, m := range v.Members {
-				row(m.Name, m.Role, flag(m.Fsync, m.FsyncClass), flag(m.Commit, m.CommitClass), m.Apply, m.RTT, m.LeaderChanges, m.ProposalsFailed, m.Pending, m.DB, m.CPU, m.RSS, m.Scrapes)
+				row(m.Name, m.Role, markFailed(m.Fsync, m.FsyncClass), markFailed(m.Commit, m.CommitClass), m.Apply, m.RTT, m.LeaderChanges, m.ProposalsFailed, m.Pending, m.DB, m.CPU, m.RSS, m.Scrapes)
 			}
 			if c := v.Cluster; c != nil {
-				row("**"+c.Name+"**", "", flag(c.Fsync, c.FsyncClass), flag(c.Commit, c.CommitClass), c.Apply, c.RTT, c.LeaderChanges, c.ProposalsFailed, c.Pending, c.DB, "", "", "")
+				row("**"+c.Name+"**", "", markFailed(c.Fsync, c.FsyncClass), markFailed(c.Commit, c.CommitClass), c.Apply, c.RTT, c.LeaderChanges, c.ProposalsFailed, c.Pending, c.DB, "", "", "")
 			}
 		})
 		p("\netcd's guidance: WAL fsync p99 < 10ms, backend commit p99 < 25ms.\n")
@@ -150,7 +150,7 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	return b.Flush()
 }
 
-func flag(v, class string) string {
+func markFailed(v, class string) string {
 	if class == "fail" {
 		return "**" + v + "** ✗"
 	}
@@ -184,7 +184,7 @@ func opTable(b *bufio.Writer, ops []opRow, total *opRow, withErrors bool) {
 	}
 	table(b, cols, func(row func(...string)) {
 		for _, o := range ops {
-			cells := []string{o.Name, o.Count, o.Throughput, o.P50, o.P90, flag(o.P99, o.P99Class), o.P999, o.Max}
+			cells := []string{o.Name, o.Count, o.Throughput, o.P50, o.P90, markFailed(o.P99, o.P99Class), o.P999, o.Max}
 			if withErrors {
 				cells = append(cells, o.Errors)
 			}

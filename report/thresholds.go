@@ -497,7 +497,8 @@ func bucketedStat(b results.Bucketed, stat string) float64 {
 func statLabel(t Threshold) string {
 	switch {
 	case isServerSubject(t.Subject):
-		return strings.ReplaceAll(t.Subject, "_", " ") + " " + t.Stat
+		names := map[string]string{"wal_fsync": "WAL fsync", "backend_commit": "backend commit", "apply": "apply", "peer_rtt": "peer round-trip"}
+		return names[t.Subject] + " " + t.Stat
 	case t.Subject == subjectAvailability:
 		return "longest availability gap"
 	case strings.HasPrefix(t.Stat, "service_"):

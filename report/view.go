@@ -232,7 +232,7 @@ func (v *view) verdicts(r *Run) {
 				unrecovered++
 			}
 		}
-		av.Detail = fmt.Sprintf("%d faults; longest %s gap %s (%s)", len(r.Faults), gapKind(g), fmtSeconds(g.Seconds), g.Label())
+		av.Detail = fmt.Sprintf("%s; longest %s gap %s (%s)", plural(int64(len(r.Faults)), "fault"), gapKind(g), fmtSeconds(g.Seconds), g.Label())
 		if unrecovered > 0 {
 			av.Verdict, av.Class = "not recovered", "fail"
 			av.Detail += fmt.Sprintf("; %d did not recover", unrecovered)
@@ -246,7 +246,7 @@ func (v *view) verdicts(r *Run) {
 	if sv := s.Server; sv != nil && len(sv.Members) > 0 {
 		hv := verdictRow{Area: "etcd health"}
 		c := sv.Cluster
-		hv.Detail = fmt.Sprintf("WAL fsync p99 %s, backend commit p99 %s (worst member), %d leader changes", fmtMs(c.WALFsync.P99), fmtMs(c.BackendCommit.P99), c.LeaderChanges)
+		hv.Detail = fmt.Sprintf("WAL fsync p99 %s, backend commit p99 %s (worst member), %s", fmtMs(c.WALFsync.P99), fmtMs(c.BackendCommit.P99), plural(c.LeaderChanges, "leader change"))
 		problems := 0
 		for _, f := range r.Diagnosis {
 			if f.Severity == results.SeverityProblem && (f.Topic == "disk" || f.Topic == "leader" || f.Topic == "network" || f.Topic == "cpu" || f.Topic == "apply" || f.Topic == "quota") {
@@ -380,6 +380,16 @@ func (v *view) members(r *Run) {
 	}
 }
 
+func plural(n int64, what string) string {
+	switch {
+	case n == 1:
+		return "1 " + what
+	case strings.HasSuffix(what, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(what, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 func limitClass(v, limit float64) string {
 	if v > limit {
 		return "fail"
@@ -405,7 +415,9 @@ func (v *view) environment(r *Run) {
 	add("etcd server", s.Versions.EtcdServer)
 	add("etcd client", s.Versions.EtcdClient)
 	add("Go", s.Versions.Go)
-	add("cluster", strings.TrimSpace(fmt.Sprintf("%s, %d members", s.Cluster.Backend, s.Cluster.Members)))
+	if s.Cluster.Backend != "" {
+		add("cluster", fmt.Sprintf("%s, %d members", s.Cluster.Backend, s.Cluster.Members))
+	}
 	add("etcd flags", strings.Join(s.Cluster.EtcdFlags, " "))
 	if e := s.Environment; e != nil {
 		m := fmt.Sprintf("%s/%s, %d CPUs", e.OS, e.Arch, e.CPUs)
@@ -424,7 +436,9 @@ func (v *view) environment(r *Run) {
 		add("machine", m)
 		add("run directory file system", e.RunDirFS)
 	}
-	add("seed", strconv.FormatInt(s.Seed, 10))
+	if s.Seed != 0 {
+		add("seed", strconv.FormatInt(s.Seed, 10))
+	}
 	sched := s.Schedule.Mode
 	if s.Schedule.Mode == "open" {
 		sched = fmt.Sprintf("open loop at %.0f ops/s", s.Schedule.TargetRate)
@@ -464,11 +478,12 @@ func flatten(prefix string, val any, out *[]kv) {
 func generic(key string, raw json.RawMessage) genericSection {
 	sec := genericSection{Title: key}
 	var list []map[string]json.RawMessage
-	if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
+	var rawList []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil && len(list) > 0 && json.Unmarshal(raw, &rawList) == nil {
 		cols := map[string]bool{}
 		var order []string
-		for _, item := range list {
-			for _, k := range sortedKeys(item) {
+		for _, item := range rawList {
+			for _, k := range objectKeys(item) {
 				if !cols[k] {
 					cols[k] = true
 					order = append(order, k)
@@ -489,13 +504,34 @@ func generic(key string, raw json.RawMessage) genericSection {
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) == nil {
-		for _, k := range sortedKeys(obj) {
+		for _, k := range objectKeys(raw) {
 			sec.Pairs = append(sec.Pairs, kv{k, compactJSON(obj[k])})
 		}
 		return sec
 	}
 	sec.Value = compactJSON(raw)
 	return sec
+}
+
+// objectKeys returns the keys of a JSON object in the order they are written.
+func objectKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+		keys = append(keys, tok.(string))
+	}
+	return keys
 }
 
 // compactJSON shows a JSON value briefly: strings unquoted, numbers rounded, the rest compacted.
