@@ -253,8 +253,8 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 		"**FAIL**",
 		fmt.Sprintf("WAL fsync p99"),
 		fmt.Sprintf("on %s > 10.0ms (etcd's hardware guidance): the disk", slow.name),
-		"slowdisk " + slow.name,      // the slow seconds are attributed to the fault window
-		"pause " + leader.name,       // the availability table
+		"slowdisk " + slow.name, // the slow seconds are attributed to the fault window
+		"pause " + leader.name,  // the availability table
 		"| `wal_fsync:p99<10ms` | etcd-hardware |",
 	} {
 		if !strings.Contains(report, want) {
