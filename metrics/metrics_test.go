@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,4 +256,40 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// BenchmarkScrape measures what one scrape of a real member costs chaosbench: fetching and parsing its whole
+// exposition (about 170 KB), and the parse alone. The generator pays this once per member per interval.
+func BenchmarkScrape(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	s := &Scraper{client: &http.Client{}}
+	url := TargetsOf(c)[0].URL
+	body, _, err := s.fetch(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parse(bytes.NewReader(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fetch+parse", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := s.fetch(ctx, url); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -149,10 +149,13 @@ func (v *view) verdicts(r *Run) {
 	case s.Schedule.Mode == "open" && s.Schedule.TargetRate > 0:
 		ratio := s.Total.Throughput / s.Schedule.TargetRate
 		tp.Detail = fmt.Sprintf("%.1f ops/s of the %.0f ops/s target (%.1f%%); %.2f%% of operations started late", s.Total.Throughput, s.Schedule.TargetRate, 100*ratio, s.Schedule.MissedPercent)
-		if ratio >= throughputShortfall && s.Schedule.MissedPercent <= missedLimitPercent {
-			tp.Verdict, tp.Class = "on target", "ok"
-		} else {
+		switch {
+		case ratio < throughputShortfall:
 			tp.Verdict, tp.Class = "short of target", "warn"
+		case s.Schedule.MissedPercent > missedLimitPercent:
+			tp.Verdict, tp.Class = "on target, late starts", "warn"
+		default:
+			tp.Verdict, tp.Class = "on target", "ok"
 		}
 	default:
 		tp.Verdict, tp.Class = "closed loop", "info"
