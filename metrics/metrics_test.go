@@ -258,6 +258,40 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 	}
 }
 
+// Members of an external cluster are scraped through their client URLs, with the cluster's TLS.
+func TestScrapeClientURLOverTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: dir, TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	m := c.Members()[0]
+	if !strings.HasPrefix(m.ClientURL(), "https://") {
+		t.Fatalf("client URL %s", m.ClientURL())
+	}
+	s, err := Start(ctx, Options{Targets: []Target{{Member: m.Name(), URL: m.ClientURL() + "/metrics"}}, TLS: c.TLS(), Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	sum, err := s.Stop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sum.Members[0]; got.Failed != 0 || got.Scrapes < 2 || got.ServerVersion == "" {
+		t.Fatalf("scrapes over TLS: %+v", got)
+	}
+	// Without the client certificate the member refuses: the scrape fails, it is not mistaken for data.
+	s, _ = Start(ctx, Options{Targets: []Target{{Member: m.Name(), URL: m.ClientURL() + "/metrics"}}, Interval: time.Second})
+	sum, _ = s.Stop(ctx)
+	if got := sum.Members[0]; got.Failed == 0 {
+		t.Fatalf("scrapes without TLS credentials succeeded: %+v", got)
+	}
+}
+
 // BenchmarkScrape measures what one scrape of a real member costs chaosbench: fetching and parsing its whole
 // exposition (about 170 KB), and the parse alone. The generator pays this once per member per interval.
 func BenchmarkScrape(b *testing.B) {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -122,7 +121,7 @@ func Compare(runs []*Run) *Comparison {
 			if o == nil {
 				return math.NaN(), math.NaN()
 			}
-			return o.Throughput, throughputNoise(r.Intervals[op])
+			return o.Throughput, throughputNoise(r.Latencies[op])
 		}))
 		for _, p := range []struct {
 			name string
@@ -143,7 +142,7 @@ func Compare(runs []*Run) *Comparison {
 				if p.q < 0 {
 					return p.get(o.Response), math.NaN()
 				}
-				return p.get(o.Response), percentileNoise(r.Intervals[op], p.q)
+				return p.get(o.Response), percentileNoise(r.Latencies[op], p.q)
 			}))
 		}
 		c.Ops = append(c.Ops, oc)
@@ -181,36 +180,6 @@ func compareStat(runs []*Run, stat, unit string, higherIsBetter bool, get func(*
 	return sc
 }
 
-// fullIntervals drops a last interval shorter than the others (the partial second at the end of a run).
-func fullIntervals(intervals []*hdr.Histogram) []*hdr.Histogram {
-	n := len(intervals)
-	if n < 2 {
-		return intervals
-	}
-	length := func(h *hdr.Histogram) int64 { return h.EndTimeMs() - h.StartTimeMs() }
-	if length(intervals[n-1]) < length(intervals[0])*9/10 {
-		return intervals[:n-1]
-	}
-	return intervals
-}
-
-// batches splits intervals into at most maxBatches consecutive batches of equal length (dropping the
-// remainder at the start), or nil when fewer than minBatches can be formed.
-func batches(intervals []*hdr.Histogram) [][]*hdr.Histogram {
-	intervals = fullIntervals(intervals)
-	k := min(maxBatches, len(intervals))
-	if k < minBatches {
-		return nil
-	}
-	size := len(intervals) / k
-	rest := len(intervals) - size*k
-	out := make([][]*hdr.Histogram, k)
-	for i := range k {
-		out[i] = intervals[rest+i*size : rest+(i+1)*size]
-	}
-	return out
-}
-
 // standardError is the standard deviation of the batch figures over the square root of their count.
 func standardError(values []float64) float64 {
 	n := float64(len(values))
@@ -228,33 +197,26 @@ func standardError(values []float64) float64 {
 }
 
 // percentileNoise estimates the standard error of an operation's q-th percentile (milliseconds).
-func percentileNoise(intervals []*hdr.Histogram, q float64) float64 {
-	bs := batches(intervals)
-	if bs == nil {
+func percentileNoise(l *Latencies, q float64) float64 {
+	if l == nil {
 		return math.NaN()
 	}
-	values := make([]float64, len(bs))
-	for i, b := range bs {
-		values[i] = float64(Total(b).ValueAtQuantile(q)) / 1e6
+	values := make([]float64, len(l.Batches))
+	for i, b := range l.Batches {
+		values[i] = float64(b.Response.ValueAtQuantile(q)) / 1e6
 	}
 	return standardError(values)
 }
 
 // throughputNoise estimates the standard error of an operation's throughput (operations per second).
-func throughputNoise(intervals []*hdr.Histogram) float64 {
-	bs := batches(intervals)
-	if bs == nil {
+func throughputNoise(l *Latencies) float64 {
+	if l == nil {
 		return math.NaN()
 	}
-	values := make([]float64, len(bs))
-	for i, b := range bs {
-		var n, ms int64
-		for _, h := range b {
-			n += h.TotalCount()
-			ms += h.EndTimeMs() - h.StartTimeMs()
-		}
-		if ms > 0 {
-			values[i] = float64(n) / (float64(ms) / 1000)
+	values := make([]float64, len(l.Batches))
+	for i, b := range l.Batches {
+		if b.Seconds > 0 {
+			values[i] = float64(b.Response.TotalCount()) / b.Seconds
 		}
 	}
 	return standardError(values)
@@ -470,7 +432,7 @@ func WriteComparisonHTML(w io.Writer, c *Comparison) error {
 			ch.p.X.Scale = plot.LogScale{}
 			ch.p.X.Tick.Marker = percentileTicks{}
 			for i, r := range c.Runs {
-				if h := Total(r.Intervals[oc.Op]); h != nil {
+				if h := r.response(oc.Op); h != nil {
 					ch.line(r.Label, distribution(h), 1.5, nil, paletteColor(i))
 				}
 			}

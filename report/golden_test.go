@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,13 +50,11 @@ func firstDifference(want, got string) string {
 			g = gl[i]
 		}
 		if !bytes.Equal(w, g) {
-			return "line " + itoa(i+1) + ":\nwant: " + string(w) + "\ngot:  " + string(g)
+			return "line " + strconv.Itoa(i+1) + ":\nwant: " + string(w) + "\ngot:  " + string(g)
 		}
 	}
 	return ""
 }
-
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // fixtureRun copies testdata/run-faults, a real run (3 members, 150 puts/s for 14 s; one follower's
 // fdatasync delayed 40 ms by strace for 5 s, then the leader paused for 2 s), into a temporary directory.

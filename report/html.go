@@ -139,11 +139,11 @@ func distributionChart(r *Run, ops []string) template.HTML {
 			break
 		}
 		col := paletteColor(i)
-		if h := Total(r.Intervals[op]); h != nil {
+		if h := r.response(op); h != nil {
 			c.line(op, distribution(h), 1.5, nil, col)
 		}
 		if showService {
-			if h := Total(r.ServiceIntervals[op]); h != nil {
+			if h := r.service(op); h != nil {
 				c.line(op+" service", distribution(h), 1, []vgLen{3, 2}, col)
 			}
 		}

@@ -244,11 +244,12 @@ func intervals(n int, median float64, seed uint64) []*hdr.Histogram {
 }
 
 func runWith(label string, iv []*hdr.Histogram, tput float64) *Run {
-	h := Total(iv)
+	l := LatenciesOf(iv, nil)
+	h := l.Response
 	lat := results.Latency{P50: float64(h.ValueAtQuantile(50)) / 1e6, P90: float64(h.ValueAtQuantile(90)) / 1e6,
 		P99: float64(h.ValueAtQuantile(99)) / 1e6, P999: float64(h.ValueAtQuantile(99.9)) / 1e6, Max: float64(h.Max()) / 1e6}
 	return &Run{Label: label, Summary: &results.Summary{Operations: map[string]*results.Operation{"put": {Count: h.TotalCount(), Throughput: tput, Response: lat}}},
-		Intervals: map[string][]*hdr.Histogram{"put": iv}}
+		Latencies: map[string]*Latencies{"put": l}}
 }
 
 func statOf(c *Comparison, stat string) StatComparison {

@@ -16,9 +16,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -37,11 +39,10 @@ type Run struct {
 	Extra      []Field
 	FaultExtra []map[string]json.RawMessage
 	Series     []results.TimeSeriesRow
-	// Intervals holds each operation's per-interval response-time histograms from latency.hlog, in order;
-	// ServiceIntervals the service times.
-	Intervals, ServiceIntervals map[string][]*hdr.Histogram
-	Faults                      []results.FaultWindow
-	Samples                     []results.ServerSample
+	// Latencies holds what the report keeps of each operation's interval log (latency.hlog).
+	Latencies map[string]*Latencies
+	Faults    []results.FaultWindow
+	Samples   []results.ServerSample
 	// Gaps holds the availability gap of each fault window (or of the whole load when there was no fault).
 	Gaps []Gap
 	// Thresholds and Diagnosis are what Prepare computed; a loaded run starts with the summary's.
@@ -91,7 +92,7 @@ func FromSummary(dir string, s *results.Summary) (*Run, error) {
 	var err error
 	r.Series, err = readTimeSeries(dir)
 	warn(err)
-	r.Intervals, r.ServiceIntervals, err = readIntervals(dir)
+	r.Latencies, err = readLatencies(dir)
 	warn(err)
 	r.Samples, err = results.ReadServerSamples(dir)
 	warn(err)
@@ -138,49 +139,155 @@ func readTimeSeries(dir string) ([]results.TimeSeriesRow, error) {
 	return out, sc.Err()
 }
 
-// readIntervals reads latency.hlog into per-operation interval histograms (tags <op>.response and
-// <op>.service).
-func readIntervals(dir string) (response, service map[string][]*hdr.Histogram, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, results.LatencyLogFile))
+// Latencies is what a report keeps of one operation's interval log: the whole run's response and service
+// time histograms, and the response histograms of up to maxBatches consecutive batches of whole intervals,
+// for the noise estimate of comparisons. Keeping batches rather than every interval bounds a report's
+// memory whatever the length of the run (an interval histogram takes about 150 KB).
+type Latencies struct {
+	Response, Service *hdr.Histogram
+	Batches           []Batch
+
+	plan batchPlan
+	next int // index of the next response interval
+}
+
+// Batch is a run of consecutive whole intervals.
+type Batch struct {
+	Response *hdr.Histogram
+	Seconds  float64
+}
+
+// batchPlan assigns the whole intervals of an operation to batches of equal size; the remainder at the
+// start and a last, partial interval (the end of the load) belong to none.
+type batchPlan struct{ first, full, size int }
+
+func planBatches(lengths []float64) batchPlan {
+	n := len(lengths)
+	if n >= 2 && lengths[n-1] < 0.9*lengths[0] {
+		n--
+	}
+	k := min(maxBatches, n)
+	if k < minBatches {
+		return batchPlan{}
+	}
+	size := n / k
+	return batchPlan{first: n - size*k, full: n, size: size}
+}
+
+// newLatencies prepares an operation's latencies for intervals of the given lengths (seconds).
+func newLatencies(lengths []float64) *Latencies {
+	l := &Latencies{Response: results.NewHistogram(), Service: results.NewHistogram(), plan: planBatches(lengths)}
+	if l.plan.size > 0 {
+		for range (l.plan.full - l.plan.first) / l.plan.size {
+			l.Batches = append(l.Batches, Batch{Response: results.NewHistogram()})
+		}
+	}
+	return l
+}
+
+// addResponse folds the next response-time interval in.
+func (l *Latencies) addResponse(h *hdr.Histogram) {
+	i := l.next
+	l.next++
+	l.Response.Merge(h)
+	if l.plan.size == 0 || i < l.plan.first || i >= l.plan.full {
+		return
+	}
+	b := &l.Batches[(i-l.plan.first)/l.plan.size]
+	b.Response.Merge(h)
+	b.Seconds += float64(h.EndTimeMs()-h.StartTimeMs()) / 1000
+}
+
+// LatenciesOf builds an operation's latencies from interval histograms held in memory.
+func LatenciesOf(response, service []*hdr.Histogram) *Latencies {
+	lengths := make([]float64, len(response))
+	for i, h := range response {
+		lengths[i] = float64(h.EndTimeMs()-h.StartTimeMs()) / 1000
+	}
+	l := newLatencies(lengths)
+	for _, h := range response {
+		l.addResponse(h)
+	}
+	for _, h := range service {
+		l.Service.Merge(h)
+	}
+	return l
+}
+
+// readLatencies reads latency.hlog (tags <op>.response and <op>.service) in two passes: the first reads
+// only each interval's tag and length to plan the batches, the second decodes the histograms.
+func readLatencies(dir string) (map[string]*Latencies, error) {
+	path := filepath.Join(dir, results.LatencyLogFile)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	response, service = map[string][]*hdr.Histogram{}, map[string][]*hdr.Histogram{}
-	lr := hdr.NewHistogramLogReader(bytes.NewReader(b))
+	defer f.Close()
+	lengths := map[string][]float64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, "Tag=")
+		if !ok {
+			continue
+		}
+		fields := strings.SplitN(rest, ",", 4)
+		if len(fields) < 4 || !strings.HasSuffix(fields[0], ".response") {
+			continue
+		}
+		length, err := strconv.ParseFloat(fields[2], 64)
+		if err != nil {
+			continue
+		}
+		op := strings.TrimSuffix(fields[0], ".response")
+		lengths[op] = append(lengths[op], length)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	out := map[string]*Latencies{}
+	get := func(op string) *Latencies {
+		l, ok := out[op]
+		if !ok {
+			l = newLatencies(lengths[op])
+			out[op] = l
+		}
+		return l
+	}
+	lr := hdr.NewHistogramLogReader(bufio.NewReaderSize(f, 1<<20))
 	for {
 		h, err := lr.NextIntervalHistogram()
-		if err != nil {
-			// A torn last line of a killed run: keep what came before.
-			return response, service, nil
+		if err != nil || h == nil {
+			// The end, or a torn last line of a killed run: keep what came before.
+			return out, nil
 		}
-		if h == nil {
-			return response, service, nil
-		}
-		tag := h.Tag()
-		switch {
+		switch tag := h.Tag(); {
 		case strings.HasSuffix(tag, ".response"):
-			op := strings.TrimSuffix(tag, ".response")
-			response[op] = append(response[op], h)
+			get(strings.TrimSuffix(tag, ".response")).addResponse(h)
 		case strings.HasSuffix(tag, ".service"):
-			op := strings.TrimSuffix(tag, ".service")
-			service[op] = append(service[op], h)
+			get(strings.TrimSuffix(tag, ".service")).Service.Merge(h)
 		}
 	}
 }
 
-// Total merges an operation's interval histograms (nil when it has none).
-func Total(intervals []*hdr.Histogram) *hdr.Histogram {
-	if len(intervals) == 0 {
-		return nil
+// response returns an operation's whole-run response histogram, or nil.
+func (r *Run) response(op string) *hdr.Histogram {
+	if l := r.Latencies[op]; l != nil && l.Response.TotalCount() > 0 {
+		return l.Response
 	}
-	h := results.NewHistogram()
-	for _, i := range intervals {
-		h.Merge(i)
+	return nil
+}
+
+// service returns an operation's whole-run service histogram, or nil.
+func (r *Run) service(op string) *hdr.Histogram {
+	if l := r.Latencies[op]; l != nil && l.Service.TotalCount() > 0 {
+		return l.Service
 	}
-	return h
+	return nil
 }
 
 // renderedKeys are the summary.json fields the report renders in sections of their own; every other

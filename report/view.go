@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -559,9 +558,4 @@ func compactJSON(raw json.RawMessage) string {
 		return out
 	}
 	return string(raw)
-}
-
-// sortFindings is used by callers that merge findings.
-func sortFindings(fs []results.Finding) {
-	sort.SliceStable(fs, func(i, j int) bool { return severityRank(fs[i].Severity) < severityRank(fs[j].Severity) })
 }

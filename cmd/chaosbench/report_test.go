@@ -251,7 +251,7 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	report := string(md)
 	for _, want := range []string{
 		"**FAIL**",
-		fmt.Sprintf("WAL fsync p99"),
+		"WAL fsync p99",
 		fmt.Sprintf("on %s > 10.0ms (etcd's hardware guidance): the disk", slow.name),
 		"slowdisk " + slow.name, // the slow seconds are attributed to the fault window
 		"pause " + leader.name,  // the availability table
@@ -267,6 +267,20 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	junit, _ := os.ReadFile(filepath.Join(out, "junit.xml"))
 	if !bytes.Contains(junit, []byte(`name="etcd-hardware: wal_fsync:p99&lt;10ms"`)) || !bytes.Contains(junit, []byte("<failure")) {
 		t.Errorf("junit.xml lacks the failed threshold:\n%s", junit)
+	}
+	// The run compared with itself: no operation is better or worse.
+	cmp := filepath.Join(t.TempDir(), "compare")
+	rout.Reset()
+	if code := execute([]string{"report", out, out, "--label", "a,b", "--out", cmp}, &rout, &rerr); code != results.ExitOK {
+		t.Fatalf("comparison exit code %d: %s", code, rerr.String())
+	}
+	if strings.Contains(rout.String(), "**worse**") || strings.Contains(rout.String(), "**better**") || !strings.Contains(rout.String(), "| put | p99 |") {
+		t.Errorf("comparison of a run with itself:\n%s", rout.String())
+	}
+	for _, f := range []string{"comparison.md", "comparison.html"} {
+		if _, err := os.Stat(filepath.Join(cmp, f)); err != nil {
+			t.Error(err)
+		}
 	}
 	if *fixtureDir != "" {
 		os.MkdirAll(*fixtureDir, 0o755)
