@@ -154,6 +154,16 @@ func TestReportOpensInChromium(t *testing.T) {
 		}
 	}
 
+	t.Run("comparison page", func(t *testing.T) {
+		out := t.TempDir()
+		if _, err := RenderComparison(out, []Labelled{{Dir: r.Dir, Label: "a"}, {Dir: r.Dir, Label: "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range openPage(t, browser, filepath.Join(out, ComparisonHTMLFile)).problems(2) {
+			t.Error(p)
+		}
+	})
+
 	t.Run("a broken page fails the check", func(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		broken := strings.Replace(string(b), "</main>", "</main><script>notDefinedAnywhere();</script>", 1)

@@ -320,14 +320,23 @@ func (d *diagnosis) cpuAndGenerator() {
 		return
 	}
 	if sched.MissedLag >= sched.MissedBacklog {
-		msg := fmt.Sprintf("the generator missed %.1f%% of its schedule with clients free (generator lag): its own CPU could not keep up", sched.MissedPercent)
-		if gen != nil && gen.Intervals > 0 {
-			msg += fmt.Sprintf(" (chaosbench used %.0f%% CPU, the machine was %.0f%% busy)", gen.CPUPercentMean, gen.HostCPUBusyMean)
-		} else if saturated {
-			msg += " (the machine's CPU was saturated)"
+		msg := fmt.Sprintf("the generator missed %.1f%% of its schedule with clients free (generator lag)", sched.MissedPercent)
+		switch {
+		case gen != nil && gen.Intervals > 0 && gen.HostCPUBusyMean >= 85 && gen.CPUPercentMean < 0.5*gen.HostCPUBusyMean*float64(gen.HostCPUs):
+			msg += fmt.Sprintf(": it was starved of CPU, the machine being %.0f%% busy with other work (chaosbench itself used %.0f%% of a core)", gen.HostCPUBusyMean, gen.CPUPercentMean)
+		case gen != nil && gen.Intervals > 0:
+			msg += fmt.Sprintf(": its own CPU could not keep up (chaosbench used %.0f%% of a core, the machine was %.0f%% busy)", gen.CPUPercentMean, gen.HostCPUBusyMean)
+		case saturated:
+			msg += ": the machine's CPU was saturated"
 		}
-		msg += "; latency figures are unreliable: run the generator on another machine or lower --rate"
-		d.add(results.SeverityProblem, "generator", "%s", msg)
+		severity := results.SeverityWarning
+		if sched.MissedPercent > 5 {
+			severity = results.SeverityProblem
+			msg += "; latency figures are unreliable: run the generator on another machine, or lower --rate"
+		} else {
+			msg += "; response times include these delays"
+		}
+		d.add(severity, "generator", "%s", msg)
 		return
 	}
 	msg := fmt.Sprintf("%.1f%% of operations started late because every client was busy (%d of %d)", sched.MissedPercent, missed, d.s.Total.Count)

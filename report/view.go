@@ -316,7 +316,11 @@ func (v *view) availability(r *Run) {
 		row := gapRow{Fault: g.Label(), Gap: fmtSeconds(g.Seconds), Requests: strconv.FormatInt(g.Requests, 10),
 			Errors: strconv.FormatInt(g.Errors, 10), Recovered: "yes", Class: "ok"}
 		if g.Resolution == "1s" {
-			row.Gap = "≥ " + row.Gap + " (1 s resolution)"
+			if g.Seconds == 0 {
+				row.Gap = "< 1 s (1 s resolution)"
+			} else {
+				row.Gap = "≥ " + row.Gap + " (1 s resolution)"
+			}
 		}
 		row.Window = fmt.Sprintf("%s – %s", fmtSeconds(g.WindowStart), fmtSeconds(g.WindowEnd))
 		if !g.Recovered {
