@@ -435,7 +435,7 @@ func BenchmarkAvailabilityGaps(b *testing.B) {
 	}
 	for i := range int64(1_000_000) {
 		w.Operation(&lin.Operation{Client: int(i % 64), Op: "put", Call: i * 1e6, Return: i*1e6 + 2e6,
-			Request: lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0001", Value: lin.Value{ID: uint64(i + 1), Size: 256}}},
+			Request:  lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0001", Value: lin.Value{ID: uint64(i + 1), Size: 256}}},
 			Response: &lin.Response{Revision: i + 2}})
 	}
 	if err := w.Close(); err != nil {
