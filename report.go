@@ -182,17 +182,14 @@ func rerender(opts ReportOptions, out io.Writer) error {
 		exprs = report.StoredThresholds(r.Summary)
 	}
 	ts, err := report.ParseThresholds(exprs)
-	if err != nil {
-		if len(opts.Thresholds) > 0 {
-			return err
-		}
-		// Thresholds stored by another version may not parse here: keep their stored verdicts.
-		ts = nil
-	}
-	if ts != nil || len(exprs) == 0 {
-		report.Prepare(r, ts)
-	} else {
+	switch {
+	case err != nil && len(opts.Thresholds) > 0:
+		return err
+	case err != nil:
+		// Thresholds another version stored may not parse here: keep the verdicts it stored.
 		r.Diagnosis = report.Diagnose(r)
+	default:
+		report.Prepare(r, ts)
 	}
 	if err := results.WriteText(out, r.Summary); err != nil {
 		return err
