@@ -43,11 +43,9 @@ func paletteColor(i int) color.Color {
 }
 
 // Colours of guides and fault windows (non-premultiplied: the windows are translucent).
-var (
-	guideColor = color.NRGBA{200, 30, 30, 255}
-	faultFill  = color.NRGBA{230, 80, 60, 38}
-	faultLine  = color.NRGBA{230, 80, 60, 150}
-)
+func guideColor() color.Color { return color.NRGBA{200, 30, 30, 255} }
+func faultFill() color.Color  { return color.NRGBA{230, 80, 60, 38} }
+func faultLine() color.Color  { return color.NRGBA{230, 80, 60, 150} }
 
 // vgLen shortens dash patterns.
 type vgLen = vg.Length
@@ -164,8 +162,8 @@ func (c *chart) see(y float64) {
 
 // guide draws a horizontal reference line (a limit from etcd's guidance or a threshold).
 func (c *chart) guide(name string, y float64) {
-	c.p.Add(hline{y: y, style: draw.LineStyle{Color: guideColor, Width: 1, Dashes: []vg.Length{4, 3}}})
-	c.p.Legend.Add(name, thumb{draw.LineStyle{Color: guideColor, Width: 1, Dashes: []vg.Length{4, 3}}})
+	c.p.Add(hline{y: y, style: draw.LineStyle{Color: guideColor(), Width: 1, Dashes: []vg.Length{4, 3}}})
+	c.p.Legend.Add(name, thumb{draw.LineStyle{Color: guideColor(), Width: 1, Dashes: []vg.Length{4, 3}}})
 	c.see(y)
 }
 
@@ -304,14 +302,14 @@ func (s shading) Plot(c draw.Canvas, p *plot.Plot) {
 		rect.Line(vg.Point{X: x1, Y: c.Max.Y})
 		rect.Line(vg.Point{X: x0, Y: c.Max.Y})
 		rect.Close()
-		c.SetColor(faultFill)
+		c.SetColor(faultFill())
 		c.Fill(rect)
-		c.StrokeLine2(draw.LineStyle{Color: faultLine, Width: 0.6}, x0, c.Min.Y, x0, c.Max.Y)
+		c.StrokeLine2(draw.LineStyle{Color: faultLine(), Width: 0.6}, x0, c.Min.Y, x0, c.Max.Y)
 	}
 }
 
 func (shading) Thumbnail(c *draw.Canvas) {
-	c.SetColor(faultFill)
+	c.SetColor(faultFill())
 	c.Fill(c.Rectangle.Path())
 }
 

@@ -190,7 +190,7 @@ func throughputCharts(r *Run, ops []string, spans []span) (tput, errs template.H
 	if anyErrors {
 		e := newChart("Errors per second", timeAxis, "errors", false)
 		e.shade(spans)
-		e.points("errors", sortedPoints(errT), draw.CrossGlyph{}, guideColor)
+		e.points("errors", sortedPoints(errT), draw.CrossGlyph{}, guideColor())
 		errs = e.svg(chartWidth, smallHeight)
 	}
 	return tput, errs
@@ -307,7 +307,7 @@ func leaderChart(names []string, by map[string][]results.ServerSample, spans []s
 	}
 	c.points("leader", leader, draw.CircleGlyph{}, paletteColor(2))
 	c.points("follower", follower, draw.RingGlyph{}, paletteColor(7))
-	c.points("no answer", down, draw.CrossGlyph{}, guideColor)
+	c.points("no answer", down, draw.CrossGlyph{}, guideColor())
 	c.p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	if !c.hasY {
 		return ""
