@@ -163,7 +163,7 @@ func (d *diagnosis) disk() {
 	if d.s.Environment != nil && d.s.Environment.RunDirFS != "" && d.s.Cluster.Backend == "embed" {
 		fs = " (" + d.s.Environment.RunDirFS + ")"
 	}
-	judge := func(name, what string, b results.Bucketed, member string, limit float64, value func(results.ServerSample) (float64, bool)) bool {
+	judge := func(name, what string, b results.Bucketed, member string, limit float64, value func(results.ServerSample) (float64, bool), of func(results.MemberMetrics) results.Bucketed) bool {
 		if b.Count == 0 {
 			return true
 		}
@@ -172,6 +172,15 @@ func (d *diagnosis) disk() {
 		}
 		msg := fmt.Sprintf("%s p99 %s on %s > %s (etcd's hardware guidance): the disk%s is too slow for etcd; %s",
 			name, fmtMs(b.P99), member, fmtMs(limit), fs, what)
+		var others []string
+		for _, m := range sv.Members {
+			if o := of(m); m.Name != member && o.Count > 0 {
+				others = append(others, fmt.Sprintf("%s %s", m.Name, fmtMs(o.P99)))
+			}
+		}
+		if len(others) > 0 {
+			msg += " (other members: " + strings.Join(others, ", ") + ")"
+		}
 		if slow, total, inFaults, faults := d.slowIntervals(member, value, limit); total > 0 {
 			msg += fmt.Sprintf("; above the limit in %d of %d seconds", slow, total)
 			if slow > 0 && inFaults == slow {
@@ -180,13 +189,18 @@ func (d *diagnosis) disk() {
 				msg += fmt.Sprintf(", %d during fault windows (%s)", inFaults, strings.Join(faults, ", "))
 			}
 		}
+		if d.machineSaturated() {
+			msg += "; the machine's CPU was saturated too, which also delays etcd's fsync calls: rerun on an idle machine to tell the two apart"
+		}
 		d.add(results.SeverityProblem, "disk", "%s", msg)
 		return false
 	}
 	fsyncOK := judge("WAL fsync", "every write waits for this fsync before etcd acknowledges it", c.WALFsync, c.WALFsyncMember, fsyncLimitMs,
-		func(s results.ServerSample) (float64, bool) { return s.WALFsyncP99, s.WALFsyncCount > 0 })
+		func(s results.ServerSample) (float64, bool) { return s.WALFsyncP99, s.WALFsyncCount > 0 },
+		func(m results.MemberMetrics) results.Bucketed { return m.WALFsync })
 	commitOK := judge("backend commit", "bbolt commits stall applies and reads", c.BackendCommit, c.BackendCommitBy, commitLimitMs,
-		func(s results.ServerSample) (float64, bool) { return s.BackendCommitP99, s.BackendCommitCount > 0 })
+		func(s results.ServerSample) (float64, bool) { return s.BackendCommitP99, s.BackendCommitCount > 0 },
+		func(m results.MemberMetrics) results.Bucketed { return m.BackendCommit })
 	if fsyncOK && commitOK && c.WALFsync.Count > 0 {
 		d.add(results.SeverityOK, "disk", "disk%s is fast enough: WAL fsync p99 %s (guidance < 10ms), backend commit p99 %s (< 25ms), worst member",
 			fs, fmtMs(c.WALFsync.P99), fmtMs(c.BackendCommit.P99))
@@ -285,6 +299,15 @@ func (d *diagnosis) network() {
 	d.add(results.SeverityOK, "network", "network between members is fast: peer round-trip p99 %s (heartbeat %s)", fmtMs(rtt), fmtMs(heartbeat))
 }
 
+// machineSaturated reports whether the machine's CPU was saturated for most of the measured window.
+func (d *diagnosis) machineSaturated() bool {
+	if d.s.Server == nil || d.s.Server.Generator == nil || d.s.Server.Generator.Intervals == 0 {
+		return false
+	}
+	g := d.s.Server.Generator
+	return g.HostCPUBusyMean >= saturatedCPUPercent || float64(g.SaturatedIntervals)/float64(g.Intervals) >= 0.5
+}
+
 func (d *diagnosis) cpuAndGenerator() {
 	sched := d.s.Schedule
 	var gen *results.GeneratorMetrics
@@ -293,11 +316,9 @@ func (d *diagnosis) cpuAndGenerator() {
 	} else if d.s.Server != nil {
 		gen = d.s.Server.Generator
 	}
-	saturated := false
+	saturated := d.machineSaturated()
 	if gen != nil && gen.Intervals > 0 {
-		share := float64(gen.SaturatedIntervals) / float64(gen.Intervals)
-		if gen.HostCPUBusyMean >= saturatedCPUPercent || share >= 0.5 {
-			saturated = true
+		if saturated {
 			d.add(results.SeverityProblem, "cpu", "the machine's CPU was saturated: %.0f%% busy on average over %d cores, ≥ %.0f%% in %d of %d seconds; etcd and the generator competed for it, so latencies measure the machine as much as etcd",
 				gen.HostCPUBusyMean, gen.HostCPUs, saturatedCPUPercent, gen.SaturatedIntervals, gen.Intervals)
 		} else {
