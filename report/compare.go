@@ -445,7 +445,7 @@ func WriteComparisonHTML(w io.Writer, c *Comparison) error {
 	tp := newChart("Total throughput per second", timeAxis, "operations per second", false)
 	for i, r := range c.Runs {
 		byT := map[float64]float64{}
-		for _, row := range r.Series {
+		for _, row := range withFullIntervals(r).Series {
 			byT[row.T] += row.Throughput
 		}
 		tp.line(r.Label, sortedPoints(byT), 1.3, nil, paletteColor(i))
