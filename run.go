@@ -21,6 +21,8 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/metrics"
+	"github.com/etcd-chaosbench/chaosbench/report"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
@@ -54,6 +56,8 @@ func ExitCode(err error) int {
 		return results.ExitUsage
 	case errors.Is(err, ErrInterrupted):
 		return results.ExitInterrupted
+	case errors.Is(err, results.ErrThresholds):
+		return results.ExitThresholds
 	}
 	return results.ExitHarness
 }
@@ -77,6 +81,10 @@ type run struct {
 	runner    *workloads.Runner
 	clientLog *os.File
 	loadEnd   time.Duration
+
+	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
+	scraper *metrics.Scraper
+	report  *report.Run
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -190,6 +198,9 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	}
 	r.summary.Versions.EtcdServer = r.serverVersion(ctx)
 	fmt.Fprintf(r.out, "cluster ready: %s, etcd %s\n", joinEndpoints(r.cluster.Endpoints()), r.summary.Versions.EtcdServer)
+	if err := r.startScraper(ctx); err != nil {
+		return err
+	}
 
 	if err := wl.Setup(ctx, r.runner); err != nil {
 		return fmt.Errorf("set up workload %s: %w", wl.Name(), err)
@@ -256,6 +267,8 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if r.history != nil {
 		errs = append(errs, r.history.Close())
 	}
+	// The last scrape of etcd's metrics needs the members still running.
+	errs = append(errs, r.stopScraper(cctx))
 	if r.cluster != nil {
 		if err := r.cluster.Close(cctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop cluster: %w", err))
@@ -326,6 +339,10 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if harnessErr != nil {
 		s.Errors = append(s.Errors, harnessErr.Error())
 	}
+	// Thresholds and diagnosis go into summary.json; a failed threshold fails a run that otherwise passed.
+	if r.judge(s) && runErr == nil {
+		runErr = errThresholds(r.report)
+	}
 	if err := results.WriteSummary(r.dir, s); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -342,6 +359,12 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	for _, e := range s.Errors {
 		fmt.Fprintln(r.out, "error:", e)
+	}
+	if err := r.writeReports(); err != nil {
+		fmt.Fprintln(r.out, "error:", err)
+		if runErr == nil || errors.Is(runErr, results.ErrThresholds) {
+			runErr = err // a harness failure outranks a failed threshold
+		}
 	}
 	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
 	return s, runErr

@@ -52,6 +52,10 @@ type Scenario struct {
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
+
+	// Reports (see bindReportFlags).
+	Thresholds     []string      `json:"threshold,omitempty"`
+	ScrapeInterval time.Duration `json:"scrape-interval"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -71,8 +75,9 @@ func DefaultScenario() Scenario {
 			Consistency: "l", RangeKeys: 1, TxnOps: 1, RWRatio: 1,
 			WatchStreams: 10, WatchersPerStream: 10,
 		},
-		History:  true,
-		Progress: results.ProgressAuto,
+		History:        true,
+		Progress:       results.ProgressAuto,
+		ScrapeInterval: time.Second,
 	}
 }
 
@@ -122,6 +127,8 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
+
+	bindReportFlags(fs, s)
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -245,6 +252,9 @@ func (s *Scenario) validate() error {
 		if _, err := os.Stat(filepath.Join(s.Out, results.SummaryFile)); err == nil {
 			return results.Usagef("--out %s: already holds a run; choose another directory", s.Out)
 		}
+	}
+	if err := s.validateReport(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ const (
 	ExitHarness = 1
 	// ExitUsage: a flag, scenario file or endpoint was wrong; nothing was started.
 	ExitUsage = 2
-	// ExitThresholds: the run completed but a threshold failed.
+	// ExitThresholds: the run completed but a threshold failed (results.ErrThresholds).
 	ExitThresholds = 3
 	// ExitViolation: a consistency check found a violation.
 	ExitViolation = 4

@@ -44,6 +44,14 @@ type Summary struct {
 	Faults           []FaultWindow         `json:"faults,omitempty"`
 	Checks           []Check               `json:"checks,omitempty"`
 	Errors           []string              `json:"errors,omitempty"`
+
+	// Reports (issue 7): the run's time base (offsets in every file count from it), etcd's own metrics,
+	// threshold verdicts, the diagnosis and the machine.
+	TimeBase    time.Time         `json:"time_base,omitzero"`
+	Server      *ServerMetrics    `json:"server_metrics,omitempty"`
+	Thresholds  []ThresholdResult `json:"thresholds,omitempty"`
+	Diagnosis   []Finding         `json:"diagnosis,omitempty"`
+	Environment *Environment      `json:"environment,omitempty"`
 }
 
 // Versions records what ran: chaosbench itself, the etcd client library, the etcd server as reported by

@@ -42,6 +42,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
 	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
+	root.AddCommand(reportCommand(stdout, &code))
 	if err := root.Execute(); err != nil {
 		if code == results.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad

@@ -1,0 +1,216 @@
+package chaosbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/metrics"
+	"github.com/etcd-chaosbench/chaosbench/report"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// bindReportFlags defines the settings of what a run reports: thresholds that decide its exit code, and
+// how often etcd's own metrics are scraped.
+func bindReportFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringArrayVar(&s.Thresholds, "threshold", s.Thresholds, "a limit the run must meet, else it exits with code 3 (repeatable): "+report.ThresholdGrammar)
+	fs.DurationVar(&s.ScrapeInterval, "scrape-interval", s.ScrapeInterval, "how often every member's /metrics is scraped (0: never)")
+}
+
+// validateReport checks the report settings before anything starts.
+func (s *Scenario) validateReport() error {
+	if _, err := report.ParseThresholds(s.Thresholds); err != nil {
+		return err
+	}
+	if s.ScrapeInterval < 0 || (s.ScrapeInterval > 0 && s.ScrapeInterval < 100*time.Millisecond) {
+		return results.Usagef("--scrape-interval %s: 0 (off) or at least 100ms", s.ScrapeInterval)
+	}
+	return nil
+}
+
+// startScraper starts scraping every member's metrics; the cluster is up and the collector exists.
+func (r *run) startScraper(ctx context.Context) error {
+	if r.s.ScrapeInterval <= 0 {
+		return nil
+	}
+	var err error
+	r.scraper, err = metrics.Start(ctx, metrics.Options{
+		Targets:     metrics.TargetsOf(r.cluster),
+		TLS:         r.cluster.TLS(),
+		Interval:    r.s.ScrapeInterval,
+		Dir:         r.dir,
+		Base:        r.collector.Start(),
+		MeasureFrom: r.collector.MeasureFrom,
+	})
+	return err
+}
+
+// stopScraper takes the last scrape and stores the summary; call it before the cluster stops.
+func (r *run) stopScraper(ctx context.Context) error {
+	if r.scraper == nil {
+		return nil
+	}
+	sum, err := r.scraper.Stop(ctx)
+	r.summary.Server = sum
+	return err
+}
+
+// judge completes the summary with what a report needs (time base, machine), evaluates the thresholds and
+// diagnoses the run. It returns whether a threshold failed.
+func (r *run) judge(s *results.Summary) bool {
+	if r.collector != nil {
+		s.TimeBase = r.collector.Start()
+	}
+	env := results.CollectEnvironment(r.dir)
+	s.Environment = &env
+	// Parsed before the run started: this cannot fail here.
+	ts, _ := report.ParseThresholds(r.s.Thresholds)
+	rep, err := report.FromSummary(r.dir, s)
+	if err != nil {
+		s.Errors = append(s.Errors, err.Error())
+		return false
+	}
+	report.Prepare(rep, ts)
+	r.report = rep
+	return report.Failed(rep.Thresholds) > 0
+}
+
+// writeReports writes report.md, report.html, junit.xml and perfdash.json, and prints the verdicts.
+func (r *run) writeReports() error {
+	if r.report == nil {
+		return nil
+	}
+	printVerdicts(r.out, r.report)
+	if err := report.Write(r.report); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "report: %s\n", filepath.Join(r.dir, report.HTMLFile))
+	return nil
+}
+
+// printVerdicts prints the thresholds and the diagnosis's problems and warnings after the text summary.
+func printVerdicts(out io.Writer, r *report.Run) {
+	if len(r.Thresholds) > 0 {
+		failed := report.Failed(r.Thresholds)
+		fmt.Fprintf(out, "thresholds: %d passed, %d failed\n", len(r.Thresholds)-failed, failed)
+		for _, t := range r.Thresholds {
+			if t.Verdict == results.ThresholdFail {
+				fmt.Fprintf(out, "  FAIL %s: %s\n", t.Expr, t.Detail)
+			}
+		}
+	}
+	for _, f := range r.Diagnosis {
+		if f.Severity != results.SeverityOK {
+			fmt.Fprintf(out, "%s: %s\n", f.Severity, f.Message)
+		}
+	}
+}
+
+// ReportOptions is what `chaosbench report` renders.
+type ReportOptions struct {
+	// Dirs are run directories: one is re-rendered, several are compared (the first is the baseline).
+	Dirs []string
+	// Labels name the runs of a comparison (default: the directories' base names).
+	Labels []string
+	// Thresholds re-judge a single run; empty uses the thresholds it was run with.
+	Thresholds []string
+	// Out is where a comparison is written (default results/<time>-compare).
+	Out string
+}
+
+// Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
+// whose thresholds fail returns results.ErrThresholds; summary.json is left as the run wrote it.
+func Report(opts ReportOptions, out io.Writer) error {
+	if len(opts.Dirs) == 0 {
+		return results.Usagef("give a run directory, or several to compare")
+	}
+	if len(opts.Labels) > 0 && len(opts.Labels) != len(opts.Dirs) {
+		return results.Usagef("--label: %d labels for %d run directories", len(opts.Labels), len(opts.Dirs))
+	}
+	for _, d := range opts.Dirs {
+		if _, err := os.Stat(filepath.Join(d, results.SummaryFile)); err != nil {
+			return results.Usagef("%s: not a run directory (no %s)", d, results.SummaryFile)
+		}
+	}
+	if len(opts.Dirs) == 1 {
+		if opts.Out != "" {
+			return results.Usagef("--out is for comparisons; a run's report is written into its directory")
+		}
+		return rerender(opts, out)
+	}
+	if len(opts.Thresholds) > 0 {
+		return results.Usagef("--threshold judges a single run; compare runs without it")
+	}
+	runs := make([]report.Labelled, len(opts.Dirs))
+	for i, d := range opts.Dirs {
+		runs[i] = report.Labelled{Dir: d}
+		if len(opts.Labels) > 0 {
+			runs[i].Label = opts.Labels[i]
+		}
+	}
+	dir := opts.Out
+	if dir == "" {
+		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare")
+	}
+	c, err := report.RenderComparison(dir, runs)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteComparisonMarkdown(out, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ncomparison: %s\n", filepath.Join(dir, report.ComparisonHTMLFile))
+	return nil
+}
+
+func rerender(opts ReportOptions, out io.Writer) error {
+	r, err := report.Load(opts.Dirs[0])
+	if err != nil {
+		return err
+	}
+	if len(opts.Labels) == 1 {
+		r.Label = opts.Labels[0]
+	}
+	exprs := opts.Thresholds
+	if len(exprs) == 0 {
+		exprs = report.StoredThresholds(r.Summary)
+	}
+	ts, err := report.ParseThresholds(exprs)
+	switch {
+	case err != nil && len(opts.Thresholds) > 0:
+		return err
+	case err != nil:
+		// Thresholds another version stored may not parse here: keep the verdicts it stored.
+		r.Diagnosis = report.Diagnose(r)
+	default:
+		report.Prepare(r, ts)
+	}
+	if err := results.WriteText(out, r.Summary); err != nil {
+		return err
+	}
+	printVerdicts(out, r)
+	if err := report.Write(r); err != nil {
+		return err
+	}
+	files := []string{report.HTMLFile, report.MarkdownFile, report.JUnitFile, report.PerfdashFile}
+	fmt.Fprintf(out, "report: %s (and %s in %s)\n", filepath.Join(r.Dir, files[0]), strings.Join(files[1:], ", "), r.Dir)
+	return errThresholds(r)
+}
+
+// errThresholds wraps results.ErrThresholds with the count for a finished run.
+func errThresholds(r *report.Run) error {
+	if r == nil {
+		return nil
+	}
+	n := report.Failed(r.Thresholds)
+	if n == 0 {
+		return nil
+	}
+	return &results.ThresholdsError{Failed: n, Total: len(r.Thresholds)}
+}

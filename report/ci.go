@@ -1,0 +1,183 @@
+package report
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Classname string        `xml:"classname,attr"`
+	Name      string        `xml:"name,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes a JUnit XML report: one test case for the run itself (it completed without harness
+// errors), one per consistency check and one per threshold, so that CI systems show each verdict as a test.
+// A check that could not decide is an error, not a pass; a threshold that did not apply is skipped.
+func WriteJUnit(w io.Writer, r *Run) error {
+	s := r.Summary
+	suite := junitSuite{Name: "chaosbench." + s.Name, Time: fmt.Sprintf("%.3f", s.DurationSeconds)}
+	if !s.Start.IsZero() {
+		suite.Timestamp = s.Start.UTC().Format("2006-01-02T15:04:05")
+	}
+	suite.Properties = []junitProperty{
+		{"seed", strconv.FormatInt(s.Seed, 10)},
+		{"chaosbench", s.Versions.Chaosbench},
+		{"etcd_server", s.Versions.EtcdServer},
+		{"throughput", fmt.Sprintf("%.1f", s.Total.Throughput)},
+	}
+	run := junitCase{Classname: "chaosbench.run", Name: "run completed", Time: suite.Time}
+	switch {
+	case s.Incomplete:
+		run.Failure = &junitMessage{Message: "incomplete: " + s.IncompleteReason, Type: "incomplete", Text: strings.Join(s.Errors, "\n")}
+	case len(s.Errors) > 0:
+		run.Error = &junitMessage{Message: s.Errors[0], Type: "harness", Text: strings.Join(s.Errors, "\n")}
+	}
+	var out strings.Builder
+	for _, f := range r.Diagnosis {
+		fmt.Fprintf(&out, "%s (%s): %s\n", f.Severity, f.Topic, f.Message)
+	}
+	run.SystemOut = out.String()
+	suite.Cases = append(suite.Cases, run)
+	for _, c := range s.Checks {
+		tc := junitCase{Classname: "chaosbench.checks", Name: c.Name, Time: fmt.Sprintf("%.3f", c.Seconds)}
+		switch c.Verdict {
+		case results.VerdictOK:
+		case results.VerdictViolation:
+			tc.Failure = &junitMessage{Message: "violation: " + c.Detail, Type: "violation", Text: c.Detail}
+		default:
+			tc.Error = &junitMessage{Message: c.Verdict + ": " + c.Detail, Type: c.Verdict, Text: c.Detail}
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	for _, t := range r.Thresholds {
+		name := t.Expr
+		if t.Set != "" {
+			name = t.Set + ": " + t.Expr
+		}
+		tc := junitCase{Classname: "chaosbench.thresholds", Name: name, Time: "0",
+			SystemOut: fmt.Sprintf("observed %s %s", t.Observed, t.Subject)}
+		switch t.Verdict {
+		case results.ThresholdFail:
+			tc.Failure = &junitMessage{Message: t.Detail, Type: "threshold", Text: t.Detail}
+		case results.ThresholdNotApplicable:
+			tc.Skipped = &junitMessage{Message: t.Detail}
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
+	for _, c := range suite.Cases {
+		suite.Tests++
+		switch {
+		case c.Failure != nil:
+			suite.Failures++
+		case c.Error != nil:
+			suite.Errors++
+		case c.Skipped != nil:
+			suite.Skipped++
+		}
+	}
+	doc := junitSuites{Name: "chaosbench", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// perfdash is the format of Kubernetes' perfdash, as etcd's benchmark tool writes it (--report-perfdash).
+type perfdash struct {
+	Version   string         `json:"version"`
+	DataItems []perfdashItem `json:"dataItems"`
+}
+
+type perfdashItem struct {
+	Data   map[string]float64 `json:"data"`
+	Unit   string             `json:"unit"`
+	Labels map[string]string  `json:"labels"`
+}
+
+// WritePerfdash writes perfdash-compatible JSON: p50, p90 and p99 response time per operation (labelled
+// like etcd's benchmark tool: Operation in upper case, and Resource for verb/resource operations), and the
+// same for the worst member's WAL fsync and backend commit.
+func WritePerfdash(w io.Writer, r *Run) error {
+	doc := perfdash{Version: "v1"}
+	item := func(l results.Latency) map[string]float64 {
+		return map[string]float64{"Perc50": round4(l.P50), "Perc90": round4(l.P90), "Perc99": round4(l.P99)}
+	}
+	for _, name := range r.OperationNames() {
+		op := r.Summary.Operations[name]
+		verb, resource, _ := strings.Cut(name, "/")
+		labels := map[string]string{"Operation": strings.ToUpper(verb)}
+		if resource != "" {
+			labels["Resource"] = resource
+		}
+		doc.DataItems = append(doc.DataItems, perfdashItem{Data: item(op.Response), Unit: "ms", Labels: labels})
+	}
+	if sv := r.Summary.Server; sv != nil {
+		for _, m := range []struct {
+			name string
+			b    results.Bucketed
+		}{{"etcd_disk_wal_fsync_duration_seconds", sv.Cluster.WALFsync}, {"etcd_disk_backend_commit_duration_seconds", sv.Cluster.BackendCommit}} {
+			if m.b.Count == 0 {
+				continue
+			}
+			doc.DataItems = append(doc.DataItems, perfdashItem{
+				Data: map[string]float64{"Perc50": round4(m.b.P50), "Perc90": round4(m.b.P90), "Perc99": round4(m.b.P99)},
+				Unit: "ms", Labels: map[string]string{"Metric": m.name},
+			})
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }

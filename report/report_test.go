@@ -1,0 +1,452 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// writeHistory writes a history.jsonl with the real writer: one operation per entry, (kind, call ms,
+// return ms, error).
+func writeHistory(t *testing.T, dir string, ops []histOp) {
+	t.Helper()
+	w, err := lin.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range ops {
+		req := lin.Request{Kind: o.kind}
+		switch o.kind {
+		case lin.KindPut:
+			req.Put = &lin.Put{Key: "k", Value: lin.Value{ID: uint64(i + 1), Size: 8}}
+		default:
+			req.Range = &lin.Range{Key: "k"}
+		}
+		w.Operation(&lin.Operation{Client: i % 4, Op: string(o.kind), Call: o.call * 1e6, Return: o.ret * 1e6, Request: req, Error: o.err})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type histOp struct {
+	kind      lin.Kind
+	call, ret int64 // ms
+	err       string
+}
+
+// steady returns successful operations completing every step ms in [from, to), skipping [holeFrom, holeTo).
+func steady(kind lin.Kind, from, to, step, holeFrom, holeTo int64) []histOp {
+	var out []histOp
+	for t := from; t < to; t += step {
+		if t >= holeFrom && t < holeTo {
+			out = append(out, histOp{kind, t - 1, t + 5000, "deadline"}) // fails, long after
+			continue
+		}
+		out = append(out, histOp{kind, t - 1, t, ""})
+	}
+	return out
+}
+
+func TestAvailabilityGaps(t *testing.T) {
+	fault := func(start, end int64) results.FaultWindow {
+		return results.FaultWindow{Fault: "kill", Targets: []string{"m1"}, StartNs: start * 1e6, EndNs: end * 1e6}
+	}
+	tests := []struct {
+		name      string
+		ops       []histOp
+		faults    []results.FaultWindow
+		want      float64 // seconds
+		recovered bool
+		kind      string
+		errors    int64
+	}{
+		{"writes stop during the fault", steady(lin.KindPut, 0, 5000, 10, 1200, 1900), []results.FaultWindow{fault(1000, 2000)}, 0.71, true, "writes", 70},
+		{"the gap reaches past the window", steady(lin.KindPut, 0, 5000, 10, 1500, 2600), []results.FaultWindow{fault(1000, 2000)}, 1.11, true, "writes", 51},
+		{"no outage", steady(lin.KindPut, 0, 5000, 10, 0, 0), []results.FaultWindow{fault(1000, 2000)}, 0.01, true, "writes", 0},
+		{"never recovers", steady(lin.KindPut, 0, 5000, 10, 1500, 5000), []results.FaultWindow{fault(1000, 2000)}, 8.5, false, "writes", 51},
+		{"reads only", steady(lin.KindRange, 0, 5000, 10, 1200, 1400), []results.FaultWindow{fault(1000, 2000)}, 0.21, true, "requests", 20},
+		{"reads do not hide a write outage", append(steady(lin.KindPut, 0, 5000, 10, 1000, 3000), steady(lin.KindRange, 0, 5000, 7, 0, 0)...), []results.FaultWindow{fault(1000, 2000)}, 2.01, true, "writes", 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeHistory(t, dir, tt.ops)
+			gaps, err := availabilityGaps(dir, tt.faults, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := gaps[0]
+			if math.Abs(g.Seconds-tt.want) > 0.0015 || g.Recovered != tt.recovered || g.Kind != tt.kind || g.Errors != tt.errors || g.Resolution != "1ms" {
+				t.Fatalf("gap %+v, want %.3fs recovered=%v kind=%s errors=%d", g, tt.want, tt.recovered, tt.kind, tt.errors)
+			}
+		})
+	}
+	t.Run("from the time series without a history", func(t *testing.T) {
+		var series []results.TimeSeriesRow
+		for s := 1; s <= 10; s++ {
+			if s == 4 || s == 5 {
+				continue // no completions at all: no row
+			}
+			series = append(series, results.TimeSeriesRow{T: float64(s) + 0.001, Op: "put", Count: 100})
+		}
+		gaps, err := availabilityGaps(t.TempDir(), []results.FaultWindow{fault(3000, 4500)}, series)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := gaps[0]; g.Seconds != 2 || g.Resolution != "1s" || !g.Recovered {
+			t.Fatalf("gap %+v, want 2 s at 1 s resolution", g)
+		}
+	})
+}
+
+func TestMsSet(t *testing.T) {
+	var s msSet
+	for _, ms := range []int64{3, 64, 65, 200, 1000} {
+		s.add(ms)
+	}
+	for _, tt := range []struct{ at, prev, next int64 }{
+		{0, -1, 3}, {3, 3, 3}, {4, 3, 64}, {63, 3, 64}, {66, 65, 200}, {999, 200, 1000}, {5000, 1000, -1},
+	} {
+		if p, n := s.prev(tt.at), s.next(tt.at); p != tt.prev || n != tt.next {
+			t.Errorf("at %d: prev %d next %d, want %d %d", tt.at, p, n, tt.prev, tt.next)
+		}
+	}
+	if start, end, ok := s.longestGap(60, 300, 2000); start != 200 || end != 1000 || !ok {
+		t.Errorf("gap %d-%d %v", start, end, ok)
+	}
+}
+
+func healthyServer() *results.ServerMetrics {
+	return &results.ServerMetrics{
+		Members: []results.MemberMetrics{{Name: "m1", Scrapes: 10, Leader: true, WALFsync: results.Bucketed{Count: 100, P99: 2}, BackendCommit: results.Bucketed{Count: 100, P99: 5}, PeerRTT: results.Bucketed{Count: 5, P99: 0.5}}},
+		Cluster: results.ClusterMetrics{
+			WALFsync: results.Bucketed{Count: 100, P99: 2}, WALFsyncMember: "m1",
+			BackendCommit: results.Bucketed{Count: 100, P99: 5}, BackendCommitBy: "m1",
+			PeerRTT: results.Bucketed{Count: 5, P99: 0.5}, QuotaBackendBytes: 2 << 30, DBSizeBytes: 10 << 20,
+		},
+		Generator: &results.GeneratorMetrics{CPUPercentMean: 40, HostCPUBusyMean: 50, HostCPUBusyMax: 70, HostCPUs: 8, Intervals: 60},
+	}
+}
+
+func TestDiagnose(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(s *results.Summary, r *Run)
+		topic  string
+		sev    string
+		want   string
+	}{
+		{"healthy disk is cleared", func(*results.Summary, *Run) {}, "disk", results.SeverityOK, "fast enough: WAL fsync p99 2.00ms"},
+		{"slow fsync names the disk and the member", func(s *results.Summary, _ *Run) {
+			s.Server.Cluster.WALFsync.P99, s.Server.Cluster.WALFsyncMember = 38, "m2"
+		}, "disk", results.SeverityProblem, "WAL fsync p99 38.0ms on m2 > 10.0ms (etcd's hardware guidance): the disk (xfs) is too slow"},
+		{"slow commit", func(s *results.Summary, _ *Run) { s.Server.Cluster.BackendCommit.P99 = 60 }, "disk", results.SeverityProblem, "backend commit p99 60.0ms on m1 > 25.0ms"},
+		{"tmpfs", func(s *results.Summary, _ *Run) { s.Environment.RunDirFS = "tmpfs" }, "disk", results.SeverityWarning, "memory, not a disk"},
+		{"elections without faults", func(s *results.Summary, _ *Run) { s.Server.Cluster.LeaderChanges = 4 }, "leader", results.SeverityProblem, "the leader changed 4 times in 60 s"},
+		{"saturated machine", func(s *results.Summary, _ *Run) {
+			s.Server.Generator.HostCPUBusyMean, s.Server.Generator.SaturatedIntervals = 97, 55
+		}, "cpu", results.SeverityProblem, "the machine's CPU was saturated: 97% busy"},
+		{"generator lag", func(s *results.Summary, _ *Run) {
+			s.Schedule.MissedLag, s.Schedule.MissedPercent = 7200, 12
+		}, "generator", results.SeverityProblem, "the generator missed 12.0% of its schedule with clients free (generator lag): its own CPU could not keep up (chaosbench used 40% of a core, the machine was 50% busy); latency figures are unreliable"},
+		{"generator starved", func(s *results.Summary, _ *Run) {
+			s.Schedule.MissedLag, s.Schedule.MissedPercent = 1200, 2
+			s.Server.Generator.HostCPUBusyMean = 95
+		}, "generator", results.SeverityWarning, "it was starved of CPU, the machine being 95% busy with other work (chaosbench itself used 40% of a core); response times include these delays"},
+		{"too few clients", func(s *results.Summary, _ *Run) {
+			s.Schedule.MissedBacklog, s.Schedule.MissedPercent = 6000, 10
+			s.Operations["put"].Service.Mean = 100
+		}, "generator", results.SeverityWarning, "needs about 100 clients in flight, more than --clients 64"},
+		{"short throughput", func(s *results.Summary, _ *Run) { s.Total.Throughput = 800 }, "load", results.SeverityProblem, "throughput 800.0 ops/s is 80% of the 1000 ops/s target"},
+		{"errors by class", func(s *results.Summary, _ *Run) {
+			s.Total.Errors = 30
+			s.Operations["put"].Errors, s.Operations["put"].ErrorsByClass = 30, map[string]int64{"no_leader": 20, "deadline": 10}
+		}, "errors", results.SeverityProblem, "30 of 60000 operations failed (0.05%): 20 no_leader: the cluster had no leader"},
+		{"slow watchers", func(s *results.Summary, _ *Run) { s.Server.Cluster.SlowWatchers = 12 }, "watch", results.SeverityWarning, "up to 12 watchers were slow"},
+		{"quota", func(s *results.Summary, _ *Run) {
+			s.Server.Cluster.DBSizeBytes, s.Server.Cluster.DBInUseBytes = 1.8*(1<<30), 0.5*(1<<30)
+		}, "quota", results.SeverityProblem, "the database reached 1.80 GiB of its 2.00 GiB quota (90%); only 512.0 MiB is in use: defragment"},
+		{"slow network", func(s *results.Summary, _ *Run) { s.Server.Cluster.PeerRTT.P99 = 80 }, "network", results.SeverityProblem, "peer round-trip p99 80.0ms is more than half the 100ms heartbeat"},
+		{"apply", func(s *results.Summary, _ *Run) { s.Server.Cluster.Apply = results.Bucketed{Count: 10, P99: 300} }, "apply", results.SeverityProblem, "apply p99 300ms > 100ms"},
+		{"violation", func(s *results.Summary, _ *Run) {
+			s.Checks = []results.Check{{Name: "linearizability", Verdict: results.VerdictViolation, Detail: "key k: read of a lost write"}}
+		}, "consistency", results.SeverityProblem, "linearizability found a violation: key k: read of a lost write"},
+		{"stall without faults", func(_ *results.Summary, r *Run) {
+			r.Gaps = []Gap{{Index: -1, Seconds: 2.5, Start: 10, End: 12.5, Kind: "writes", Recovered: true}}
+		}, "availability", results.SeverityProblem, "no write succeeded for 2.5 s (from 10 s to 12.5 s) without any fault injected"},
+		{"no metrics", func(s *results.Summary, _ *Run) { s.Server = nil }, "run", results.SeverityWarning, "no etcd metrics were scraped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &results.Summary{
+				MeasuredSeconds: 60,
+				Cluster:         results.ClusterInfo{Backend: "embed", Members: 3},
+				Schedule:        results.Schedule{Mode: "open", TargetRate: 1000, Clients: 64},
+				Total:           results.Total{Count: 60000, Throughput: 1000},
+				Operations:      map[string]*results.Operation{"put": {Count: 60000, Throughput: 1000, Service: results.Latency{Mean: 2}}},
+				Server:          healthyServer(),
+				Environment:     &results.Environment{RunDirFS: "xfs"},
+			}
+			r := &Run{Summary: s}
+			tt.change(s, r)
+			found := false
+			var all []string
+			for _, f := range Diagnose(r) {
+				all = append(all, f.Severity+" "+f.Topic+": "+f.Message)
+				if f.Topic == tt.topic && f.Severity == tt.sev && strings.Contains(f.Message, tt.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no %s %s finding containing %q in:\n%s", tt.sev, tt.topic, tt.want, strings.Join(all, "\n"))
+			}
+		})
+	}
+}
+
+// A healthy run gets no problem.
+func TestDiagnoseHealthy(t *testing.T) {
+	s := &results.Summary{
+		MeasuredSeconds: 60, Schedule: results.Schedule{Mode: "open", TargetRate: 1000, Clients: 64},
+		Total: results.Total{Count: 60000, Throughput: 999}, Operations: map[string]*results.Operation{"put": {Count: 60000}},
+		Server: healthyServer(), Environment: &results.Environment{RunDirFS: "ext4"},
+	}
+	for _, f := range Diagnose(&Run{Summary: s}) {
+		if f.Severity != results.SeverityOK {
+			t.Errorf("%s %s: %s", f.Severity, f.Topic, f.Message)
+		}
+	}
+}
+
+// intervals returns n one-second interval histograms of latencies drawn around median ms.
+func intervals(n int, median float64, seed uint64) []*hdr.Histogram {
+	var out []*hdr.Histogram
+	x := seed
+	for i := range n {
+		h := results.NewHistogram()
+		for range 1000 {
+			x = x*6364136223846793005 + 1442695040888963407
+			u := float64(x>>11) / (1 << 53)
+			// A long-tailed distribution: median * exp(noise).
+			h.RecordValue(int64(median * 1e6 * math.Exp(1.2*(u-0.5)*2)))
+		}
+		h.SetStartTimeMs(int64(i) * 1000)
+		h.SetEndTimeMs(int64(i+1) * 1000)
+		out = append(out, h)
+	}
+	return out
+}
+
+func runWith(label string, iv []*hdr.Histogram, tput float64) *Run {
+	l := LatenciesOf(iv, nil)
+	h := l.Response
+	lat := results.Latency{P50: float64(h.ValueAtQuantile(50)) / 1e6, P90: float64(h.ValueAtQuantile(90)) / 1e6,
+		P99: float64(h.ValueAtQuantile(99)) / 1e6, P999: float64(h.ValueAtQuantile(99.9)) / 1e6, Max: float64(h.Max()) / 1e6}
+	return &Run{Label: label, Summary: &results.Summary{Operations: map[string]*results.Operation{"put": {Count: h.TotalCount(), Throughput: tput, Response: lat}}},
+		Latencies: map[string]*Latencies{"put": l}}
+}
+
+func statOf(c *Comparison, stat string) StatComparison {
+	for _, s := range c.Ops[0].Stats {
+		if s.Stat == stat {
+			return s
+		}
+	}
+	return StatComparison{}
+}
+
+// Two runs of the same distribution are the same within noise; a run twice as slow is worse; a run too
+// short to estimate noise gets no verdict.
+func TestCompareAgainstNoise(t *testing.T) {
+	base := runWith("base", intervals(30, 2, 1), 1000)
+	same := runWith("same", intervals(30, 2, 2), 1000)
+	slow := runWith("slow", intervals(30, 4, 3), 1000)
+	short := runWith("short", intervals(3, 4, 4), 1000)
+	c := Compare([]*Run{base, same, slow, short})
+	for _, stat := range []string{"p50", "p90", "p99"} {
+		sc := statOf(c, stat)
+		if sc.Verdict[0] != "" || sc.Verdict[1] != "same" || sc.Verdict[2] != "worse" || sc.Verdict[3] != "" {
+			t.Errorf("%s: verdicts %v, values %v, noise %v", stat, sc.Verdict, sc.Values, sc.Noise)
+		}
+		if math.IsNaN(sc.Noise[0]) || sc.Noise[0] <= 0 || !math.IsNaN(sc.Noise[3]) {
+			t.Errorf("%s: noise %v", stat, sc.Noise)
+		}
+		if sc.Change[2] < 80 || sc.Change[2] > 120 {
+			t.Errorf("%s: change %v%%, want about +100%%", stat, sc.Change[2])
+		}
+	}
+	if mx := statOf(c, "max"); mx.Verdict[2] != "" {
+		t.Errorf("max got a verdict %q without a noise estimate", mx.Verdict[2])
+	}
+	var buf bytes.Buffer
+	if err := WriteComparisonMarkdown(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "**worse**") || !strings.Contains(buf.String(), "within noise") {
+		t.Fatalf("comparison table:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := WriteComparisonHTML(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `<svg class="chart"`) {
+		t.Fatal("the comparison page has no chart")
+	}
+}
+
+// RenderComparison of two real run directories (the fixture against itself) finds no difference.
+func TestRenderComparisonOfRunDirectories(t *testing.T) {
+	dir := fixtureRun(t)
+	out := t.TempDir()
+	c, err := RenderComparison(out, []Labelled{{Dir: dir, Label: "a"}, {Dir: dir, Label: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range c.Ops[0].Stats {
+		if sc.Verdict[1] == "better" || sc.Verdict[1] == "worse" {
+			t.Errorf("%s: a run compared with itself is %s", sc.Stat, sc.Verdict[1])
+		}
+	}
+	for _, f := range []string{ComparisonMarkdownFile, ComparisonHTMLFile} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// Fields other parts of chaosbench add to summary.json (or that a newer version writes) are rendered
+// generically, and a run with only summary.json still renders.
+func TestUnknownFieldsAndMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	summary := `{"name":"kube","schedule":{"mode":"closed","clients":4},"total":{"count":10,"throughput":5},
+"operations":{"create/pods":{"count":10,"throughput":5,"response_ms":{"p99":12}}},
+"faults":[{"fault":"kill","targets":["m1"],"start_ns":1000000000,"end_ns":2000000000,"outcome":"recovered","time_to_leader_ms":850}],
+"slo":[{"verb":"create","resource":"pods","p99_ms":12,"limit_ms":1000,"verdict":"pass"}],
+"phases":{"steady":{"p99_ms":3},"during":{"p99_ms":40}},
+"note":"written by a newer chaosbench"}`
+	os.WriteFile(filepath.Join(dir, results.SummaryFile), []byte(summary), 0o644)
+	os.WriteFile(filepath.Join(dir, results.TimeSeriesFile), []byte("{\"t\":1,\"op\":\"create/pods\",\"count\":5}\n{\"t\":2,\"op\":\"crea"), 0o644)
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Prepare(r, nil)
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## slo", "| verb | resource | p99_ms | limit_ms | verdict |", "| create | pods | 12 | 1000 | pass |",
+		"## phases", "| steady | {\"p99_ms\":3} |",
+		"## note", "written by a newer chaosbench",
+		"time_to_leader_ms", "| 850 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	if err := Write(r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Series) != 1 {
+		t.Errorf("a torn time series line: %d rows", len(r.Series))
+	}
+}
+
+func TestChartHelpers(t *testing.T) {
+	if got := percentileLabel(1 - 1/1000.0); got != "99.9%" {
+		t.Errorf("percentile label %q", got)
+	}
+	var labels []string
+	for _, tk := range (latencyTicks{}).Ticks(0.3, 40) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if strings.Join(labels, " ") != "500µs 1ms 2ms 5ms 10ms 20ms" {
+		t.Errorf("latency ticks %v", labels)
+	}
+	long := make([]point, 10000)
+	for i := range long {
+		long[i] = point{float64(i), 1}
+	}
+	long[5555].y = 99
+	red := reduce(long)
+	spike := false
+	for _, p := range red {
+		spike = spike || p.y == 99
+	}
+	if len(red) > maxPoints+1 || !spike {
+		t.Errorf("reduce kept %d points, spike %v", len(red), spike)
+	}
+	_ = time.Second
+}
+
+// The fast reader of history lines agrees with encoding/json on every line of a real run's history and on
+// lines with errors and every request kind.
+func TestFastOperationMatchesDecoder(t *testing.T) {
+	dir := fixtureRun(t)
+	extra := t.TempDir()
+	var ops []histOp
+	for i, k := range []lin.Kind{lin.KindPut, lin.KindRange, lin.KindDelete, lin.KindTxn, lin.KindLeaseGrant} {
+		ops = append(ops, histOp{k, int64(i), int64(i + 5), ""}, histOp{k, int64(i), int64(i + 7), `context deadline "exceeded", "error":"x"`})
+	}
+	writeHistory(t, extra, ops)
+	lines := 0
+	for _, path := range []string{filepath.Join(dir, lin.HistoryFile), filepath.Join(extra, lin.HistoryFile)} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			var op lin.Operation
+			if err := json.Unmarshal(line, &op); err != nil {
+				t.Fatal(err)
+			}
+			call, ret, kind, failed, ok := fastOperation(line)
+			if !ok || call != op.Call || ret != op.Return || kind != string(op.Request.Kind) || failed != (op.Error != "") {
+				t.Fatalf("fast read %d %d %q %v %v, decoder %d %d %q %q\n%s", call, ret, kind, failed, ok, op.Call, op.Return, op.Request.Kind, op.Error, line)
+			}
+			lines++
+		}
+	}
+	if lines < 2000 {
+		t.Fatalf("only %d lines checked", lines)
+	}
+}
+
+// BenchmarkAvailabilityGaps scans the history of a million operations for the gaps of a run's faults.
+func BenchmarkAvailabilityGaps(b *testing.B) {
+	dir := b.TempDir()
+	w, err := lin.NewWriter(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range int64(1_000_000) {
+		w.Operation(&lin.Operation{Client: int(i % 64), Op: "put", Call: i * 1e6, Return: i*1e6 + 2e6,
+			Request:  lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0001", Value: lin.Value{ID: uint64(i + 1), Size: 256}}},
+			Response: &lin.Response{Revision: i + 2}})
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := os.Stat(filepath.Join(dir, lin.HistoryFile))
+	b.SetBytes(st.Size())
+	faults := []results.FaultWindow{{Fault: "kill", StartNs: 3e11, EndNs: 3.1e11}, {Fault: "pause", StartNs: 6e11, EndNs: 6.2e11}}
+	for b.Loop() {
+		if _, err := availabilityGaps(dir, faults, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package report
+
+import "html/template"
+
+// pageTemplate returns the report page. Everything it needs is inline: the style sheet, the charts (SVG)
+// and one small script, which records any script error on the page (so that a headless browser test, or a
+// reader, can see it) and marks the page rendered once every chart has been laid out.
+func pageTemplate() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"sevclass": func(s string) string {
+			switch s {
+			case "problem":
+				return "fail"
+			case "warning":
+				return "warn"
+			}
+			return "ok"
+		},
+		"vclass": func(s string) string {
+			switch s {
+			case "fail":
+				return "fail"
+			case "pass":
+				return "ok"
+			}
+			return "info"
+		},
+	}).Parse(pageHTML + cssTemplate + scriptTemplate))
+}
+
+// comparisonTemplate returns the comparison page.
+func comparisonTemplate() *template.Template {
+	return template.Must(template.New("comparison").Parse(comparisonHTML + cssTemplate + scriptTemplate))
+}
+
+const cssTemplate = `{{define "css"}}:root { --ok: #1a7f37; --fail: #cf222e; --warn: #9a6700; --info: #57606a; --line: #d0d7de; --bg: #f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328; margin: 0; }
+header { padding: 18px 28px 14px; border-bottom: 1px solid var(--line); background: var(--bg); }
+header h1 { font-size: 20px; margin: 0 0 6px; }
+header .headline { color: #424a53; }
+nav { position: sticky; top: 0; background: #fff; border-bottom: 1px solid var(--line); padding: 6px 28px; z-index: 2; font-size: 13px; }
+nav a { margin-right: 14px; color: #0969da; text-decoration: none; }
+main { padding: 8px 28px 40px; max-width: 1500px; }
+h2 { font-size: 17px; margin: 26px 0 10px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.badge { display: inline-block; padding: 2px 10px; border-radius: 12px; color: #fff; font-weight: 600; font-size: 13px; vertical-align: middle; margin-right: 8px; }
+.badge.ok { background: var(--ok); } .badge.fail { background: var(--fail); } .badge.warn { background: var(--warn); } .badge.info { background: var(--info); }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 10px; margin-top: 12px; }
+.card { border: 1px solid var(--line); border-left: 5px solid var(--info); border-radius: 6px; padding: 8px 12px; background: #fff; }
+.card.ok { border-left-color: var(--ok); } .card.fail { border-left-color: var(--fail); } .card.warn { border-left-color: var(--warn); }
+.card .area { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--info); }
+.card .verdict { font-size: 16px; font-weight: 600; }
+.card .detail { font-size: 12.5px; color: #424a53; }
+ul.findings { list-style: none; padding: 0; margin: 0; }
+ul.findings li { padding: 6px 10px; margin: 4px 0; border-radius: 6px; background: var(--bg); border-left: 4px solid var(--info); }
+ul.findings li.fail { border-left-color: var(--fail); background: #ffebe9; }
+ul.findings li.warn { border-left-color: var(--warn); background: #fff8c5; }
+ul.findings li.ok { border-left-color: var(--ok); }
+ul.findings .topic { font-weight: 600; margin-right: 6px; }
+table { border-collapse: collapse; margin: 6px 0 10px; font-size: 13px; }
+th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: right; vertical-align: top; }
+th { background: var(--bg); font-weight: 600; }
+td:first-child, th:first-child, td.l { text-align: left; }
+td.fail { color: var(--fail); font-weight: 600; } td.ok { color: var(--ok); } td.warn { color: var(--warn); }
+td.wrap { max-width: 700px; text-align: left; word-break: break-word; }
+code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 8px; max-width: 1500px; }
+.charts.small { grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px; background: #fff; }
+svg.chart { width: 100%; height: auto; display: block; }
+.note { color: var(--info); font-size: 12.5px; }
+@media print { nav { display: none; } .charts, .charts.small { grid-template-columns: 1fr; } }
+{{end}}`
+
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="chaosbench">
+<title>chaosbench: {{.Name}} — {{.Overall}}</title>
+<script>
+window.chaosbenchErrors = [];
+window.addEventListener("error", function (e) {
+  window.chaosbenchErrors.push(String(e.message || e));
+  document.documentElement.setAttribute("data-js-errors", String(window.chaosbenchErrors.length));
+});
+</script>
+<style>
+{{template "css"}}</style>
+</head>
+<body>
+<header>
+<h1><span class="badge {{.Class}}">{{.Overall}}</span>chaosbench report: {{.Name}}</h1>
+<div class="headline">{{.Headline}}</div>
+<div class="cards">
+{{- range .Verdicts}}
+<div class="card {{.Class}}"><div class="area">{{.Area}}</div><div class="verdict">{{.Verdict}}</div><div class="detail">{{.Detail}}</div></div>
+{{- end}}
+</div>
+</header>
+<nav>
+<a href="#diagnosis">Diagnosis</a>{{if .Thresholds}}<a href="#thresholds">Thresholds</a>{{end}}<a href="#latency">Latency</a><a href="#throughput">Throughput</a><a href="#operations">Operations</a>{{if .Gaps}}<a href="#availability">Availability</a>{{end}}{{if .Checks}}<a href="#consistency">Consistency</a>{{end}}{{if .Members}}<a href="#etcd">etcd metrics</a>{{end}}<a href="#environment">Environment</a>
+</nav>
+<main>
+<h2 id="diagnosis">Diagnosis</h2>
+{{- if .Diagnosis}}
+<ul class="findings">
+{{- range .Diagnosis}}
+<li class="{{sevclass .Severity}}"><span class="topic">{{.Topic}}</span>{{.Message}}</li>
+{{- end}}
+</ul>
+{{- else}}<p class="note">Nothing to report.</p>{{end}}
+
+{{- if .Thresholds}}
+<h2 id="thresholds">Thresholds</h2>
+<table><tr><th>threshold</th><th>set</th><th>observed</th><th>of</th><th>verdict</th><th>detail</th></tr>
+{{- range .Thresholds}}
+<tr><td><code>{{.Expr}}</code></td><td class="l">{{.Set}}</td><td>{{.Observed}}</td><td class="l">{{.Subject}}</td><td class="{{vclass .Verdict}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
+
+<h2 id="latency">Latency</h2>
+<p class="note">Response time counts from the moment the schedule wanted a request sent (so a stalled cluster shows the wait its users would see); service time from the actual send. Shaded: fault windows.</p>
+<div class="charts">
+{{- if .Distribution}}<figure>{{.Distribution}}</figure>{{end}}
+{{- range .LatencyCharts}}<figure>{{.}}</figure>{{end}}
+</div>
+{{- if .MoreOps}}<p class="note">{{.MoreOps}} more operations are in the tables below.</p>{{end}}
+
+<h2 id="throughput">Throughput</h2>
+<div class="charts">
+{{- if .Throughput}}<figure>{{.Throughput}}</figure>{{else}}<p class="note">No time series.</p>{{end}}
+{{- if .ErrorsChart}}<figure>{{.ErrorsChart}}</figure>{{end}}
+</div>
+
+<h2 id="operations">Operations</h2>
+<table><tr><th>operation</th><th>count</th><th>ops/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>errors</th></tr>
+{{- range .Ops}}
+<tr><td>{{.Name}}</td><td>{{.Count}}</td><td>{{.Throughput}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td class="{{.P99Class}}">{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td><td class="wrap">{{.Errors}}</td></tr>
+{{- end}}
+{{- if gt (len .Ops) 1}}<tr><th>total</th><th>{{.Totals.Count}}</th><th>{{.Totals.Throughput}}</th><th></th><th></th><th></th><th></th><th></th><th>{{.Totals.Errors}}</th></tr>{{end}}
+</table>
+{{- if .ServiceOps}}
+<p class="note">Service time (from the actual send):</p>
+<table><tr><th>operation</th><th>count</th><th>ops/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
+{{- range .ServiceOps}}
+<tr><td>{{.Name}}</td><td>{{.Count}}</td><td>{{.Throughput}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
+
+{{- if .Gaps}}
+<h2 id="availability">Availability</h2>
+<table><tr><th>fault</th><th>window</th><th>longest gap</th><th>recovered</th><th>requests</th><th>errors</th><th>outcome</th>{{range .GapColumns}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Gaps}}
+<tr><td>{{.Fault}}</td><td>{{.Window}}</td><td class="{{.Class}}">{{.Gap}}</td><td>{{.Recovered}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td class="l">{{.Outcome}}</td>{{range .Extra}}<td class="wrap">{{.}}</td>{{end}}</tr>
+{{- end}}
+</table>
+<p class="note">A gap is the longest time without a successful write (or request, in runs that do not write) between the last success before a fault and the first one after it.</p>
+{{- end}}
+
+{{- if .Checks}}
+<h2 id="consistency">Consistency checks</h2>
+<table><tr><th>check</th><th>verdict</th><th>detail</th><th>seconds</th></tr>
+{{- range .Checks}}
+<tr><td>{{.Name}}</td><td class="{{if eq .Verdict "ok"}}ok{{else}}fail{{end}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td><td>{{printf "%.1f" .Seconds}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
+
+{{- if .Members}}
+<h2 id="etcd">etcd metrics</h2>
+<p class="note">Scraped from every member's /metrics during the run; figures cover the measured window, p99 interpolated within Prometheus buckets. etcd's guidance: WAL fsync p99 &lt; 10ms, backend commit p99 &lt; 25ms.</p>
+<table><tr><th>member</th><th>role</th><th>WAL fsync p99</th><th>commit p99</th><th>apply p99</th><th>peer RTT p99</th><th>leader changes</th><th>failed proposals</th><th>pending max</th><th>db size</th><th>CPU</th><th>RSS max</th><th>scrapes</th></tr>
+{{- range .Members}}
+<tr><td>{{.Name}}</td><td class="l">{{.Role}}</td><td class="{{.FsyncClass}}">{{.Fsync}}</td><td class="{{.CommitClass}}">{{.Commit}}</td><td>{{.Apply}}</td><td>{{.RTT}}</td><td>{{.LeaderChanges}}</td><td>{{.ProposalsFailed}}</td><td>{{.Pending}}</td><td>{{.DB}}</td><td>{{.CPU}}</td><td>{{.RSS}}</td><td>{{.Scrapes}}</td></tr>
+{{- end}}
+{{- with .Cluster}}
+<tr><th>{{.Name}}</th><th></th><th class="{{.FsyncClass}}">{{.Fsync}}</th><th class="{{.CommitClass}}">{{.Commit}}</th><th>{{.Apply}}</th><th>{{.RTT}}</th><th>{{.LeaderChanges}}</th><th>{{.ProposalsFailed}}</th><th>{{.Pending}}</th><th>{{.DB}}</th><th></th><th></th><th></th></tr>
+{{- end}}
+</table>
+{{- if .Generator}}
+<table>{{range .Generator}}<tr><td>{{.Key}}</td><td class="l">{{.Value}}</td></tr>{{end}}</table>
+{{- end}}
+<div class="charts small">
+{{- range .ServerCharts}}<figure>{{.}}</figure>{{end}}
+</div>
+{{- end}}
+
+{{- range .Extra}}
+<h2>{{.Title}}</h2>
+{{- if .Columns}}
+<table><tr>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Rows}}<tr>{{range .}}<td class="wrap">{{.}}</td>{{end}}</tr>{{end}}
+</table>
+{{- else if .Pairs}}
+<table>{{range .Pairs}}<tr><td>{{.Key}}</td><td class="wrap">{{.Value}}</td></tr>{{end}}</table>
+{{- else}}<p>{{.Value}}</p>{{end}}
+{{- end}}
+
+<h2 id="environment">Environment and configuration</h2>
+<table>
+{{- range .Env}}
+<tr><td>{{.Key}}</td><td class="wrap">{{if eq .Key "command"}}<code>{{.Value}}</code>{{else}}{{.Value}}{{end}}</td></tr>
+{{- end}}
+</table>
+{{- if .Config}}
+<details><summary>Every setting of the run</summary>
+<table>{{range .Config}}<tr><td><code>{{.Key}}</code></td><td class="wrap">{{.Value}}</td></tr>{{end}}</table>
+</details>
+{{- end}}
+{{- if .Warnings}}
+<p class="note">Files that could not be read:</p><ul>{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>
+{{- end}}
+</main>
+{{template "script"}}
+</body>
+</html>
+`
+
+const scriptTemplate = `{{define "script"}}<script>
+(function () {
+  var charts = document.querySelectorAll("svg.chart"), drawn = 0;
+  for (var i = 0; i < charts.length; i++) {
+    var r = charts[i].getBoundingClientRect();
+    if (r.width > 0 && r.height > 0 && charts[i].querySelector("path")) { drawn++; }
+  }
+  document.documentElement.setAttribute("data-charts", String(charts.length));
+  document.documentElement.setAttribute("data-charts-drawn", String(drawn));
+  document.documentElement.setAttribute("data-rendered", "true");
+})();
+</script>
+{{end}}`
+
+const comparisonHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="chaosbench">
+<title>chaosbench comparison: {{.Title}}</title>
+<script>
+window.chaosbenchErrors = [];
+window.addEventListener("error", function (e) {
+  window.chaosbenchErrors.push(String(e.message || e));
+  document.documentElement.setAttribute("data-js-errors", String(window.chaosbenchErrors.length));
+});
+</script>
+<style>
+{{template "css"}}</style>
+</head>
+<body>
+<header>
+<h1>chaosbench comparison: {{.Title}}</h1>
+<div class="headline">Baseline: {{index .Labels 0}}. A change is called better or worse only when it exceeds twice the combined standard error of the two runs, estimated by batch means over each run's per-second interval histograms; maxima have no noise estimate.</div>
+</header>
+<main>
+<h2>Operations</h2>
+<table><tr><th>operation</th><th>figure</th>{{range $i, $l := .Labels}}<th>{{$l}}</th>{{if $i}}<th>change</th><th>verdict</th>{{end}}{{end}}</tr>
+{{- range .Ops}}{{$op := .Op}}
+{{- range .Stats}}
+<tr><td>{{$op}}</td><td class="l">{{.Stat}}</td>{{range .Cells}}<td>{{.Value}}</td>{{if not .Baseline}}<td>{{.Change}}</td><td class="{{.Class}}">{{.Verdict}}</td>{{end}}{{end}}</tr>
+{{- end}}
+{{- end}}
+</table>
+<h2>Whole run</h2>
+<table><tr><th></th>{{range .Labels}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Rows}}
+<tr><td>{{.Name}}</td>{{range .Values}}<td class="wrap">{{.}}</td>{{end}}</tr>
+{{- end}}
+</table>
+<h2>Charts</h2>
+<div class="charts">
+{{- range .Charts}}<figure>{{.}}</figure>{{end}}
+</div>
+<h2>Runs</h2>
+<table>{{range .Dirs}}<tr><td>{{.Key}}</td><td class="l"><code>{{.Value}}</code></td></tr>{{end}}</table>
+</main>
+{{template "script"}}
+</body>
+</html>
+`

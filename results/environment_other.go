@@ -1,0 +1,5 @@
+//go:build !linux
+
+package results
+
+func fileSystemType(string) string { return "" }
