@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/etcd-chaosbench/chaosbench/metrics"
-	"github.com/etcd-chaosbench/chaosbench/report"
+	"github.com/etcd-chaosbench/chaosbench/results/metrics"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 

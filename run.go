@@ -21,8 +21,8 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
-	"github.com/etcd-chaosbench/chaosbench/metrics"
-	"github.com/etcd-chaosbench/chaosbench/report"
+	"github.com/etcd-chaosbench/chaosbench/results/metrics"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )

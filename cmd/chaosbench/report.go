@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcd-chaosbench/chaosbench"
-	"github.com/etcd-chaosbench/chaosbench/report"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 func reportCommand(stdout io.Writer, code *int) *cobra.Command {

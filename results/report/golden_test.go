@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/metrics"
+	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
