@@ -8,9 +8,10 @@ ARGS    ?=
 
 all: build
 
-## build: the chaosbench binary, in bin/
+## build: the chaosbench binary, in bin/. Static (no cgo), so that it also runs FROM scratch as the
+## builtin etcd image of docker clusters.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
 ## test: lint, then every test. Packages run one at a time: their integration tests start real etcd
 ## clusters, and on a 2-core machine two packages' clusters would distort each other's timing assertions.

@@ -42,6 +42,10 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
 	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
+	// Containers and versions (docker.go).
+	quietTestcontainers()
+	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
+		compareCommand(stdout, stderr, &code), reaperCommand())
 	if err := root.Execute(); err != nil {
 		if code == results.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad

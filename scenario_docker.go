@@ -1,0 +1,183 @@
+package chaosbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// bindVersionFlags defines the flags of etcd versions and of the docker backend.
+func bindVersionFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.EtcdVersion, "etcd-version", s.EtcdVersion,
+		"etcd release of the members: builtin (the etcd linked into chaosbench), a release such as v3.5.35 (built from the Go "+
+			"module proxy once, then cached), or one per member separated by commas, e.g. v3.5.35,v3.5.35,v3.6.16 (default builtin)")
+	fs.Float64Var(&s.MemberCPUs, "member-cpus", s.MemberCPUs, "docker: CPU limit of each member container in cores, e.g. 1.5 (0: no limit)")
+	fs.StringVar(&s.MemberMemory, "member-memory", s.MemberMemory, "docker: memory limit of each member container, e.g. 2GiB (swap included; empty: no limit)")
+}
+
+// SplitVersions splits an --etcd-version value into one version per member (or a single version for all):
+// members are separated by commas or "+".
+func SplitVersions(spec string) []string {
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	var out []string
+	for _, v := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '+' }) {
+		out = append(out, strings.TrimSpace(v))
+	}
+	return out
+}
+
+// validateVersions checks the version and docker settings that need nothing built to check.
+func (s *Scenario) validateVersions() error {
+	versions := SplitVersions(s.EtcdVersion)
+	if s.Cluster == "external" && len(versions) > 0 {
+		return results.Usagef("--etcd-version is for clusters chaosbench starts")
+	}
+	if len(versions) > 1 && len(versions) != s.Members {
+		return results.Usagef("--etcd-version %s: %d versions for %d members; give one, or one per member", s.EtcdVersion, len(versions), s.Members)
+	}
+	for _, v := range versions {
+		if v == etcdbuild.Builtin {
+			continue
+		}
+		if _, err := etcdbuild.Parse(v); err != nil {
+			return err
+		}
+	}
+	if s.Cluster != "docker" && (s.MemberCPUs != 0 || s.MemberMemory != "") {
+		return results.Usagef("--member-cpus and --member-memory are for --cluster docker")
+	}
+	if s.MemberCPUs < 0 || (s.MemberCPUs > 0 && s.MemberCPUs < 0.01) {
+		return results.Usagef("--member-cpus %g: at least 0.01 cores (0: no limit)", s.MemberCPUs)
+	}
+	if _, err := s.memberMemory(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Scenario) memberMemory() (int64, error) {
+	if s.MemberMemory == "" || s.MemberMemory == "0" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(s.MemberMemory)
+	if err != nil || n < 64<<20 {
+		return 0, results.Usagef("--member-memory %q: a size of at least 64MiB, such as 512MiB or 2GiB", s.MemberMemory)
+	}
+	return n, nil
+}
+
+// resolveMembers builds (or finds cached) the etcd binaries the members run and parses --etcd-flag against
+// them. images is nil for an embedded cluster of the linked etcd, which needs nothing resolved; it holds
+// one image for all members or one per member otherwise.
+func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]clusters.EtcdFlag, []clusters.EtcdImage, error) {
+	versions := SplitVersions(s.EtcdVersion)
+	if s.Cluster == "external" || (s.Cluster == "embed" && allBuiltin(versions)) {
+		flags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
+		return flags, nil, err
+	}
+	if len(versions) == 0 {
+		versions = []string{etcdbuild.Builtin}
+	}
+	images := make([]clusters.EtcdImage, len(versions))
+	for i, v := range versions {
+		var err error
+		if images[i], err = clusters.ResolveImage(ctx, v, clusters.ImageOptions{Log: log}); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ErrInterrupted
+			}
+			return nil, nil, err
+		}
+	}
+	flags, err := clusters.ParseEtcdFlagsFor(ctx, s.EtcdFlags, images)
+	return flags, images, err
+}
+
+func allBuiltin(versions []string) bool {
+	for _, v := range versions {
+		if v != etcdbuild.Builtin {
+			return false
+		}
+	}
+	return true
+}
+
+// embedCommands returns the member commands of an embedded cluster running built releases (nil for the
+// linked etcd: the members re-execute chaosbench).
+func (r *run) embedCommands() [][]string {
+	if r.images == nil {
+		return nil
+	}
+	cmds := make([][]string, r.s.Members)
+	for i := range cmds {
+		img := r.images[0]
+		if len(r.images) > 1 {
+			img = r.images[i]
+		}
+		if img.Builtin {
+			cmds[i] = r.env.MemberCommand // nil: StartEmbedded re-executes this binary
+			if cmds[i] == nil {
+				cmds[i] = []string{img.Binary, clusters.MemberCommand}
+			}
+			continue
+		}
+		cmds[i] = []string{img.Binary}
+	}
+	return cmds
+}
+
+// startDocker starts the docker cluster of the scenario.
+func (r *run) startDocker(ctx context.Context, etcdFlags []clusters.EtcdFlag) error {
+	memory, err := r.s.memberMemory()
+	if err != nil {
+		return err
+	}
+	c, err := clusters.StartDocker(ctx, clusters.DockerOptions{
+		Members: r.s.Members, Dir: r.dir, Images: r.images, EtcdFlags: etcdFlags, TLS: r.s.TLS,
+		CPUs: r.s.MemberCPUs, Memory: memory, Log: r.out, OnExit: r.memberExited,
+	})
+	if err != nil {
+		return err
+	}
+	r.cluster = c
+	return nil
+}
+
+// describeMembers adds what the members ran to the summary's cluster section.
+func (r *run) describeMembers(info *results.ClusterInfo) {
+	if r.images != nil {
+		for i := range info.Members {
+			img := r.images[0]
+			if len(r.images) > 1 {
+				img = r.images[i]
+			}
+			info.EtcdVersions = append(info.EtcdVersions, img.Label())
+		}
+	}
+	if r.s.Cluster == "docker" {
+		info.MemberCPUs = r.s.MemberCPUs
+		info.MemberMemoryBytes, _ = r.s.memberMemory()
+	}
+}
+
+func (s *Scenario) clusterDescription() string {
+	switch s.Cluster {
+	case "embed", "docker":
+		kind := map[string]string{"embed": "embedded", "docker": "docker"}[s.Cluster]
+		desc := fmt.Sprintf("%d-member %s", s.Members, kind)
+		if s.EtcdVersion != "" {
+			desc += " (etcd " + s.EtcdVersion + ")"
+		}
+		return desc
+	}
+	return s.Cluster
+}
