@@ -25,12 +25,17 @@ type CompareOptions struct {
 	// FlagSets are the variants' etcd settings on top of the scenario's: each "name=value name=value"
 	// ("" for none). With both Versions and FlagSets, every version runs with every flag set.
 	FlagSets []string
+	// Rounds runs every variant this many times (default 1), in alternating order (A B, B A, A B, ...) so
+	// that a drift of the machine over time does not favour one variant; cells then show the median of the
+	// rounds and their range.
+	Rounds int
 }
 
 // variant is one column of a comparison.
 type variant struct {
 	label    string
 	scenario Scenario
+	dir      string
 }
 
 // variants expands the options into the runs to make, in order.
@@ -68,8 +73,8 @@ func (o CompareOptions) variants(dir string) ([]variant, error) {
 				return nil, results.Usagef("compare: variant %q is given twice", label)
 			}
 			seen[label] = true
-			s.Out = filepath.Join(dir, fmt.Sprintf("%02d-%s", len(out)+1, dirName(label)))
-			out = append(out, variant{label: label, scenario: s})
+			out = append(out, variant{label: label, scenario: s,
+				dir: filepath.Join(dir, fmt.Sprintf("%02d-%s", len(out)+1, dirName(label)))})
 		}
 	}
 	return out, nil
@@ -85,8 +90,8 @@ func dirName(label string) string {
 	return name
 }
 
-// Compare runs the scenario once per variant, one after the other with the same seed, and writes the
-// side-by-side comparison (compare.md, compare.json) into the comparison's directory, each run in a
+// Compare runs the scenario once per variant and round, one after the other with the same seed, and writes
+// the side-by-side comparison (compare.md, compare.json) into the comparison's directory, each run in a
 // subdirectory of its own. Every variant is validated, and its etcd built, before the first run starts:
 // bad input starts nothing. A variant that fails is reported in its column and the others still run; an
 // interrupt stops the comparison after writing what it has.
@@ -103,14 +108,25 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
 		return nil, results.Usagef("--out %s: already holds a comparison; choose another directory", dir)
 	}
+	if opts.Rounds == 0 {
+		opts.Rounds = 1
+	}
+	if opts.Rounds < 0 {
+		return nil, results.Usagef("--rounds %d: at least 1", opts.Rounds)
+	}
 	vs, err := opts.variants(dir)
 	if err != nil {
 		return nil, err
 	}
+	// Everything that can be checked without a build first, then the builds (and the flags each
+	// release accepts): a typo in the last variant must not wait for the first one's build.
 	for _, v := range vs {
+		v.scenario.Out = v.dir
 		if err := v.scenario.validate(); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.label, err)
 		}
+	}
+	for _, v := range vs {
 		if _, _, err := v.scenario.resolveMembers(ctx, env.Out); err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.label, err)
 		}
@@ -118,27 +134,45 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, results.Usagef("--out %s: %v", dir, err)
 	}
-	fmt.Fprintf(env.Out, "comparing %d variants of %s, seed %d: %s\n", len(vs), s.DisplayName(), s.Seed, dir)
+	fmt.Fprintf(env.Out, "comparing %d variants of %s, %d round(s), seed %d: %s\n", len(vs), s.DisplayName(), opts.Rounds, s.Seed, dir)
 
-	labels := make([]string, 0, len(vs))
-	dirs := make([]string, 0, len(vs))
-	runErrs := make([]error, 0, len(vs))
-	var errs []error
+	runs := make([]VariantDirs, len(vs))
 	for i, v := range vs {
-		if ctx.Err() != nil {
-			break
+		runs[i].Label = v.label
+	}
+	var errs []error
+	n := 0
+rounds:
+	for round := range opts.Rounds {
+		order := make([]int, len(vs))
+		for i := range order {
+			order[i] = i
+			if round%2 == 1 {
+				order[i] = len(vs) - 1 - i
+			}
 		}
-		fmt.Fprintf(env.Out, "\n=== variant %d/%d: %s\n", i+1, len(vs), v.label)
-		_, err := Run(ctx, v.scenario, env)
-		labels, dirs, runErrs = append(labels, v.label), append(dirs, v.scenario.Out), append(runErrs, err)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("variant %s: %w", v.label, err))
+		for _, i := range order {
+			if ctx.Err() != nil {
+				break rounds
+			}
+			v := vs[i]
+			n++
+			sc := v.scenario
+			sc.Out = v.dir
+			what := v.label
+			if opts.Rounds > 1 {
+				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
+				what = fmt.Sprintf("%s, round %d/%d", v.label, round+1, opts.Rounds)
+			}
+			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*opts.Rounds, what)
+			_, err := Run(ctx, sc, env)
+			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
 		}
 	}
-	cmp, err := CompareRuns(labels, dirs, runErrs)
-	if err != nil {
-		return nil, err
-	}
+	cmp := CompareRuns(runs)
 	if err := cmp.WriteFiles(dir); err != nil {
 		errs = append(errs, err)
 	}

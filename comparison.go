@@ -2,12 +2,12 @@ package chaosbench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -24,26 +24,42 @@ const (
 )
 
 // Comparison sets runs of one scenario side by side: one column per variant (an etcd version, a set of etcd
-// flags), one row per figure, and each variant's difference to the first in percent. It is data; the
-// renderers (WriteMarkdown, WriteText) only lay it out, so that a shared report renderer can take it over.
+// flags), one row per figure, and each variant's difference to the first in percent. With several rounds
+// per variant a cell shows the median and the range of the rounds, and differences compare medians. It is
+// data; the renderers (WriteMarkdown, WriteText) only lay it out, so that a shared report renderer can take
+// it over.
 type Comparison struct {
-	Variants []ComparedRun    `json:"variants"`
-	Sections []CompareSection `json:"sections"`
+	Variants []ComparedVariant `json:"variants"`
+	Sections []CompareSection  `json:"sections"`
 }
 
-// ComparedRun is one variant's run.
+// ComparedVariant is one column: a variant and its runs (one per round).
+type ComparedVariant struct {
+	Label string        `json:"label"`
+	Runs  []ComparedRun `json:"runs"`
+}
+
+// ComparedRun is one run of a variant.
 type ComparedRun struct {
-	Label string `json:"label"`
-	Dir   string `json:"dir"`
-	// Error says why the variant has no results, or what went wrong in its run.
+	Dir string `json:"dir"`
+	// Error says why the run has no results, or what went wrong in it.
 	Error   string           `json:"error,omitempty"`
 	Summary *results.Summary `json:"-"`
 }
 
+// VariantDirs names a variant's run directories (one per round) and how each run ended.
+type VariantDirs struct {
+	Label string
+	Dirs  []string
+	Errs  []error
+}
+
 // CompareSection is a titled group of rows.
 type CompareSection struct {
-	Title string       `json:"title"`
-	Rows  []CompareRow `json:"rows"`
+	Title string `json:"title"`
+	// Note says how the section's figures are measured.
+	Note string       `json:"note,omitempty"`
+	Rows []CompareRow `json:"rows"`
 }
 
 // CompareRow is one figure across the variants.
@@ -51,29 +67,30 @@ type CompareRow struct {
 	Metric string `json:"metric"`
 	// Cells are the figures as shown, one per variant ("-" when a variant has none).
 	Cells []string `json:"cells"`
-	// Values are the figures as numbers (null when not numeric or absent).
+	// Values are the figures as numbers, medians over rounds (null when not numeric or absent).
 	Values []*float64 `json:"values,omitempty"`
 	// Diffs compare each variant with the first: "+12.3%" for numbers, "same"/"differs" for text; the
 	// first variant's is empty.
 	Diffs []string `json:"diffs"`
 }
 
-// CompareRuns builds the comparison of run directories (labels name the columns). A directory without a
-// summary (a variant that failed to start) gets a column of dashes and its error.
-func CompareRuns(labels, dirs []string, runErrs []error) (*Comparison, error) {
-	if len(labels) != len(dirs) {
-		return nil, errors.New("compare: one label per run directory")
-	}
+// CompareRuns builds the comparison of the variants' run directories. A directory without a summary (a run
+// that failed to start) contributes nothing but its error.
+func CompareRuns(variants []VariantDirs) *Comparison {
 	c := &Comparison{}
-	for i, dir := range dirs {
-		v := ComparedRun{Label: labels[i], Dir: dir}
-		if i < len(runErrs) && runErrs[i] != nil {
-			v.Error = runErrs[i].Error()
-		}
-		if s, err := results.ReadSummary(dir); err == nil {
-			v.Summary = s
-		} else if v.Error == "" {
-			v.Error = err.Error()
+	for _, vd := range variants {
+		v := ComparedVariant{Label: vd.Label}
+		for i, dir := range vd.Dirs {
+			r := ComparedRun{Dir: dir}
+			if i < len(vd.Errs) && vd.Errs[i] != nil {
+				r.Error = vd.Errs[i].Error()
+			}
+			if s, err := results.ReadSummary(dir); err == nil {
+				r.Summary = s
+			} else if r.Error == "" {
+				r.Error = err.Error()
+			}
+			v.Runs = append(v.Runs, r)
 		}
 		c.Variants = append(c.Variants, v)
 	}
@@ -84,39 +101,74 @@ func CompareRuns(labels, dirs []string, runErrs []error) (*Comparison, error) {
 		c.faultSection(),
 		c.checkSection(),
 	}
-	return c, nil
+	return c
 }
 
-// num adds a numeric row; get returns ok=false when the variant has no such figure.
+// summaries returns the variant's summaries, one per run that wrote one.
+func (v ComparedVariant) summaries() []*results.Summary {
+	var out []*results.Summary
+	for _, r := range v.Runs {
+		if r.Summary != nil {
+			out = append(out, r.Summary)
+		}
+	}
+	return out
+}
+
+// num builds a numeric row; get returns ok=false when a run has no such figure.
 func (c *Comparison) num(metric string, format func(float64) string, get func(*results.Summary) (float64, bool)) CompareRow {
-	row := CompareRow{Metric: metric}
-	for _, v := range c.Variants {
-		var val *float64
-		if v.Summary != nil {
-			if x, ok := get(v.Summary); ok {
-				val = &x
+	perVariant := make([][]float64, len(c.Variants))
+	for i, v := range c.Variants {
+		for _, s := range v.summaries() {
+			if x, ok := get(s); ok {
+				perVariant[i] = append(perVariant[i], x)
 			}
 		}
-		row.Values = append(row.Values, val)
-		if val == nil {
-			row.Cells = append(row.Cells, "-")
-		} else {
-			row.Cells = append(row.Cells, format(*val))
+	}
+	return numRow(metric, format, perVariant)
+}
+
+// numRow lays out per-variant samples (one per round): the median, and the range when there are several.
+func numRow(metric string, format func(float64) string, perVariant [][]float64) CompareRow {
+	row := CompareRow{Metric: metric}
+	for _, xs := range perVariant {
+		if len(xs) == 0 {
+			row.Values, row.Cells = append(row.Values, nil), append(row.Cells, "-")
+			continue
 		}
+		sort.Float64s(xs)
+		med := median(xs)
+		cell := format(med)
+		if lo, hi := format(xs[0]), format(xs[len(xs)-1]); lo != hi {
+			cell += fmt.Sprintf(" (%s–%s)", lo, hi)
+		}
+		row.Values, row.Cells = append(row.Values, &med), append(row.Cells, cell)
 	}
 	row.Diffs = numericDiffs(row.Values)
 	return row
 }
 
-// text adds a row of text values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// text builds a row of text values; rounds that disagree show every value.
 func (c *Comparison) text(metric string, get func(*results.Summary) string) CompareRow {
 	row := CompareRow{Metric: metric}
 	for _, v := range c.Variants {
-		cell := "-"
-		if v.Summary != nil {
-			if s := get(v.Summary); s != "" {
-				cell = s
+		var seen []string
+		for _, s := range v.summaries() {
+			if x := get(s); x != "" && !slices.Contains(seen, x) {
+				seen = append(seen, x)
 			}
+		}
+		cell := "-"
+		if len(seen) > 0 {
+			cell = strings.Join(seen, " / ")
 		}
 		row.Cells = append(row.Cells, cell)
 	}
@@ -208,7 +260,8 @@ func (c *Comparison) throughputSection() CompareSection {
 }
 
 func (c *Comparison) latencySection() CompareSection {
-	sec := CompareSection{Title: "Response time (ms, from the intended start)"}
+	sec := CompareSection{Title: "Response time (ms)",
+		Note: "From the time the schedule intended each request to start: includes any wait for a free client, as users of the cluster would see it."}
 	quantiles := []struct {
 		name string
 		get  func(results.Latency) float64
@@ -236,51 +289,61 @@ func (c *Comparison) latencySection() CompareSection {
 // faultSection compares, fault by fault (matched by position: the same seed injects the same schedule),
 // the longest stretch without a successful request around the fault, and how the fault ended.
 func (c *Comparison) faultSection() CompareSection {
-	sec := CompareSection{Title: "Availability per fault (longest gap without a successful request)"}
-	gaps := make([][]time.Duration, len(c.Variants))
+	sec := CompareSection{Title: "Availability per fault (ms)",
+		Note: "The longest stretch without a successful request that overlaps the fault, recovery included; faults are matched by position (the same seed injects the same schedule)."}
+	type faultRun struct {
+		window results.FaultWindow
+		gap    *time.Duration
+	}
+	perVariant := make([][][]faultRun, len(c.Variants)) // variant, run, fault
 	n := 0
 	for i, v := range c.Variants {
-		if v.Summary == nil || len(v.Summary.Faults) == 0 {
-			continue
-		}
-		n = max(n, len(v.Summary.Faults))
-		g, err := AvailabilityGaps(filepath.Join(v.Dir, lin.HistoryFile), v.Summary.Faults)
-		if err == nil {
-			gaps[i] = g
+		for _, r := range v.Runs {
+			if r.Summary == nil || len(r.Summary.Faults) == 0 {
+				continue
+			}
+			n = max(n, len(r.Summary.Faults))
+			gaps, err := AvailabilityGaps(filepath.Join(r.Dir, lin.HistoryFile), r.Summary.Faults)
+			frs := make([]faultRun, len(r.Summary.Faults))
+			for f, w := range r.Summary.Faults {
+				frs[f].window = w
+				if err == nil {
+					frs[f].gap = &gaps[f]
+				}
+			}
+			perVariant[i] = append(perVariant[i], frs)
 		}
 	}
 	for f := range n {
 		name := ""
-		for _, v := range c.Variants {
-			if v.Summary != nil && f < len(v.Summary.Faults) {
-				w := v.Summary.Faults[f]
-				name = fmt.Sprintf("%d. %s", f+1, w.Fault)
-				if len(w.Targets) > 0 {
-					name += " " + strings.Join(w.Targets, ",")
+		samples := make([][]float64, len(c.Variants))
+		notes := make([][]string, len(c.Variants))
+		for i, runs := range perVariant {
+			for _, frs := range runs {
+				if f >= len(frs) {
+					continue
 				}
-				break
+				w := frs[f].window
+				if name == "" {
+					name = fmt.Sprintf("%d. %s", f+1, w.Fault)
+					if len(w.Targets) > 0 {
+						name += " " + strings.Join(w.Targets, ",")
+					}
+				}
+				if frs[f].gap != nil {
+					samples[i] = append(samples[i], float64(*frs[f].gap)/1e6)
+				}
+				if w.Outcome != "" && w.Outcome != "recovered" && !slices.Contains(notes[i], w.Outcome) {
+					notes[i] = append(notes[i], w.Outcome)
+				}
 			}
 		}
-		row := CompareRow{Metric: name}
-		for i, v := range c.Variants {
-			if v.Summary == nil || f >= len(v.Summary.Faults) {
-				row.Cells, row.Values = append(row.Cells, "-"), append(row.Values, nil)
-				continue
+		row := numRow(name, fmtMillis, samples)
+		for i := range row.Cells {
+			if len(notes[i]) > 0 {
+				row.Cells[i] += " (" + strings.Join(notes[i], "; ") + ")"
 			}
-			w := v.Summary.Faults[f]
-			cell := "no history"
-			var val *float64
-			if gaps[i] != nil {
-				ms := float64(gaps[i][f]) / 1e6
-				val = &ms
-				cell = fmtMillis(ms)
-			}
-			if w.Outcome != "" && w.Outcome != "recovered" {
-				cell += " (" + w.Outcome + ")"
-			}
-			row.Cells, row.Values = append(row.Cells, cell), append(row.Values, val)
 		}
-		row.Diffs = numericDiffs(row.Values)
 		sec.Rows = append(sec.Rows, row)
 	}
 	return sec
@@ -291,13 +354,12 @@ func (c *Comparison) checkSection() CompareSection {
 	var names []string
 	seen := map[string]bool{}
 	for _, v := range c.Variants {
-		if v.Summary == nil {
-			continue
-		}
-		for _, ch := range v.Summary.Checks {
-			if !seen[ch.Name] {
-				seen[ch.Name] = true
-				names = append(names, ch.Name)
+		for _, s := range v.summaries() {
+			for _, ch := range s.Checks {
+				if !seen[ch.Name] {
+					seen[ch.Name] = true
+					names = append(names, ch.Name)
+				}
 			}
 		}
 	}
@@ -322,13 +384,12 @@ func (c *Comparison) operations() []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, v := range c.Variants {
-		if v.Summary == nil {
-			continue
-		}
-		for op := range v.Summary.Operations {
-			if !seen[op] {
-				seen[op] = true
-				out = append(out, op)
+		for _, s := range v.summaries() {
+			for op := range s.Operations {
+				if !seen[op] {
+					seen[op] = true
+					out = append(out, op)
+				}
 			}
 		}
 	}
@@ -413,15 +474,21 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	for _, v := range c.Variants {
-		if v.Error != "" {
-			fmt.Fprintf(&b, "> **%s**: %s\n\n", mdEscape(v.Label), mdEscape(v.Error))
+		for i, r := range v.Runs {
+			if r.Error != "" {
+				fmt.Fprintf(&b, "> **%s**%s: %s\n\n", mdEscape(v.Label), roundName(i, len(v.Runs)), mdEscape(r.Error))
+			}
 		}
 	}
 	for _, sec := range c.Sections {
 		if len(sec.Rows) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "### %s\n\n| %s |\n| %s |\n", sec.Title, strings.Join(head, " | "), strings.Join(align, " | "))
+		fmt.Fprintf(&b, "### %s\n\n", sec.Title)
+		if sec.Note != "" {
+			fmt.Fprintf(&b, "%s\n\n", sec.Note)
+		}
+		fmt.Fprintf(&b, "| %s |\n| %s |\n", strings.Join(head, " | "), strings.Join(align, " | "))
 		for _, row := range sec.Rows {
 			cells := []string{mdEscape(row.Metric)}
 			for i, cell := range row.Cells {
@@ -440,26 +507,39 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 
 // WriteText writes the comparison as aligned plain-text columns, for terminals.
 func (c *Comparison) WriteText(w io.Writer) error {
+	for _, v := range c.Variants {
+		for i, r := range v.Runs {
+			if r.Error != "" {
+				fmt.Fprintf(w, "%s%s: %s\n", v.Label, roundName(i, len(v.Runs)), r.Error)
+			}
+		}
+	}
+	// tabwriter aligns every column right; the metric column is padded to one width so it reads
+	// left-aligned.
+	width := 0
+	for _, sec := range c.Sections {
+		width = max(width, len(sec.Title))
+		for _, row := range sec.Rows {
+			width = max(width, len(row.Metric)+2)
+		}
+	}
+	empty := strings.Repeat("\t", 2*len(c.Variants)-1)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "\t"
+	head := fmt.Sprintf("%-*s\t", width, "")
 	for i, v := range c.Variants {
 		head += v.Label + "\t"
 		if i > 0 {
 			head += "vs first\t"
 		}
 	}
-	for _, v := range c.Variants {
-		if v.Error != "" {
-			fmt.Fprintf(w, "%s: %s\n", v.Label, v.Error)
-		}
-	}
+	fmt.Fprintln(tw, head)
 	for _, sec := range c.Sections {
 		if len(sec.Rows) == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", strings.ToUpper(sec.Title[:1])+sec.Title[1:], strings.TrimPrefix(head, "\t"))
+		fmt.Fprintf(tw, "%-*s\t%s\n", width, sec.Title, empty)
 		for _, row := range sec.Rows {
-			line := "  " + row.Metric + "\t"
+			line := fmt.Sprintf("%-*s\t", width, "  "+row.Metric)
 			for i, cell := range row.Cells {
 				line += cell + "\t"
 				if i > 0 {
@@ -475,14 +555,23 @@ func (c *Comparison) WriteText(w io.Writer) error {
 // WriteFiles writes compare.md and compare.json into dir.
 func (c *Comparison) WriteFiles(dir string) error {
 	var md strings.Builder
-	fmt.Fprintf(&md, "# Comparison\n\nRuns: ")
-	for i, v := range c.Variants {
-		if i > 0 {
-			md.WriteString(", ")
+	fmt.Fprintf(&md, "# Comparison\n\n")
+	for _, v := range c.Variants {
+		fmt.Fprintf(&md, "- %s:", mdEscape(v.Label))
+		for _, r := range v.Runs {
+			rel, err := filepath.Rel(dir, r.Dir)
+			if err != nil {
+				rel = r.Dir
+			}
+			fmt.Fprintf(&md, " [%s](%s)", rel, rel)
 		}
-		fmt.Fprintf(&md, "[%s](%s)", mdEscape(v.Label), filepath.Base(v.Dir))
+		md.WriteString("\n")
 	}
-	md.WriteString(". Differences are relative to the first run.\n\n")
+	md.WriteString("\nΔ columns compare each variant with the first")
+	if len(c.Variants) > 0 && len(c.Variants[0].Runs) > 1 {
+		md.WriteString("; cells show the median of the rounds and their range")
+	}
+	md.WriteString(".\n\n")
 	if err := c.WriteMarkdown(&md); err != nil {
 		return err
 	}
@@ -497,6 +586,14 @@ func (c *Comparison) WriteFiles(dir string) error {
 		return fmt.Errorf("write comparison: %w", err)
 	}
 	return nil
+}
+
+// roundName is " (round 2)" when a variant has several runs.
+func roundName(i, n int) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (round %d)", i+1)
 }
 
 func mdEscape(s string) string {

@@ -227,7 +227,8 @@ func (s *Scenario) validate() error {
 		return results.Usagef("--cluster %q: embed, docker or external", s.Cluster)
 	}
 	if s.Cluster != "external" && s.Members != 1 && s.Members != 3 && s.Members != 5 {
-		return results.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", s.Members)
+		kind := map[string]string{"embed": "an embedded", "docker": "a docker"}[s.Cluster]
+		return results.Usagef("--members %d: %s cluster has 1, 3 or 5 members", s.Members, kind)
 	}
 	if err := s.validateVersions(); err != nil {
 		return err

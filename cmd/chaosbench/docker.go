@@ -110,12 +110,14 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	s := chaosbench.DefaultScenario()
 	var config string
 	var flagSets []string
+	rounds := 1
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "Run one scenario on several etcd versions or settings, with the same seed, and compare them side by side",
 		Example: `  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --workload txn-mixed --duration 30s
   chaosbench compare --etcd-flag-set "" --etcd-flag-set "snapshot-count=5000 heartbeat-interval=50"
-  chaosbench compare --etcd-version v3.5.35,v3.5.35+v3.5.35+v3.6.16 --members 3`,
+  chaosbench compare --etcd-version v3.5.35,v3.5.35+v3.5.35+v3.6.16 --members 3
+  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if config != "" {
@@ -124,7 +126,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds}
 			if s.EtcdVersion != "" {
 				opts.Versions = strings.Split(s.EtcdVersion, ",")
 				opts.Scenario.EtcdVersion = ""
@@ -141,6 +143,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	cmd.Flags().Lookup("etcd-version").Usage = "the variants' etcd versions, comma-separated, e.g. v3.5.35,v3.6.16; " +
 		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
 	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
+	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in alternating order (A B, B A, ...); cells show the median and the range")
 	cmd.Flags().SortFlags = false
 	return cmd
 }
