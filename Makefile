@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.chaosbenchVersion=$(VERSION)
 ARGS    ?=
 
-.PHONY: all build test test-race lint bench bench-vs-etcd run clean
+.PHONY: all build test test-race lint bench bench-vs-etcd test-versions run clean
 
 all: build
 
@@ -35,6 +35,10 @@ bench:
 ## bench-vs-etcd: etcd's own benchmark tool and chaosbench against one single-member cluster.
 bench-vs-etcd:
 	ci/bench-vs-etcd.sh
+
+## test-versions: every supported etcd line (3.4.13, 3.5, 3.6, 3.7), alone and mixed, on embed and docker.
+test-versions: build
+	ci/etcd-versions.sh bin/chaosbench
 
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build

@@ -98,8 +98,25 @@ func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]cluster
 			return nil, nil, err
 		}
 	}
+	if lo, hi := minorRange(images); hi-lo > 1 {
+		// etcd supports clusters of adjacent minor versions only (the upgrade path): a 3.6 leader sends
+		// 3.4 members entries they cannot apply. Running it anyway shows exactly that, so warn only.
+		fmt.Fprintf(log, "warning: --etcd-version %s mixes etcd 3.%d and 3.%d; etcd supports mixing adjacent minor versions only\n", s.EtcdVersion, lo, hi)
+	}
 	flags, err := clusters.ParseEtcdFlagsFor(ctx, s.EtcdFlags, images)
 	return flags, images, err
+}
+
+// minorRange returns the lowest and highest minor version among the images.
+func minorRange(images []clusters.EtcdImage) (lo, hi int) {
+	for i, img := range images {
+		m := img.Minor()
+		if i == 0 || m < lo {
+			lo = m
+		}
+		hi = max(hi, m)
+	}
+	return lo, hi
 }
 
 func allBuiltin(versions []string) bool {

@@ -340,7 +340,7 @@ func (c *Docker) layout(ctx context.Context) error {
 			"--initial-cluster-token=" + c.opts.Token,
 			"--log-outputs=stderr",
 		}
-		if img.minor() == 4 && !slices.ContainsFunc(c.opts.EtcdFlags, func(f EtcdFlag) bool { return f.Name == "logger" }) {
+		if img.Minor() == 4 && !slices.ContainsFunc(c.opts.EtcdFlags, func(f EtcdFlag) bool { return f.Name == "logger" }) {
 			// 3.4 logs through capnslog unless told otherwise; zap gives every version the same log format.
 			args = append(args, "--logger=zap")
 		}

@@ -280,8 +280,8 @@ func fileDigest(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// minor returns the image's etcd minor version (4 for v3.4.13), or 0 when it cannot tell.
-func (img EtcdImage) minor() int {
+// Minor returns the image's etcd minor version (4 for v3.4.13), or 0 when it cannot tell.
+func (img EtcdImage) Minor() int {
 	parts := strings.SplitN(strings.TrimPrefix(img.Version, "v"), ".", 3)
 	if len(parts) < 2 {
 		return 0

@@ -131,7 +131,10 @@ func Build(ctx context.Context, r Release, opts Options) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build etcd %s: %w", r.Version, err)
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, r.Version+".lock"))
+	if err := os.MkdirAll(filepath.Join(dir, "locks"), 0o755); err != nil {
+		return "", fmt.Errorf("build etcd %s: %w", r.Version, err)
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, "locks", r.Version+".lock"))
 	if err != nil {
 		return "", fmt.Errorf("build etcd %s: %w", r.Version, err)
 	}
@@ -171,11 +174,7 @@ func build(ctx context.Context, r Release, bin string) error {
 			return fmt.Errorf("build etcd %s: %w", r.Version, err)
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return fmt.Errorf("build etcd %s: %w", r.Version, err)
-	}
-	tmp := bin + ".tmp"
-	defer os.Remove(tmp)
+	tmp := filepath.Join(work, "etcd")
 	steps := [][]string{
 		{"go", "get", r.Module + "@" + r.ModuleVersion},
 		{"go", "mod", "tidy"},
@@ -194,7 +193,7 @@ func build(ctx context.Context, r Release, bin string) error {
 			}
 			text := strings.TrimSpace(out.String())
 			if step[1] == "get" && notServed(text) {
-				return results.Usagef("etcd version %s: the Go module proxy does not serve %s@%s (%s)", r.Version, r.Module, r.ModuleVersion, lastLine(text))
+				return results.Usagef("etcd version %s: the Go module proxy does not serve %s@%s (%s)", r.Version, r.Module, r.ModuleVersion, strings.TrimSpace(lastLine(text)))
 			}
 			return fmt.Errorf("build etcd %s: %s: %w\n%s", r.Version, strings.Join(step, " "), err, tail(text, 20))
 		}
@@ -206,10 +205,35 @@ func build(ctx context.Context, r Release, bin string) error {
 	if want := strings.TrimPrefix(r.Version, "v"); got != want {
 		return fmt.Errorf("build etcd %s: the binary reports version %s", r.Version, got)
 	}
-	if err := os.Rename(tmp, bin); err != nil {
+	// Into the cache by copy and rename, so that a reader never sees half a binary.
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return fmt.Errorf("build etcd %s: %w", r.Version, err)
+	}
+	if err := copyFile(tmp, bin+".tmp"); err != nil {
+		return fmt.Errorf("build etcd %s: %w", r.Version, err)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		os.Remove(bin + ".tmp")
 		return fmt.Errorf("build etcd %s: %w", r.Version, err)
 	}
 	return nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // ReportedVersion runs `bin --version` and returns the "etcd Version:" it prints (without a leading v).

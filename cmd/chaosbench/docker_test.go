@@ -216,3 +216,60 @@ func TestDockerCleanAfterCrash(t *testing.T) {
 		t.Fatalf("second clean: exit %d: %s", code, stdout.String())
 	}
 }
+
+// TestDockerInterrupt: SIGINT of a docker run stops the load, writes partial results, removes the
+// containers and network, and exits with 130 within 10 s.
+func TestDockerInterrupt(t *testing.T) {
+	d := requireDocker(t)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--cluster", "docker", "--etcd-version", "v3.6.16", "--workload", "put",
+		"--duration", "60s", "--out", out, "--progress", "lines")
+	waitForLine(t, cmd, "elapsed")
+	sent := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	if took := time.Since(sent); took > 10*time.Second {
+		t.Errorf("exiting took %v after SIGINT", took)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != results.ExitInterrupted {
+		t.Fatalf("exit code %d, want %d", code, results.ExitInterrupted)
+	}
+	s, err := results.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Incomplete || s.Operations["put"] == nil || s.Operations["put"].Count == 0 {
+		t.Fatalf("partial summary: incomplete=%v ops=%v", s.Incomplete, s.Operations)
+	}
+	if cs, ns := labelled(t, d, out); len(cs)+len(ns) > 0 {
+		t.Fatalf("interrupted run left containers %v, networks %v", cs, ns)
+	}
+}
+
+// TestEmbedVersion: --cluster embed --etcd-version runs built releases as the member processes, one per
+// member when given per member.
+func TestEmbedVersion(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--cluster", "embed", "--etcd-version", "v3.5.35,v3.5.35,v3.6.16",
+		"--workload", "put", "--rate", "200", "--duration", "2s", "--out", out, "--progress", "none")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chaosbench run: %v\n%s", err, output)
+	}
+	s, err := results.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.Cluster.EtcdVersions, ","); got != "v3.5.35,v3.5.35,v3.6.16" || s.Total.Count == 0 || s.Total.Errors != 0 {
+		t.Fatalf("versions %s, %d operations, %d errors", got, s.Total.Count, s.Total.Errors)
+	}
+	for i, want := range []string{"3.5.35", "3.5.35", "3.6.16"} {
+		// Each member logs the release it runs as it starts.
+		log, err := os.ReadFile(filepath.Join(out, "members", "m"+string(rune('1'+i))+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(log), `"etcd-version":"`+want+`"`) {
+			t.Errorf("m%d did not run etcd %s", i+1, want)
+		}
+	}
+}
