@@ -373,9 +373,13 @@ func (m *containerMember) remove(ctx context.Context) error {
 	exited := m.exited
 	m.mu.Unlock()
 	id := m.ctr.GetContainerID()
-	_, err := m.docker().ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("remove container of %s: %w", m.name, err)
+	// testcontainers' Terminate stops (at once: the member was stopped in order before) and removes the
+	// container; a container it cannot stop (paused, say) is removed by force.
+	if err := m.ctr.Terminate(ctx, testcontainers.StopContext(ctx), testcontainers.StopTimeout(0)); err != nil {
+		_, err := m.docker().ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("remove container of %s: %w", m.name, err)
+		}
 	}
 	m.cluster.events.Printf("removed %s: container %s", m.name, id[:12])
 	if exited != nil {

@@ -329,6 +329,10 @@ func TestDockerMixedVersions(t *testing.T) {
 			waitCount(t, ctx, ep, fmt.Sprintf("via-m%d", i+1), 20)
 		}
 	}
+	// Left paused, as a fault interrupted mid-way would leave it: Close still stops and removes it.
+	if err := c.members[2].Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestDockerLimits: the per-member CPU and memory limits reach the containers, and a member that cannot
