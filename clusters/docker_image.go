@@ -229,8 +229,12 @@ func readBuildStream(r io.Reader) error {
 	}
 }
 
-// removeStaleBuiltins removes builtin images of other chaosbench binaries. Images in use by a container
-// stay (no force).
+// staleAfter is how old another binary's builtin image must be before a build removes it: a chaosbench
+// of another build may have just built its own and not yet created its containers.
+const staleAfter = time.Hour
+
+// removeStaleBuiltins removes builtin images of other chaosbench binaries, built more than staleAfter ago.
+// Images in use by a container stay (no force).
 func removeStaleBuiltins(ctx context.Context, d *client.Client, keep string) {
 	list, err := d.ImageList(ctx, client.ImageListOptions{
 		Filters: make(client.Filters).Add("label", LabelImageKind+"="+etcdbuild.Builtin),
@@ -239,7 +243,7 @@ func removeStaleBuiltins(ctx context.Context, d *client.Client, keep string) {
 		return
 	}
 	for _, im := range list.Items {
-		stale := true
+		stale := time.Since(time.Unix(im.Created, 0)) > staleAfter
 		for _, tag := range im.RepoTags {
 			if tag == keep {
 				stale = false

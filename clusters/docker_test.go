@@ -329,6 +329,27 @@ func TestDockerMixedVersions(t *testing.T) {
 			waitCount(t, ctx, ep, fmt.Sprintf("via-m%d", i+1), 20)
 		}
 	}
+	// The whole cluster down, then up again one member at a time: each Start returns once its member
+	// listens, without waiting for a quorum that only the next starts complete.
+	for _, p := range Processes(c) {
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range Processes(c) {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := p.Start(sctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("start %s alone: %v", p.Name(), err)
+		}
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatalf("after starting the members one by one: %v", err)
+	}
+	for i := range c.Members() {
+		waitCount(t, ctx, c.Endpoints()[0], fmt.Sprintf("via-m%d", i+1), 20)
+	}
 	// Left paused, as a fault interrupted mid-way would leave it: Close still stops and removes it.
 	if err := c.members[2].Pause(ctx); err != nil {
 		t.Fatal(err)
