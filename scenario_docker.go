@@ -131,25 +131,59 @@ func allBuiltin(versions []string) bool {
 // embedCommands returns the member commands of an embedded cluster running built releases (nil for the
 // linked etcd: the members re-execute chaosbench).
 func (r *run) embedCommands() [][]string {
-	if r.images == nil {
+	return memberCommands(r.images, r.s.Members, r.env.MemberCommand)
+}
+
+func memberCommands(images []clusters.EtcdImage, members int, memberCommand []string) [][]string {
+	if images == nil {
 		return nil
 	}
-	cmds := make([][]string, r.s.Members)
+	cmds := make([][]string, members)
 	for i := range cmds {
-		img := r.images[0]
-		if len(r.images) > 1 {
-			img = r.images[i]
+		img := images[0]
+		if len(images) > 1 {
+			img = images[i]
 		}
-		if img.Builtin {
-			cmds[i] = r.env.MemberCommand // nil: StartEmbedded re-executes this binary
-			if cmds[i] == nil {
-				cmds[i] = []string{img.Binary, clusters.MemberCommand}
-			}
-			continue
+		switch {
+		case !img.Builtin:
+			cmds[i] = []string{img.Binary}
+		case memberCommand != nil:
+			cmds[i] = memberCommand
+		default:
+			cmds[i] = []string{img.Binary, clusters.MemberCommand}
 		}
-		cmds[i] = []string{img.Binary}
 	}
 	return cmds
+}
+
+// servedCluster is a cluster `chaosbench cluster` serves.
+type servedCluster interface {
+	clusters.Cluster
+	ClientTLSFiles() (clusters.TLSFiles, bool)
+}
+
+// startServed starts the cluster of `chaosbench cluster`.
+func startServed(ctx context.Context, s Scenario, dir string, etcdFlags []clusters.EtcdFlag, images []clusters.EtcdImage, env Env) (servedCluster, error) {
+	if s.Cluster == "docker" {
+		memory, err := s.memberMemory()
+		if err != nil {
+			return nil, err
+		}
+		return clusters.StartDocker(ctx, clusters.DockerOptions{
+			Members: s.Members, Dir: dir, Images: images, EtcdFlags: etcdFlags, TLS: s.TLS,
+			CPUs: s.MemberCPUs, Memory: memory, Log: env.Out,
+		})
+	}
+	return clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+		Members: s.Members, Dir: dir, EtcdFlags: etcdFlags, TLS: s.TLS, Command: env.MemberCommand,
+		MemberCommands: memberCommands(images, s.Members, env.MemberCommand), Log: env.Out,
+	})
+}
+
+// BindServeFlags defines the backend and version flags of `chaosbench cluster`.
+func BindServeFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "backend: embed (member processes) or docker (member containers)")
+	bindVersionFlags(fs, s)
 }
 
 // startDocker starts the docker cluster of the scenario.

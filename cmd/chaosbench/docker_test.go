@@ -40,12 +40,14 @@ func TestDockerBadInput(t *testing.T) {
 		{"compare rounds", []string{"compare", "--etcd-version", "v3.5.35,v3.6.16", "--rounds", "-1"}, "--rounds -1"},
 		{"compare bad variant", []string{"compare", "--etcd-version", "v3.5.35,v2.3.7"}, "v2.3.7"},
 		{"image version", []string{"image", "build", "--etcd-version", "v3.2.0"}, "3.4.13 and 3.5 or later"},
+		{"serve external", []string{"cluster", "--cluster", "external"}, "starts embed or docker clusters"},
+		{"serve versions", []string{"cluster", "--cluster", "docker", "--etcd-version", "v3.5.35,v3.6.16"}, "2 versions for 3 members"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(dir, "out-"+strings.ReplaceAll(tt.name, " ", "-"))
 			args := append([]string{}, tt.args...)
-			if args[0] == "run" || args[0] == "compare" {
+			if args[0] == "run" || args[0] == "compare" || args[0] == "cluster" {
 				args = append(args, "--out", out)
 			}
 			var stdout, stderr bytes.Buffer

@@ -121,6 +121,7 @@ func clusterCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", nil, "etcd setting for every member, name=value (repeatable)")
 	fs.BoolVar(&s.TLS, "tls", false, "serve clients over mutual TLS (certificates generated in the directory)")
 	fs.StringVar(&s.Out, "out", "", "directory for member data and logs (default results/<time>-cluster)")
+	chaosbench.BindServeFlags(fs, &s)
 	return cmd
 }
 
