@@ -98,6 +98,22 @@ func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]cluster
 			return nil, nil, err
 		}
 	}
+	if s.Cluster == "docker" {
+		// Problems a user fixes (no Docker, a cgo build for the builtin image) are found before the run
+		// directory exists.
+		for _, img := range images {
+			if img.Builtin {
+				if err := clusters.CheckStatic(img.Binary); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		d, err := clusters.DockerClient(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.Close()
+	}
 	if lo, hi := minorRange(images); hi-lo > 1 {
 		// etcd supports clusters of adjacent minor versions only (the upgrade path): a 3.6 leader sends
 		// 3.4 members entries they cannot apply. Running it anyway shows exactly that, so warn only.

@@ -124,7 +124,7 @@ func EnsureImage(ctx context.Context, d *client.Client, img EtcdImage, log io.Wr
 		return false, fmt.Errorf("inspect image %s: %w", img.Ref, err)
 	}
 	if img.Builtin {
-		if err := checkStatic(img.Binary); err != nil {
+		if err := CheckStatic(img.Binary); err != nil {
 			return false, err
 		}
 	}
@@ -255,8 +255,8 @@ func removeStaleBuiltins(ctx context.Context, d *client.Client, keep string) {
 	}
 }
 
-// checkStatic refuses a dynamically linked binary: it cannot run in a FROM scratch image.
-func checkStatic(path string) error {
+// CheckStatic refuses a dynamically linked binary: it cannot run in a FROM scratch image.
+func CheckStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", path, err)
