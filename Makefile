@@ -4,13 +4,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.chaosbenchVersion=$(VERSION)
 ARGS    ?=
 
-.PHONY: all build test test-race lint bench bench-vs-etcd run clean
+.PHONY: all build test test-race lint bench bench-vs-etcd test-versions run clean
 
 all: build
 
-## build: the chaosbench binary, in bin/
+## build: the chaosbench binary, in bin/. Static (no cgo), so that it also runs FROM scratch as the
+## builtin etcd image of docker clusters.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
 ## test: lint, then every test. Packages run one at a time: their integration tests start real etcd
 ## clusters, and on a 2-core machine two packages' clusters would distort each other's timing assertions.
@@ -34,6 +35,10 @@ bench:
 ## bench-vs-etcd: etcd's own benchmark tool and chaosbench against one single-member cluster.
 bench-vs-etcd:
 	ci/bench-vs-etcd.sh
+
+## test-versions: every supported etcd line (3.4.13, 3.5, 3.6, 3.7), alone and mixed, on embed and docker.
+test-versions: build
+	ci/etcd-versions.sh bin/chaosbench
 
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build

@@ -75,6 +75,7 @@ type run struct {
 	events []string // member crashes and other notes for the summary
 
 	cluster   clusters.Cluster
+	images    []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
 	history   *lin.Writer
 	collector *results.Collector
 	rec       *workloads.Recorder
@@ -98,7 +99,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	etcdFlags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
+	etcdFlags, images, err := s.resolveMembers(ctx, env.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	}
 	runOpts.Seed = s.Seed
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images}
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
 		external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
@@ -144,10 +145,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 }
 
 func (s *Scenario) clusterLabel() string {
-	if s.Cluster == "embed" {
-		return fmt.Sprintf("%d-member embedded", s.Members)
-	}
-	return s.Cluster
+	return s.clusterDescription()
 }
 
 func newSeed() int64 {
@@ -164,12 +162,17 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	if r.s.Cluster == "embed" {
 		embedded, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{
 			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, TLS: r.s.TLS,
-			Command: r.env.MemberCommand, Log: r.out, OnExit: r.memberExited,
+			Command: r.env.MemberCommand, MemberCommands: r.embedCommands(), Log: r.out, OnExit: r.memberExited,
 		})
 		if err != nil {
 			return err
 		}
 		r.cluster = embedded
+	}
+	if r.s.Cluster == "docker" {
+		if err := r.startDocker(ctx, etcdFlags); err != nil {
+			return err
+		}
 	}
 
 	base := time.Now()
@@ -298,6 +301,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if r.cluster != nil {
 		s.Cluster.Members = len(r.cluster.Members())
 		s.Cluster.Endpoints = r.cluster.Endpoints()
+		r.describeMembers(&s.Cluster)
 	}
 	s.Schedule = results.Schedule{Mode: "closed", TargetRate: r.s.Rate, Clients: r.s.Clients, Conns: r.s.Conns}
 	if r.s.Rate > 0 {
@@ -346,7 +350,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if err := results.WriteSummary(r.dir, s); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
-	if runErr == nil && r.s.Cluster == "embed" && !r.s.KeepData {
+	if runErr == nil && r.s.Cluster != "external" && !r.s.KeepData {
 		r.removeData()
 	}
 

@@ -38,6 +38,11 @@ type Scenario struct {
 	TLS       bool     `json:"tls"`
 	KeepData  bool     `json:"keep-data"`
 
+	// Versions and containers (scenario_docker.go).
+	EtcdVersion  string  `json:"etcd-version,omitempty"`
+	MemberCPUs   float64 `json:"member-cpus,omitempty"`
+	MemberMemory string  `json:"member-memory,omitempty"`
+
 	Workload       string        `json:"workload"`
 	Rate           float64       `json:"rate"`
 	Clients        int           `json:"clients"`
@@ -88,8 +93,8 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.Out, "out", s.Out, "run directory for results (default results/<time>-<name>)")
 	fs.Int64Var(&s.Seed, "seed", s.Seed, "seed for every random choice; 0 picks one (printed and stored)")
 
-	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed (member processes started here) or external")
-	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded cluster: 1, 3 or 5")
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed (member processes started here), docker (member containers) or external")
+	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded or docker cluster: 1, 3 or 5")
 	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", s.EtcdFlags, "etcd setting for every member, name=value (repeatable), e.g. heartbeat-interval=100")
 	fs.StringSliceVar(&s.Endpoints, "endpoints", s.Endpoints, "client URLs of an external cluster")
 	fs.StringVar(&s.CACert, "cacert", s.CACert, "CA bundle to verify an external cluster's TLS certificates")
@@ -97,6 +102,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS")
 	fs.BoolVar(&s.TLS, "tls", s.TLS, "embedded members serve clients over mutual TLS, as kube-apiserver's etcd does (certificates generated in the run directory)")
 	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
+	bindVersionFlags(fs, s)
 
 	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(workloads.MicroNames, ", "))
 	fs.Float64Var(&s.Rate, "rate", s.Rate, "target operations per second (open loop); 0 runs closed loop, every client flat out")
@@ -224,11 +230,15 @@ func (s *Scenario) DisplayName() string {
 
 // validate checks what does not need a cluster to check.
 func (s *Scenario) validate() error {
-	if !slices.Contains([]string{"embed", "external"}, s.Cluster) {
-		return results.Usagef("--cluster %q: embed or external", s.Cluster)
+	if !slices.Contains([]string{"embed", "docker", "external"}, s.Cluster) {
+		return results.Usagef("--cluster %q: embed, docker or external", s.Cluster)
 	}
-	if s.Cluster == "embed" && s.Members != 1 && s.Members != 3 && s.Members != 5 {
-		return results.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", s.Members)
+	if s.Cluster != "external" && s.Members != 1 && s.Members != 3 && s.Members != 5 {
+		kind := map[string]string{"embed": "an embedded", "docker": "a docker"}[s.Cluster]
+		return results.Usagef("--members %d: %s cluster has 1, 3 or 5 members", s.Members, kind)
+	}
+	if err := s.validateVersions(); err != nil {
+		return err
 	}
 	if s.Cluster == "external" && len(s.Endpoints) == 0 {
 		return results.Usagef("--cluster external needs --endpoints")
@@ -237,7 +247,7 @@ func (s *Scenario) validate() error {
 		return results.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")
 	}
 	if s.Cluster == "external" && s.TLS {
-		return results.Usagef("--tls is for embedded clusters; give an external cluster's TLS files with --cacert, --cert and --key")
+		return results.Usagef("--tls is for clusters chaosbench starts; give an external cluster's TLS files with --cacert, --cert and --key")
 	}
 	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
 		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)

@@ -8,24 +8,29 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // EndpointsFile is written into the directory of a served cluster: its client URLs, one per line.
 const EndpointsFile = "endpoints"
 
-// Serve starts the embedded cluster that s describes, writes its endpoints to DIR/endpoints and prints
+// Serve starts the embedded or docker cluster that s describes, writes its endpoints to DIR/endpoints and prints
 // them, and keeps it running until ctx is done; then it stops the members. It is `chaosbench cluster`:
 // a cluster to point etcdctl, etcd's benchmark or another chaosbench run (--cluster external) at.
 func Serve(ctx context.Context, s Scenario, env Env) error {
-	if s.Cluster != "embed" {
-		return results.Usagef("chaosbench cluster serves embedded clusters only")
+	if s.Cluster != "embed" && s.Cluster != "docker" {
+		return results.Usagef("--cluster %q: chaosbench cluster starts embed or docker clusters", s.Cluster)
+	}
+	if s.Members != 1 && s.Members != 3 && s.Members != 5 {
+		return results.Usagef("--members %d: a cluster has 1, 3 or 5 members", s.Members)
+	}
+	if err := s.validateVersions(); err != nil {
+		return err
 	}
 	if s.Name == "" {
 		s.Name = "cluster"
 	}
-	etcdFlags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
+	etcdFlags, images, err := s.resolveMembers(ctx, env.Out)
 	if err != nil {
 		return err
 	}
@@ -33,9 +38,7 @@ func Serve(ctx context.Context, s Scenario, env Env) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return results.Usagef("--out %s: %v", dir, err)
 	}
-	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{
-		Members: s.Members, Dir: dir, EtcdFlags: etcdFlags, TLS: s.TLS, Command: env.MemberCommand, Log: env.Out,
-	})
+	c, err := startServed(ctx, s, dir, etcdFlags, images, env)
 	if err != nil {
 		return err
 	}

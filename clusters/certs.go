@@ -36,6 +36,12 @@ func (f TLSFiles) ClientConfig() (*tls.Config, error) {
 // GenerateTLS writes a fresh CA, a server certificate for loopback and a client certificate into dir, for
 // members that serve clients over mutual TLS as kube-apiserver's etcd does.
 func GenerateTLS(dir string) (server, client TLSFiles, err error) {
+	return generateTLS(dir, nil)
+}
+
+// generateTLS is GenerateTLS with the server certificate also good for the given addresses (member
+// containers' IPs).
+func generateTLS(dir string, hosts []net.IP) (server, client TLSFiles, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return server, client, fmt.Errorf("tls dir: %w", err)
 	}
@@ -77,7 +83,7 @@ func GenerateTLS(dir string) (server, client TLSFiles, err error) {
 			NotAfter:     now.Add(365 * 24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 			ExtKeyUsage:  usage,
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+			IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, hosts...),
 			DNSNames:     []string{"localhost"},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)

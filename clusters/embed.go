@@ -30,6 +30,9 @@ type EmbedOptions struct {
 	// Command starts a member: the etcd flags are appended to it. The default re-executes the current
 	// binary in member mode: [os.Executable(), "member"]. An etcd binary works too: [path/to/etcd].
 	Command []string
+	// MemberCommands, when set, gives each member its own command (one per member: mixed etcd versions);
+	// it overrides Command.
+	MemberCommands [][]string
 	// Token is the initial cluster token (default "chaosbench").
 	Token string
 	// TLS makes members serve clients over mutual TLS, as kube-apiserver's etcd does; certificates are
@@ -77,6 +80,9 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 60 * time.Second
+	}
+	if len(opts.MemberCommands) != 0 && len(opts.MemberCommands) != opts.Members {
+		return nil, results.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
 	}
 	if len(opts.Command) == 0 {
 		exe, err := os.Executable()
@@ -249,7 +255,11 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 		for _, f := range c.opts.EtcdFlags {
 			args = append(args, f.Arg())
 		}
-		m.argv = append(append([]string{}, c.opts.Command...), args...)
+		command := c.opts.Command
+		if len(c.opts.MemberCommands) > 0 {
+			command = c.opts.MemberCommands[i]
+		}
+		m.argv = append(append([]string{}, command...), args...)
 		c.members = append(c.members, m)
 	}
 	return nil

@@ -31,12 +31,16 @@ func RunMember(args []string) {
 }
 
 // RunMemberIfRequested runs member mode and exits when this process was started as a member
-// (os.Args[1] == "member"). Test binaries call it first thing in TestMain, so that a test can start
-// member processes by re-executing its own binary, exactly as chaosbench re-executes itself.
+// (os.Args[1] == "member"), or runs a docker cluster's watchdog (os.Args[1] == ReaperCommand). Test
+// binaries call it first thing in TestMain, so that a test can start member processes by re-executing its
+// own binary, exactly as chaosbench re-executes itself.
 func RunMemberIfRequested() {
 	if len(os.Args) > 1 && os.Args[1] == MemberCommand {
 		RunMember(os.Args[2:])
 		os.Exit(0)
+	}
+	if len(os.Args) > 1 && os.Args[1] == ReaperCommand {
+		os.Exit(RunReaper(os.Args[2:]))
 	}
 }
 

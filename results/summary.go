@@ -69,6 +69,12 @@ type ClusterInfo struct {
 	Members   int      `json:"members"`
 	Endpoints []string `json:"endpoints"`
 	EtcdFlags []string `json:"etcd_flags,omitempty"`
+	// EtcdVersions is each member's etcd build when chaosbench started them from built releases (or a mix):
+	// "v3.5.35", "builtin (v3.6.16)".
+	EtcdVersions []string `json:"etcd_versions,omitempty"`
+	// MemberCPUs and MemberMemoryBytes are the docker backend's per-member limits (0: none).
+	MemberCPUs        float64 `json:"member_cpus,omitempty"`
+	MemberMemoryBytes int64   `json:"member_memory_bytes,omitempty"`
 }
 
 // Schedule describes the load schedule: its target rate (0 for closed loop) and how many operations

@@ -43,6 +43,10 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
 	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
 	root.AddCommand(reportCommand(stdout, &code))
+	// Containers and versions (docker.go).
+	quietTestcontainers()
+	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
+		compareCommand(stdout, stderr, &code), reaperCommand())
 	if err := root.Execute(); err != nil {
 		if code == results.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -118,6 +122,7 @@ func clusterCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", nil, "etcd setting for every member, name=value (repeatable)")
 	fs.BoolVar(&s.TLS, "tls", false, "serve clients over mutual TLS (certificates generated in the directory)")
 	fs.StringVar(&s.Out, "out", "", "directory for member data and logs (default results/<time>-cluster)")
+	chaosbench.BindServeFlags(fs, &s)
 	return cmd
 }
 

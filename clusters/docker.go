@@ -1,0 +1,504 @@
+package clusters
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// Ports inside every member container. Each member has its own network namespace and IP, so all use
+// etcd's standard ports.
+const (
+	dockerClientPort  = 2379
+	dockerPeerPort    = 2380
+	dockerMetricsPort = 2381
+	// containerDataDir and containerTLSDir are where the bind mounts appear inside a member.
+	containerDataDir = "/data"
+	containerTLSDir  = "/tls"
+)
+
+// DockerOptions configures a cluster of member containers.
+type DockerOptions struct {
+	// Members is the cluster size: 1, 3 or 5.
+	Members int
+	// Dir is the run directory: member data (bind-mounted into the containers) and logs go under
+	// Dir/members, Docker events to Dir/docker.log.
+	Dir string
+	// Images are the members' images: one for every member, or one per member (mixed versions). See
+	// ResolveImage; missing images are built.
+	Images []EtcdImage
+	// EtcdFlags are passed to every member; they must have been validated against the members' versions
+	// (see ParseEtcdFlagsFor).
+	EtcdFlags []EtcdFlag
+	// Token is the initial cluster token (default "chaosbench").
+	Token string
+	// TLS makes members serve clients over mutual TLS; certificates are generated under Dir/tls and
+	// mounted read-only.
+	TLS bool
+	// CPUs limits each member container's CPU time (1.5 = one and a half cores); 0 means no limit.
+	CPUs float64
+	// Memory limits each member container's memory in bytes (swap included: no swapping); 0 means no
+	// limit.
+	Memory int64
+	// Log receives progress messages (images built, orphans removed, members that exit unexpectedly);
+	// nil discards them.
+	Log io.Writer
+	// OnExit, when set, is called whenever a member container stops (crashes included).
+	OnExit func(ExitEvent)
+	// StartTimeout bounds the wait for the new cluster to become healthy (default 60 s).
+	StartTimeout time.Duration
+	// ReaperCommand starts the watchdog that removes the cluster's containers and network if this
+	// process dies without closing it; default: this executable in ReaperCommand mode (test binaries
+	// provide it through RunMemberIfRequested).
+	ReaperCommand []string
+}
+
+// Docker is a cluster of etcd member containers on a Docker network of their own, with static IPs, started
+// and owned by chaosbench. Its members are Processes: they can be killed, stopped, paused and restarted,
+// and keep their data (a bind mount of the run directory) across restarts.
+type Docker struct {
+	opts      DockerOptions
+	id        string
+	docker    *testcontainers.DockerClient
+	network   string // id
+	netName   string
+	subnet    netip.Prefix
+	gateway   netip.Addr
+	members   []*containerMember
+	status    *statusClient
+	clientTLS *tls.Config
+	tlsFiles  TLSFiles
+	labels    map[string]string
+	events    *log.Logger // docker.log in the run directory
+	eventFile *os.File
+	reaper    *reaper
+
+	// watchCtx ends the members' exit watchers and log followers once the containers are removed.
+	watchCtx    context.Context
+	stopWatches context.CancelFunc
+	watchers    sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Cluster = (*Docker)(nil)
+
+// StartDocker starts a new cluster of member containers and waits until it is healthy. It first removes
+// what crashed chaosbench runs left behind, and builds missing images. On failure everything started is
+// removed again.
+func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
+	switch opts.Members {
+	case 1, 3, 5:
+	default:
+		return nil, results.Usagef("--members %d: a docker cluster has 1, 3 or 5 members", opts.Members)
+	}
+	if len(opts.Images) != 1 && len(opts.Images) != opts.Members {
+		return nil, results.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
+	}
+	if opts.Token == "" {
+		opts.Token = "chaosbench"
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	opts.Dir = dir
+	if err := os.MkdirAll(filepath.Join(dir, "members"), 0o755); err != nil {
+		return nil, fmt.Errorf("create members dir: %w", err)
+	}
+	d, err := DockerClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Docker{opts: opts, docker: d, id: newClusterID()}
+	c.watchCtx, c.stopWatches = context.WithCancel(context.Background())
+	if c.eventFile, err = os.OpenFile(filepath.Join(dir, "docker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("docker log: %w", err)
+	}
+	c.events = log.New(c.eventFile, "", log.LstdFlags|log.Lmicroseconds)
+	c.labels = map[string]string{
+		LabelOwned: "true", LabelCluster: c.id, LabelOwner: selfOwner().String(), LabelRun: dir,
+	}
+	if err := c.start(ctx); err != nil {
+		c.Close(context.Background())
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Docker) start(ctx context.Context) error {
+	if report, err := RemoveOrphans(ctx, c.docker.Client, c.opts.Log); err != nil {
+		return err
+	} else if !report.Empty() {
+		c.events.Printf("removed leftovers of dead chaosbench runs: %s", report)
+	}
+	images := map[string]bool{}
+	for _, img := range c.opts.Images {
+		if images[img.Ref] {
+			continue
+		}
+		images[img.Ref] = true
+		if built, err := EnsureImage(ctx, c.docker.Client, img, c.opts.Log); err != nil {
+			return err
+		} else if built {
+			c.events.Printf("built image %s from %s", img.Ref, img.Binary)
+		}
+	}
+	// The watchdog comes before any container or network: from here on, even kill -9 of chaosbench
+	// leaves nothing behind.
+	var err error
+	if c.reaper, err = startReaper(c.opts.ReaperCommand, c.id, c.eventFile); err != nil {
+		return err
+	}
+	if err := c.createNetwork(ctx); err != nil {
+		return err
+	}
+	if err := c.layout(ctx); err != nil {
+		return err
+	}
+	// Members start together: each waits only until its own process listens, because etcd serves
+	// clients only once a quorum is up.
+	errs := make([]error, len(c.members))
+	var wg sync.WaitGroup
+	for i, m := range c.members {
+		wg.Go(func() { errs[i] = m.Start(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	if err := c.WaitHealthy(wctx); err != nil {
+		return fmt.Errorf("start cluster: %w (member logs in %s)", err, filepath.Join(c.opts.Dir, "members"))
+	}
+	c.events.Printf("cluster %s healthy: %s", c.id, strings.Join(c.Endpoints(), ","))
+	return nil
+}
+
+// DockerClient connects to the Docker engine through testcontainers-go (DOCKER_HOST, the Docker context
+// or the default socket) and checks that it answers. An unreachable engine is a usage error. Ryuk,
+// testcontainers' garbage collector, is disabled unless TESTCONTAINERS_RYUK_DISABLED says otherwise: it
+// runs from an image that must be pulled, and chaosbench cleans up by label itself.
+func DockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	d, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, results.Usagef("docker: cannot reach the Docker engine: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := d.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		d.Close()
+		return nil, results.Usagef("docker: cannot reach the Docker engine: %v", err)
+	}
+	return d, nil
+}
+
+func newClusterID() string {
+	var b [6]byte
+	crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// createNetwork creates the cluster's bridge network with a subnet of its own. Static member addresses
+// (which keep a restarted member's peer URL valid) need a subnet given at creation, so the daemon is first
+// asked to pick a free one from its address pools, through a probe network that is removed at once.
+func (c *Docker) createNetwork(ctx context.Context) error {
+	c.netName = "chaosbench-" + c.id
+	var lastErr error
+	for range 5 {
+		probe, err := c.docker.NetworkCreate(ctx, c.netName+"-probe", client.NetworkCreateOptions{
+			Driver: "bridge", Labels: c.labels,
+		})
+		if err != nil {
+			return fmt.Errorf("create docker network: %w", err)
+		}
+		info, err := c.docker.NetworkInspect(ctx, probe.ID, client.NetworkInspectOptions{})
+		_, rmErr := c.docker.NetworkRemove(ctx, probe.ID, client.NetworkRemoveOptions{})
+		if err != nil || rmErr != nil {
+			return fmt.Errorf("create docker network: %w", errors.Join(err, rmErr))
+		}
+		var subnet netip.Prefix
+		for _, cfg := range info.Network.IPAM.Config {
+			if cfg.Subnet.Addr().Is4() {
+				subnet = cfg.Subnet
+			}
+		}
+		if !subnet.IsValid() || subnet.Bits() > 28 {
+			return fmt.Errorf("create docker network: the engine offered no usable IPv4 subnet (%v)", info.Network.IPAM.Config)
+		}
+		gateway := subnet.Masked().Addr().Next()
+		created, err := c.docker.NetworkCreate(ctx, c.netName, client.NetworkCreateOptions{
+			Driver: "bridge",
+			Labels: c.labels,
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet, Gateway: gateway}}},
+		})
+		if err != nil {
+			// Another network took the subnet between probe and creation: ask again.
+			lastErr = err
+			continue
+		}
+		c.network, c.subnet, c.gateway = created.ID, subnet, gateway
+		c.events.Printf("network %s (%s): subnet %s, gateway %s", c.netName, created.ID[:12], subnet, gateway)
+		return nil
+	}
+	return fmt.Errorf("create docker network: %w", lastErr)
+}
+
+// layout assigns addresses, generates certificates and creates (without starting) the member containers.
+func (c *Docker) layout(ctx context.Context) error {
+	n := c.opts.Members
+	ips := make([]netip.Addr, n)
+	next := c.gateway
+	for i := range n {
+		next = next.Next()
+		ips[i] = next
+	}
+	scheme := "http"
+	var serverTLS TLSFiles
+	if c.opts.TLS {
+		scheme = "https"
+		hosts := make([]net.IP, n)
+		for i, ip := range ips {
+			hosts[i] = net.IP(ip.AsSlice())
+		}
+		var err error
+		if serverTLS, c.tlsFiles, err = generateTLS(filepath.Join(c.opts.Dir, "tls"), hosts); err != nil {
+			return err
+		}
+		if c.clientTLS, err = c.tlsFiles.ClientConfig(); err != nil {
+			return err
+		}
+	}
+	c.status = newStatusClient(c.clientTLS)
+	var initial []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, netip.AddrPortFrom(ips[i], dockerPeerPort)))
+	}
+	for i := range n {
+		name := fmt.Sprintf("m%d", i+1)
+		img := c.opts.Images[0]
+		if len(c.opts.Images) > 1 {
+			img = c.opts.Images[i]
+		}
+		m := &containerMember{
+			cluster:    c,
+			name:       name,
+			ip:         ips[i],
+			image:      img,
+			clientURL:  fmt.Sprintf("%s://%s", scheme, netip.AddrPortFrom(ips[i], dockerClientPort)),
+			peerURL:    fmt.Sprintf("http://%s", netip.AddrPortFrom(ips[i], dockerPeerPort)),
+			metricsURL: fmt.Sprintf("http://%s", netip.AddrPortFrom(ips[i], dockerMetricsPort)),
+			dataDir:    filepath.Join(c.opts.Dir, "members", name+".etcd"),
+			logPath:    filepath.Join(c.opts.Dir, "members", name+".log"),
+		}
+		// Owned by this user and private, as etcd wants its data directory: the container runs as this
+		// user, so the run directory stays removable without root.
+		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
+			return fmt.Errorf("create data dir of %s: %w", name, err)
+		}
+		args := []string{
+			"--name=" + name,
+			"--data-dir=" + containerDataDir,
+			fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme, dockerClientPort),
+			"--advertise-client-urls=" + m.clientURL,
+			fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", dockerPeerPort),
+			"--initial-advertise-peer-urls=" + m.peerURL,
+			fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", dockerMetricsPort),
+			"--initial-cluster=" + strings.Join(initial, ","),
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=" + c.opts.Token,
+			"--log-outputs=stderr",
+		}
+		if img.Minor() == 4 && !slices.ContainsFunc(c.opts.EtcdFlags, func(f EtcdFlag) bool { return f.Name == "logger" }) {
+			// 3.4 logs through capnslog unless told otherwise; zap gives every version the same log format.
+			args = append(args, "--logger=zap")
+		}
+		if c.opts.TLS {
+			args = append(args,
+				"--cert-file="+containerTLSDir+"/"+filepath.Base(serverTLS.Cert),
+				"--key-file="+containerTLSDir+"/"+filepath.Base(serverTLS.Key),
+				"--trusted-ca-file="+containerTLSDir+"/"+filepath.Base(serverTLS.CA),
+				"--client-cert-auth=true")
+		}
+		for _, f := range c.opts.EtcdFlags {
+			args = append(args, f.Arg())
+		}
+		m.args = args
+		c.members = append(c.members, m)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, m := range c.members {
+		wg.Go(func() { errs[i] = m.create(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Backend returns "docker".
+func (c *Docker) Backend() string { return "docker" }
+
+// ID returns the cluster id, the value of the LabelCluster label on its containers and network.
+func (c *Docker) ID() string { return c.id }
+
+// Network returns the name of the cluster's Docker network.
+func (c *Docker) Network() string { return c.netName }
+
+// Members returns the members; each is a Process.
+func (c *Docker) Members() []Member {
+	out := make([]Member, len(c.members))
+	for i, m := range c.members {
+		out[i] = m
+	}
+	return out
+}
+
+// Endpoints returns the members' client URLs (their container addresses).
+func (c *Docker) Endpoints() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.clientURL
+	}
+	return out
+}
+
+// TLS returns the client TLS configuration, or nil when members serve plaintext.
+func (c *Docker) TLS() *tls.Config { return c.clientTLS }
+
+// ClientTLSFiles returns the client certificate files when members serve TLS.
+func (c *Docker) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }
+
+// Leader asks every running member for its status and returns the leader of the highest term seen.
+func (c *Docker) Leader(ctx context.Context) (Member, error) {
+	return c.status.leader(ctx, c.running())
+}
+
+// WaitHealthy waits until every running member serves linearizable reads and all agree on one leader.
+func (c *Docker) WaitHealthy(ctx context.Context) error {
+	return c.status.waitHealthy(ctx, c.running())
+}
+
+func (c *Docker) running() []Member {
+	var out []Member
+	for _, m := range c.members {
+		if m.Running() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// removeTimeout bounds removing the containers and network at Close, which runs with a fresh context when
+// the caller's has ended: leaving containers behind is worse than a late exit.
+const removeTimeout = 30 * time.Second
+
+// lastMemberGrace bounds the graceful stop of the last member at Close.
+const lastMemberGrace = 2 * time.Second
+
+// Close stops the members (followers first, then the leader, gracefully and then by force when ctx ends),
+// removes the containers and the network, and stops the watchdog. Data directories and logs stay in the run
+// directory. It is safe to call more than once.
+func (c *Docker) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		if c.status != nil && len(c.running()) > 0 {
+			lctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			leader, _ := c.Leader(lctx)
+			cancel()
+			var followers, last []*containerMember
+			for _, m := range c.members {
+				if leader != nil && m.Name() == leader.Name() {
+					last = append(last, m)
+				} else {
+					followers = append(followers, m)
+				}
+			}
+			errs = append(errs, stopContainers(ctx, followers)...)
+			// With its followers gone the leader has nobody to hand leadership to, yet etcd tries for
+			// seconds before it exits: a short grace, then SIGKILL (its WAL is synced either way).
+			lctx, cancel = context.WithTimeout(ctx, lastMemberGrace)
+			errs = append(errs, stopContainers(lctx, last)...)
+			cancel()
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		for _, m := range c.members {
+			errs = append(errs, m.remove(rctx))
+		}
+		if c.network != "" {
+			if _, err := c.docker.NetworkRemove(rctx, c.network, client.NetworkRemoveOptions{}); err != nil {
+				errs = append(errs, fmt.Errorf("remove network %s: %w", c.netName, err))
+			} else {
+				c.events.Printf("removed network %s", c.netName)
+			}
+		}
+		c.stopWatches()
+		c.watchers.Wait()
+		if c.reaper != nil {
+			errs = append(errs, c.reaper.stop())
+		}
+		if c.status != nil {
+			c.status.close()
+		}
+		c.docker.Close()
+		if c.eventFile != nil {
+			c.eventFile.Close()
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// stopContainers stops the running members among ms in parallel.
+func stopContainers(ctx context.Context, ms []*containerMember) []error {
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		if m.Running() {
+			wg.Go(func() { errs[i] = m.Stop(ctx) })
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+func (c *Docker) exited(ev ExitEvent) {
+	if !ev.Expected {
+		fmt.Fprintf(c.opts.Log, "member %s (pid %d) exited unexpectedly: %s\n", ev.Member, ev.PID, ev.Status)
+	}
+	c.events.Printf("%s (pid %d) exited: %s (expected %v)", ev.Member, ev.PID, ev.Status, ev.Expected)
+	if c.opts.OnExit != nil {
+		c.opts.OnExit(ev)
+	}
+}

@@ -1,0 +1,120 @@
+package etcdbuild
+
+import (
+	"context"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in     string
+		want   Release
+		errHas string
+	}{
+		{in: "v3.6.16", want: Release{Version: "v3.6.16", Module: "go.etcd.io/etcd/server/v3", ModuleVersion: "v3.6.16", Minor: 6}},
+		{in: "3.5.35", want: Release{Version: "v3.5.35", Module: "go.etcd.io/etcd/server/v3", ModuleVersion: "v3.5.35", Minor: 5}},
+		{in: " v3.7.0-rc.0 ", want: Release{Version: "v3.7.0-rc.0", Module: "go.etcd.io/etcd/server/v3", ModuleVersion: "v3.7.0-rc.0", Minor: 7}},
+		{in: "v3.4.13", want: Release{Version: "v3.4.13", Module: "go.etcd.io/etcd", ModuleVersion: v34Pseudo, Minor: 4}},
+		{in: "v3.4.12", errHas: "the only 3.4 release"},
+		{in: "v3.3.27", errHas: "3.4.13 and 3.5 or later"},
+		{in: "v2.3.8", errHas: "3.4.13 and 3.5 or later"},
+		{in: "latest", errHas: "expected a release such as v3.6.16"},
+		{in: "v3.6", errHas: "expected a release"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := Parse(tt.in)
+			if tt.errHas != "" {
+				if !results.IsUsage(err) || !strings.Contains(err.Error(), tt.errHas) {
+					t.Fatalf("Parse(%q) = %v, want a usage error about %q", tt.in, err, tt.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Version != tt.want.Version || got.Module != tt.want.Module || got.ModuleVersion != tt.want.ModuleVersion || got.Minor != tt.want.Minor {
+				t.Fatalf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBuild builds a release (or finds it in the user's cache, where the container tests put it): a
+// static binary that reports its release, found in the cache the second time.
+func TestBuild(t *testing.T) {
+	r, err := Parse("v3.5.35")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, r, Options{Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", bin)
+		}
+	}
+	f.Close()
+	if v, err := ReportedVersion(ctx, bin); err != nil || v != "3.5.35" {
+		t.Fatalf("reported version %q, %v", v, err)
+	}
+	began := time.Now()
+	again, err := Build(ctx, r, Options{})
+	if err != nil || again != bin {
+		t.Fatalf("second build: %q, %v", again, err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("a cached release took %v", took)
+	}
+}
+
+func TestBuildNotServed(t *testing.T) {
+	r, err := Parse("v3.5.99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	_, err = Build(ctx, r, Options{CacheDir: dir})
+	if !results.IsUsage(err) || !strings.Contains(err.Error(), "does not serve") {
+		t.Fatalf("got %v, want a usage error saying the proxy does not serve it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "v3.5.99")); err == nil {
+		t.Error("a failed build left a release directory in the cache")
+	}
+}
+
+func TestLockWaits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := lock(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := lock(ctx, path); err == nil {
+		t.Fatal("a second builder got the lock while the first held it")
+	}
+	unlock()
+	second, err := lock(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second()
+}

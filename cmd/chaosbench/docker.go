@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/etcd-chaosbench/chaosbench"
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// quietTestcontainers keeps testcontainers-go's banner and container chatter off chaosbench's output;
+// each docker cluster logs its own events to docker.log in the run directory.
+func quietTestcontainers() {
+	tclog.SetDefault(tclog.NewNoopLogger())
+}
+
+func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build and list the etcd images (and binaries) that docker clusters and --etcd-version use",
+	}
+	var versions string
+	var binaryOnly bool
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build etcd releases from the Go module proxy (cached) and their FROM scratch images",
+		Example: `  chaosbench image build --etcd-version v3.6.16
+  chaosbench image build --etcd-version v3.4.13,v3.5.35,builtin
+  chaosbench image build --etcd-version v3.5.35 --binary-only   # no Docker needed: for --cluster embed`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ctx, cancel := interruptible(stderr, "stopping the build")
+			defer cancel()
+			images, err := clusters.BuildImages(ctx, chaosbench.SplitVersions(versions), binaryOnly, stdout)
+			for _, img := range images {
+				if binaryOnly {
+					fmt.Fprintf(stdout, "%s\t%s\n", img.Label(), img.Binary)
+				} else {
+					fmt.Fprintf(stdout, "%s\t%s\t%s\n", img.Label(), img.Ref, img.Binary)
+				}
+			}
+			*code = chaosbench.ExitCode(err)
+			if ctx.Err() != nil {
+				*code = results.ExitInterrupted
+			}
+			return err
+		},
+	}
+	build.Flags().StringVar(&versions, "etcd-version", "builtin", "etcd releases to build, comma-separated: v3.6.16, v3.5.35, v3.4.13, ..., or builtin (the etcd linked into chaosbench)")
+	build.Flags().BoolVar(&binaryOnly, "binary-only", false, "build the etcd binaries only (no Docker needed)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List chaosbench's local images",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			images, err := clusters.ListImages(cmd.Context())
+			if err != nil {
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "IMAGE\tETCD\tKIND\tSIZE\tCREATED")
+			for _, im := range images {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d MiB\t%s\n", im.Ref, im.Version, im.Kind, im.Size>>20, im.Created.Format("2006-01-02 15:04"))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.AddCommand(build, list)
+	return cmd
+}
+
+func cleanCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	var opts clusters.CleanOptions
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove the containers and networks that crashed or killed chaosbench runs left behind",
+		Long: `Remove every container, network and volume labelled by chaosbench whose owning chaosbench process is
+gone. Objects of runs that are still running are kept (and listed) unless --all is given. --images also
+removes chaosbench's images, --cache the cached etcd binaries.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			report, err := clusters.Clean(cmd.Context(), opts)
+			if report.Empty() {
+				fmt.Fprintln(stdout, "nothing to remove")
+			} else {
+				fmt.Fprintf(stdout, "removed %s\n", report)
+			}
+			for _, k := range report.Kept {
+				fmt.Fprintf(stdout, "kept %s (--all removes it)\n", k)
+			}
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "also remove the objects of chaosbench runs that are still running")
+	cmd.Flags().BoolVar(&opts.Images, "images", false, "also remove chaosbench's images")
+	cmd.Flags().BoolVar(&opts.Cache, "cache", false, "also remove the cached etcd binaries")
+	return cmd
+}
+
+func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	s := chaosbench.DefaultScenario()
+	var config string
+	var flagSets []string
+	rounds := 1
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "Run one scenario on several etcd versions or settings, with the same seed, and compare them side by side",
+		Example: `  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --workload txn-mixed --duration 30s
+  chaosbench compare --etcd-flag-set "" --etcd-flag-set "snapshot-count=5000 heartbeat-interval=50"
+  chaosbench compare --etcd-version v3.5.35,v3.5.35+v3.5.35+v3.6.16 --members 3
+  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if config != "" {
+				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
+					*code = results.ExitUsage
+					return err
+				}
+			}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds}
+			if s.EtcdVersion != "" {
+				opts.Versions = strings.Split(s.EtcdVersion, ",")
+				opts.Scenario.EtcdVersion = ""
+			}
+			ctx, cancel := interruptible(stderr, "stopping the load and the cluster, writing partial results")
+			defer cancel()
+			_, err := chaosbench.Compare(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "scenario file (YAML, keys are the flags' names); flags given here override it")
+	chaosbench.BindFlags(cmd.Flags(), &s)
+	cmd.Flags().Lookup("etcd-version").Usage = "the variants' etcd versions, comma-separated, e.g. v3.5.35,v3.6.16; " +
+		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
+	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
+	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in alternating order (A B, B A, ...); cells show the median and the range")
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// reaperCommand is the hidden watchdog of a docker cluster (see clusters.ReaperCommand).
+func reaperCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                clusters.ReaperCommand,
+		Short:              "Remove a docker cluster's containers when its chaosbench process dies (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			os.Exit(clusters.RunReaper(args))
+		},
+	}
+}

@@ -1,0 +1,188 @@
+package chaosbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// CompareOptions describes a comparison: one scenario, run once per variant with the same seed, so that
+// every variant sees the same schedule of requests and faults.
+type CompareOptions struct {
+	// Scenario is what every variant runs; its Out is the comparison's directory, its EtcdVersion and
+	// EtcdFlags the defaults that variants extend.
+	Scenario Scenario
+	// Versions are the variants' etcd versions, each as --etcd-version takes it, with "+" between the
+	// versions of one variant's members (v3.5.35+v3.5.35+v3.6.16).
+	Versions []string
+	// FlagSets are the variants' etcd settings on top of the scenario's: each "name=value name=value"
+	// ("" for none). With both Versions and FlagSets, every version runs with every flag set.
+	FlagSets []string
+	// Rounds runs every variant this many times (default 1), in alternating order (A B, B A, A B, ...) so
+	// that a drift of the machine over time does not favour one variant; cells then show the median of the
+	// rounds and their range.
+	Rounds int
+}
+
+// variant is one column of a comparison.
+type variant struct {
+	label    string
+	scenario Scenario
+	dir      string
+}
+
+// variants expands the options into the runs to make, in order.
+func (o CompareOptions) variants(dir string) ([]variant, error) {
+	versions := o.Versions
+	if len(versions) == 0 {
+		versions = []string{o.Scenario.EtcdVersion}
+	}
+	flagSets := o.FlagSets
+	if len(flagSets) == 0 {
+		flagSets = []string{""}
+	}
+	if len(versions)*len(flagSets) < 2 {
+		return nil, results.Usagef("compare needs two variants or more: --etcd-version vA,vB and/or --etcd-flag-set twice")
+	}
+	var out []variant
+	seen := map[string]bool{}
+	for _, ver := range versions {
+		for _, set := range flagSets {
+			s := o.Scenario
+			s.EtcdVersion = strings.TrimSpace(ver)
+			s.EtcdFlags = append(append([]string{}, o.Scenario.EtcdFlags...), strings.Fields(set)...)
+			label := s.EtcdVersion
+			if label == "" {
+				label = "builtin"
+			}
+			if len(flagSets) > 1 || set != "" {
+				if f := strings.Join(strings.Fields(set), " "); f != "" {
+					label += " " + f
+				} else {
+					label += " (default flags)"
+				}
+			}
+			if seen[label] {
+				return nil, results.Usagef("compare: variant %q is given twice", label)
+			}
+			seen[label] = true
+			out = append(out, variant{label: label, scenario: s,
+				dir: filepath.Join(dir, fmt.Sprintf("%02d-%s", len(out)+1, dirName(label)))})
+		}
+	}
+	return out, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._=-]+`)
+
+func dirName(label string) string {
+	name := strings.Trim(unsafeName.ReplaceAllString(label, "_"), "_")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return name
+}
+
+// Compare runs the scenario once per variant and round, one after the other with the same seed, and writes
+// the side-by-side comparison (compare.md, compare.json) into the comparison's directory, each run in a
+// subdirectory of its own. Every variant is validated, and its etcd built, before the first run starts:
+// bad input starts nothing. A variant that fails is reported in its column and the others still run; an
+// interrupt stops the comparison after writing what it has.
+func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, error) {
+	s := opts.Scenario
+	if s.Seed == 0 {
+		s.Seed = newSeed()
+	}
+	opts.Scenario = s
+	dir := s.Out
+	if dir == "" {
+		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare-"+s.DisplayName())
+	}
+	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
+		return nil, results.Usagef("--out %s: already holds a comparison; choose another directory", dir)
+	}
+	if opts.Rounds == 0 {
+		opts.Rounds = 1
+	}
+	if opts.Rounds < 0 {
+		return nil, results.Usagef("--rounds %d: at least 1", opts.Rounds)
+	}
+	vs, err := opts.variants(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Everything that can be checked without a build first, then the builds (and the flags each
+	// release accepts): a typo in the last variant must not wait for the first one's build.
+	for _, v := range vs {
+		v.scenario.Out = v.dir
+		if err := v.scenario.validate(); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.label, err)
+		}
+	}
+	for _, v := range vs {
+		if _, _, err := v.scenario.resolveMembers(ctx, env.Out); err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.label, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, results.Usagef("--out %s: %v", dir, err)
+	}
+	fmt.Fprintf(env.Out, "comparing %d variants of %s, %d round(s), seed %d: %s\n", len(vs), s.DisplayName(), opts.Rounds, s.Seed, dir)
+
+	runs := make([]VariantDirs, len(vs))
+	for i, v := range vs {
+		runs[i].Label = v.label
+	}
+	var errs []error
+	n := 0
+rounds:
+	for round := range opts.Rounds {
+		order := make([]int, len(vs))
+		for i := range order {
+			order[i] = i
+			if round%2 == 1 {
+				order[i] = len(vs) - 1 - i
+			}
+		}
+		for _, i := range order {
+			if ctx.Err() != nil {
+				break rounds
+			}
+			v := vs[i]
+			n++
+			sc := v.scenario
+			sc.Out = v.dir
+			what := v.label
+			if opts.Rounds > 1 {
+				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
+				what = fmt.Sprintf("%s, round %d/%d", v.label, round+1, opts.Rounds)
+			}
+			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*opts.Rounds, what)
+			_, err := Run(ctx, sc, env)
+			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
+		}
+	}
+	cmp := CompareRuns(runs)
+	if err := cmp.WriteFiles(dir); err != nil {
+		errs = append(errs, err)
+	}
+	fmt.Fprintf(env.Out, "\n")
+	if err := cmp.WriteText(env.Out); err != nil {
+		errs = append(errs, err)
+	}
+	fmt.Fprintf(env.Out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
+	if ctx.Err() != nil {
+		return cmp, ErrInterrupted
+	}
+	return cmp, errors.Join(errs...)
+}

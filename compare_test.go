@@ -1,0 +1,253 @@
+package chaosbench
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite golden files")
+
+func TestCompareVariants(t *testing.T) {
+	base := DefaultScenario()
+	base.EtcdFlags = []string{"heartbeat-interval=50"}
+	tests := []struct {
+		name     string
+		versions []string
+		sets     []string
+		want     []string // labels
+		flags    [][]string
+		usage    string
+	}{
+		{name: "versions", versions: []string{"v3.5.35", "v3.6.16"}, want: []string{"v3.5.35", "v3.6.16"},
+			flags: [][]string{{"heartbeat-interval=50"}, {"heartbeat-interval=50"}}},
+		{name: "flag sets", sets: []string{"", "snapshot-count=5000 quota-backend-bytes=1000000"},
+			want:  []string{"builtin (default flags)", "builtin snapshot-count=5000 quota-backend-bytes=1000000"},
+			flags: [][]string{{"heartbeat-interval=50"}, {"heartbeat-interval=50", "snapshot-count=5000", "quota-backend-bytes=1000000"}}},
+		{name: "cross product", versions: []string{"v3.5.35", "v3.6.16"}, sets: []string{"", "snapshot-count=5000"},
+			want: []string{"v3.5.35 (default flags)", "v3.5.35 snapshot-count=5000", "v3.6.16 (default flags)", "v3.6.16 snapshot-count=5000"}},
+		{name: "mixed members", versions: []string{"v3.5.35", "v3.5.35+v3.5.35+v3.6.16"}, want: []string{"v3.5.35", "v3.5.35+v3.5.35+v3.6.16"}},
+		{name: "one variant", versions: []string{"v3.6.16"}, usage: "two variants or more"},
+		{name: "nothing to compare", usage: "two variants or more"},
+		{name: "twice", versions: []string{"v3.6.16", "v3.6.16"}, usage: "given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs, err := CompareOptions{Scenario: base, Versions: tt.versions, FlagSets: tt.sets}.variants("cmp")
+			if tt.usage != "" {
+				if !results.IsUsage(err) || !strings.Contains(err.Error(), tt.usage) {
+					t.Fatalf("got %v, want a usage error about %q", err, tt.usage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var labels []string
+			for i, v := range vs {
+				labels = append(labels, v.label)
+				if tt.flags != nil && strings.Join(v.scenario.EtcdFlags, " ") != strings.Join(tt.flags[i], " ") {
+					t.Errorf("%s: flags %q, want %q", v.label, v.scenario.EtcdFlags, tt.flags[i])
+				}
+				if !strings.HasPrefix(v.dir, filepath.Join("cmp", "0")) || strings.ContainsAny(filepath.Base(v.dir), " +") {
+					t.Errorf("%s: directory %q", v.label, v.dir)
+				}
+			}
+			if strings.Join(labels, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("labels %q, want %q", labels, tt.want)
+			}
+		})
+	}
+}
+
+// op is a history operation that returns at ms milliseconds, successfully unless failed.
+func op(ms float64, failed bool) *lin.Operation {
+	o := &lin.Operation{
+		Call: int64((ms - 1) * 1e6), Return: int64(ms * 1e6),
+		Request:  lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "k", Value: lin.Value{ID: 1, Size: 8}}},
+		Response: &lin.Response{Revision: 2},
+	}
+	if failed {
+		o.Response, o.Error = nil, "context deadline exceeded"
+	}
+	return o
+}
+
+func writeHistory(t *testing.T, dir string, ops []*lin.Operation) {
+	t.Helper()
+	w, err := lin.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ops {
+		w.Operation(o)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// steady returns successes every 10 ms in [from, to) ms, failures in the outages.
+func steady(from, to float64, outages ...[2]float64) []*lin.Operation {
+	var ops []*lin.Operation
+	for ms := from; ms < to; ms += 10 {
+		failed := false
+		for _, o := range outages {
+			if ms >= o[0] && ms < o[1] {
+				failed = true
+			}
+		}
+		ops = append(ops, op(ms, failed))
+	}
+	return ops
+}
+
+func window(startMs, endMs float64) results.FaultWindow {
+	return results.FaultWindow{Fault: "kill", StartNs: int64(startMs * 1e6), EndNs: int64(endMs * 1e6), Outcome: "recovered"}
+}
+
+func TestAvailabilityGaps(t *testing.T) {
+	tests := []struct {
+		name   string
+		ops    []*lin.Operation
+		faults []results.FaultWindow
+		want   []time.Duration
+	}{
+		{name: "no outage", ops: steady(0, 3000), faults: []results.FaultWindow{window(1000, 1200)},
+			want: []time.Duration{10 * time.Millisecond}},
+		{name: "outage inside and after the window", ops: steady(0, 3000, [2]float64{1000, 1600}),
+			faults: []results.FaultWindow{window(1000, 1200)},
+			// last success at 990 ms, first after at 1600 ms
+			want: []time.Duration{610 * time.Millisecond}},
+		{name: "outage before the fault does not count", ops: steady(0, 3000, [2]float64{200, 700}),
+			faults: []results.FaultWindow{window(1000, 1200)}, want: []time.Duration{10 * time.Millisecond}},
+		{name: "never recovered", ops: steady(0, 3000, [2]float64{1000, 3000}),
+			faults: []results.FaultWindow{window(1000, 1200)},
+			// last success 990 ms, last request of the history 2990 ms
+			want: []time.Duration{2000 * time.Millisecond}},
+		{name: "two faults", ops: steady(0, 5000, [2]float64{1000, 1300}, [2]float64{3000, 3900}),
+			faults: []results.FaultWindow{window(1000, 1100), window(3000, 3500)},
+			want:   []time.Duration{310 * time.Millisecond, 910 * time.Millisecond}},
+		{name: "no success before the fault", ops: steady(0, 3000, [2]float64{0, 500}),
+			faults: []results.FaultWindow{window(0, 100)}, want: []time.Duration{500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeHistory(t, dir, tt.ops)
+			got, err := AvailabilityGaps(filepath.Join(dir, lin.HistoryFile), tt.faults)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tt.want {
+				if got[i] != tt.want[i] {
+					t.Errorf("fault %d: gap %s, want %s", i+1, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// fakeRun writes a run directory as a run of etcd version ver would: a summary and a history with one kill
+// fault whose outage lasts outageMs.
+func fakeRun(t *testing.T, dir, ver string, putP99, rate float64, outageMs float64, verdict string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &results.Summary{
+		Schema: results.SummarySchema, Name: "put", Seed: 42, MeasuredSeconds: 10,
+		Versions: results.Versions{EtcdServer: strings.TrimPrefix(ver, "v")},
+		Cluster: results.ClusterInfo{Backend: "docker", Members: 3, EtcdVersions: []string{ver, ver, ver},
+			MemberCPUs: 1, MemberMemoryBytes: 1 << 30},
+		Schedule: results.Schedule{Mode: "open", TargetRate: 1000, MissedPercent: 0.5},
+		Operations: map[string]*results.Operation{
+			"put":   {Count: int64(rate * 10), Throughput: rate, Response: results.Latency{P50: 1.2, P90: 2.5, P99: putP99, P999: putP99 * 2, Max: 250}},
+			"range": {Count: 5000, Throughput: 500, Errors: 3, Response: results.Latency{P50: 0.4, P90: 0.8, P99: 1.5, P999: 4, Max: 20}},
+		},
+		Faults: []results.FaultWindow{{Fault: "kill", Targets: []string{"m1"}, StartNs: 2e9, EndNs: 2.1e9, Outcome: "recovered"}},
+		Checks: []results.Check{{Name: "linearizability", Verdict: verdict}, {Name: "watch", Verdict: results.VerdictOK}},
+	}
+	s.Total = results.Totals(s.Operations)
+	if err := results.WriteSummary(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	writeHistory(t, dir, steady(0, 5000, [2]float64{2000, 2000 + outageMs}))
+}
+
+// TestComparisonGolden lays out a comparison of fake runs (two variants, the second with two rounds), as
+// markdown and as text, against golden files; -update rewrites them.
+func TestComparisonGolden(t *testing.T) {
+	dir := t.TempDir()
+	fakeRun(t, filepath.Join(dir, "a"), "v3.5.35", 10, 990, 800, results.VerdictOK)
+	fakeRun(t, filepath.Join(dir, "b1"), "v3.6.16", 8, 1000, 400, results.VerdictOK)
+	fakeRun(t, filepath.Join(dir, "b2"), "v3.6.16", 12, 1002, 600, results.VerdictViolation)
+	cmp := CompareRuns([]VariantDirs{
+		{Label: "v3.5.35", Dirs: []string{filepath.Join(dir, "a")}},
+		{Label: "v3.6.16", Dirs: []string{filepath.Join(dir, "b1"), filepath.Join(dir, "b2"), filepath.Join(dir, "missing")},
+			Errs: []error{nil, nil, errors.New("start cluster: member exited")}},
+	})
+	var md, text bytes.Buffer
+	if err := cmp.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmp.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "compare.golden.md", strings.ReplaceAll(md.String(), dir, "DIR"))
+	golden(t, "compare.golden.txt", strings.ReplaceAll(text.String(), dir, "DIR"))
+
+	// Figures the golden files hold, checked by meaning too: medians, ranges, differences, gaps.
+	row := func(metric string) CompareRow {
+		for _, sec := range cmp.Sections {
+			for _, r := range sec.Rows {
+				if r.Metric == metric {
+					return r
+				}
+			}
+		}
+		t.Fatalf("no row %q", metric)
+		return CompareRow{}
+	}
+	if r := row("put p99"); r.Cells[1] != "10.00 (8.00–12.00)" || r.Diffs[1] != "+0.0%" {
+		t.Errorf("put p99: %q %q", r.Cells, r.Diffs)
+	}
+	if r := row("put"); r.Diffs[1] != "+1.1%" {
+		t.Errorf("put throughput diff %q", r.Diffs)
+	}
+	if r := row("1. kill m1"); *r.Values[0] != 810 || *r.Values[1] != 510 || r.Diffs[1] != "-37.0%" {
+		t.Errorf("kill gap: %v %q", r.Cells, r.Diffs)
+	}
+	if r := row("linearizability"); r.Cells[1] != "ok / violation" || r.Diffs[1] != "differs" {
+		t.Errorf("verdicts: %q %q", r.Cells, r.Diffs)
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file (run with -update after checking):\n%s", name, got)
+	}
+}

@@ -1,0 +1,250 @@
+package chaosbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// bindVersionFlags defines the flags of etcd versions and of the docker backend.
+func bindVersionFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.EtcdVersion, "etcd-version", s.EtcdVersion,
+		"etcd release of the members: builtin (the etcd linked into chaosbench), a release such as v3.5.35 (built from the Go "+
+			"module proxy once, then cached), or one per member separated by commas, e.g. v3.5.35,v3.5.35,v3.6.16 (default builtin)")
+	fs.Float64Var(&s.MemberCPUs, "member-cpus", s.MemberCPUs, "docker: CPU limit of each member container in cores, e.g. 1.5 (0: no limit)")
+	fs.StringVar(&s.MemberMemory, "member-memory", s.MemberMemory, "docker: memory limit of each member container, e.g. 2GiB (swap included; empty: no limit)")
+}
+
+// SplitVersions splits an --etcd-version value into one version per member (or a single version for all):
+// members are separated by commas or "+".
+func SplitVersions(spec string) []string {
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	var out []string
+	for _, v := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '+' }) {
+		out = append(out, strings.TrimSpace(v))
+	}
+	return out
+}
+
+// validateVersions checks the version and docker settings that need nothing built to check.
+func (s *Scenario) validateVersions() error {
+	versions := SplitVersions(s.EtcdVersion)
+	if s.Cluster == "external" && len(versions) > 0 {
+		return results.Usagef("--etcd-version is for clusters chaosbench starts")
+	}
+	if len(versions) > 1 && len(versions) != s.Members {
+		return results.Usagef("--etcd-version %s: %d versions for %d members; give one, or one per member", s.EtcdVersion, len(versions), s.Members)
+	}
+	for _, v := range versions {
+		if v == etcdbuild.Builtin {
+			continue
+		}
+		if _, err := etcdbuild.Parse(v); err != nil {
+			return err
+		}
+	}
+	if s.Cluster != "docker" && (s.MemberCPUs != 0 || s.MemberMemory != "") {
+		return results.Usagef("--member-cpus and --member-memory are for --cluster docker")
+	}
+	if s.MemberCPUs < 0 || (s.MemberCPUs > 0 && s.MemberCPUs < 0.01) {
+		return results.Usagef("--member-cpus %g: at least 0.01 cores (0: no limit)", s.MemberCPUs)
+	}
+	if _, err := s.memberMemory(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Scenario) memberMemory() (int64, error) {
+	if s.MemberMemory == "" || s.MemberMemory == "0" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(s.MemberMemory)
+	if err != nil || n < 64<<20 {
+		return 0, results.Usagef("--member-memory %q: a size of at least 64MiB, such as 512MiB or 2GiB", s.MemberMemory)
+	}
+	return n, nil
+}
+
+// resolveMembers builds (or finds cached) the etcd binaries the members run and parses --etcd-flag against
+// them. images is nil for an embedded cluster of the linked etcd, which needs nothing resolved; it holds
+// one image for all members or one per member otherwise.
+func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]clusters.EtcdFlag, []clusters.EtcdImage, error) {
+	versions := SplitVersions(s.EtcdVersion)
+	if s.Cluster == "external" || (s.Cluster == "embed" && allBuiltin(versions)) {
+		flags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
+		return flags, nil, err
+	}
+	if len(versions) == 0 {
+		versions = []string{etcdbuild.Builtin}
+	}
+	images := make([]clusters.EtcdImage, len(versions))
+	for i, v := range versions {
+		var err error
+		if images[i], err = clusters.ResolveImage(ctx, v, clusters.ImageOptions{Log: log}); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ErrInterrupted
+			}
+			return nil, nil, err
+		}
+	}
+	if s.Cluster == "docker" {
+		// Problems a user fixes (no Docker, a cgo build for the builtin image) are found before the run
+		// directory exists.
+		for _, img := range images {
+			if img.Builtin {
+				if err := clusters.CheckStatic(img.Binary); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		d, err := clusters.DockerClient(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.Close()
+	}
+	if lo, hi := minorRange(images); hi-lo > 1 {
+		// etcd supports clusters of adjacent minor versions only (the upgrade path): a 3.6 leader sends
+		// 3.4 members entries they cannot apply. Running it anyway shows exactly that, so warn only.
+		fmt.Fprintf(log, "warning: --etcd-version %s mixes etcd 3.%d and 3.%d; etcd supports mixing adjacent minor versions only\n", s.EtcdVersion, lo, hi)
+	}
+	flags, err := clusters.ParseEtcdFlagsFor(ctx, s.EtcdFlags, images)
+	return flags, images, err
+}
+
+// minorRange returns the lowest and highest minor version among the images.
+func minorRange(images []clusters.EtcdImage) (lo, hi int) {
+	for i, img := range images {
+		m := img.Minor()
+		if i == 0 || m < lo {
+			lo = m
+		}
+		hi = max(hi, m)
+	}
+	return lo, hi
+}
+
+func allBuiltin(versions []string) bool {
+	for _, v := range versions {
+		if v != etcdbuild.Builtin {
+			return false
+		}
+	}
+	return true
+}
+
+// embedCommands returns the member commands of an embedded cluster running built releases (nil for the
+// linked etcd: the members re-execute chaosbench).
+func (r *run) embedCommands() [][]string {
+	return memberCommands(r.images, r.s.Members, r.env.MemberCommand)
+}
+
+func memberCommands(images []clusters.EtcdImage, members int, memberCommand []string) [][]string {
+	if images == nil {
+		return nil
+	}
+	cmds := make([][]string, members)
+	for i := range cmds {
+		img := images[0]
+		if len(images) > 1 {
+			img = images[i]
+		}
+		switch {
+		case !img.Builtin:
+			cmds[i] = []string{img.Binary}
+		case memberCommand != nil:
+			cmds[i] = memberCommand
+		default:
+			cmds[i] = []string{img.Binary, clusters.MemberCommand}
+		}
+	}
+	return cmds
+}
+
+// servedCluster is a cluster `chaosbench cluster` serves.
+type servedCluster interface {
+	clusters.Cluster
+	ClientTLSFiles() (clusters.TLSFiles, bool)
+}
+
+// startServed starts the cluster of `chaosbench cluster`.
+func startServed(ctx context.Context, s Scenario, dir string, etcdFlags []clusters.EtcdFlag, images []clusters.EtcdImage, env Env) (servedCluster, error) {
+	if s.Cluster == "docker" {
+		memory, err := s.memberMemory()
+		if err != nil {
+			return nil, err
+		}
+		return clusters.StartDocker(ctx, clusters.DockerOptions{
+			Members: s.Members, Dir: dir, Images: images, EtcdFlags: etcdFlags, TLS: s.TLS,
+			CPUs: s.MemberCPUs, Memory: memory, Log: env.Out,
+		})
+	}
+	return clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+		Members: s.Members, Dir: dir, EtcdFlags: etcdFlags, TLS: s.TLS, Command: env.MemberCommand,
+		MemberCommands: memberCommands(images, s.Members, env.MemberCommand), Log: env.Out,
+	})
+}
+
+// BindServeFlags defines the backend and version flags of `chaosbench cluster`.
+func BindServeFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "backend: embed (member processes) or docker (member containers)")
+	bindVersionFlags(fs, s)
+}
+
+// startDocker starts the docker cluster of the scenario.
+func (r *run) startDocker(ctx context.Context, etcdFlags []clusters.EtcdFlag) error {
+	memory, err := r.s.memberMemory()
+	if err != nil {
+		return err
+	}
+	c, err := clusters.StartDocker(ctx, clusters.DockerOptions{
+		Members: r.s.Members, Dir: r.dir, Images: r.images, EtcdFlags: etcdFlags, TLS: r.s.TLS,
+		CPUs: r.s.MemberCPUs, Memory: memory, Log: r.out, OnExit: r.memberExited,
+	})
+	if err != nil {
+		return err
+	}
+	r.cluster = c
+	return nil
+}
+
+// describeMembers adds what the members ran to the summary's cluster section.
+func (r *run) describeMembers(info *results.ClusterInfo) {
+	if r.images != nil {
+		for i := range info.Members {
+			img := r.images[0]
+			if len(r.images) > 1 {
+				img = r.images[i]
+			}
+			info.EtcdVersions = append(info.EtcdVersions, img.Label())
+		}
+	}
+	if r.s.Cluster == "docker" {
+		info.MemberCPUs = r.s.MemberCPUs
+		info.MemberMemoryBytes, _ = r.s.memberMemory()
+	}
+}
+
+func (s *Scenario) clusterDescription() string {
+	switch s.Cluster {
+	case "embed", "docker":
+		kind := map[string]string{"embed": "embedded", "docker": "docker"}[s.Cluster]
+		desc := fmt.Sprintf("%d-member %s", s.Members, kind)
+		if s.EtcdVersion != "" {
+			desc += " (etcd " + s.EtcdVersion + ")"
+		}
+		return desc
+	}
+	return s.Cluster
+}
