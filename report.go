@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // bindReportFlags defines the settings of what a run reports: thresholds that decide its exit code, and

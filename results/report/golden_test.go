@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata from the current output")
