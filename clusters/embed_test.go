@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -250,4 +251,46 @@ func TestExternalBadEndpoints(t *testing.T) {
 func state(pid int) string {
 	s, _ := procState(pid)
 	return s
+}
+
+// TestIdentifySender: connections that carry no X-Server-From header, such as a follower forwarding a
+// lease renewal to the leader (/leases), are attributed to the member process that opened them.
+func TestIdentifySender(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var follower Member
+	for _, m := range c.Members() {
+		if m.Name() != leader.Name() {
+			follower = m
+		}
+	}
+	cfg := ClientConfig(c)
+	cfg.Endpoints = []string{follower.ClientURL()}
+	cfg.Logger = zap.NewNop()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.KeepAliveOnce(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%x", follower.ID())
+	var seen []string
+	for _, conn := range c.Proxy(leader.Name()).Conns() {
+		seen = append(seen, conn.Path+" from "+conn.From)
+		if strings.HasPrefix(conn.Path, "/leases") && conn.From == want {
+			return
+		}
+	}
+	t.Fatalf("leader's proxy has no /leases connection from the follower %s (%s): %v", follower.Name(), want, seen)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // MemberCommand is the hidden subcommand under which the chaosbench binary (or a test binary, see
@@ -33,7 +35,10 @@ func RunMember(args []string) {
 // RunMemberIfRequested runs member mode and exits when this process was started as a member
 // (os.Args[1] == "member"). Test binaries call it first thing in TestMain, so that a test can start
 // member processes by re-executing its own binary, exactly as chaosbench re-executes itself.
+//
+// It also serves a slowfs mount when the process was started as a slowfs helper (see package slowfs).
 func RunMemberIfRequested() {
+	slowfs.RunIfRequested()
 	if len(os.Args) > 1 && os.Args[1] == MemberCommand {
 		RunMember(os.Args[2:])
 		os.Exit(0)
@@ -50,10 +55,11 @@ func exitWithParent(parent int) {
 }
 
 // childAttrs puts a child in its own process group (a Ctrl-C on the terminal reaches chaosbench, which
-// then shuts members down in order, and not the members directly) and has the kernel SIGKILL it when its
-// parent dies, so that not even `kill -9 chaosbench` leaves a member behind.
-func childAttrs() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// then shuts members down in order, and not the members directly) and has the kernel send it deathSig
+// when its parent dies: SIGKILL for members, so that not even `kill -9 chaosbench` leaves a member
+// behind; SIGTERM for slowfs helpers, which must unmount before they go.
+func childAttrs(deathSig syscall.Signal) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 }
 
 // spawner starts child processes from one goroutine locked to one OS thread for its whole life. Pdeathsig
@@ -83,9 +89,14 @@ func newSpawner() *spawner {
 	return s
 }
 
-// start starts cmd from the spawner's thread.
+// start starts cmd from the spawner's thread; the kernel SIGKILLs it when chaosbench dies.
 func (s *spawner) start(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childAttrs()
+	return s.startWith(cmd, syscall.SIGKILL)
+}
+
+// startWith starts cmd from the spawner's thread; the kernel sends it deathSig when chaosbench dies.
+func (s *spawner) startWith(cmd *exec.Cmd, deathSig syscall.Signal) error {
+	cmd.SysProcAttr = childAttrs(deathSig)
 	errc := make(chan error, 1)
 	s.reqs <- spawnReq{cmd: cmd, err: errc}
 	return <-errc
