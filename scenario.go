@@ -52,6 +52,8 @@ type Scenario struct {
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
+
+	Faults FaultOptions `json:"faults"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -73,6 +75,7 @@ func DefaultScenario() Scenario {
 		},
 		History:  true,
 		Progress: results.ProgressAuto,
+		Faults:   DefaultFaultOptions(),
 	}
 }
 
@@ -122,6 +125,8 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
+
+	bindFaultFlags(fs, &s.Faults)
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -171,6 +176,10 @@ func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
 }
 
 func setFromYAML(f *pflag.Flag, v *yaml.Node) error {
+	// Flags with structured values in scenario files (fault schedules) parse the node themselves.
+	if y, ok := f.Value.(interface{ SetYAML(*yaml.Node) error }); ok {
+		return y.SetYAML(v)
+	}
 	var values []string
 	switch v.Kind {
 	case yaml.ScalarNode:
