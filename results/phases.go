@@ -34,7 +34,8 @@ type Availability struct {
 	Writes int64 `json:"writes"`
 	// WriteGapMs is the longest time without a successful write that overlaps the window: from the last
 	// write that succeeded before it (WriteGapFromNs, a completion time) to the first that succeeded after
-	// it (WriteGapToNs). WriteGapOpen means no write had succeeded by the end of the observation.
+	// it (WriteGapToNs). WriteGapOpen means writes were still failing, none having succeeded since
+	// WriteGapFromNs, when the observation ended.
 	WriteGapMs     float64 `json:"write_gap_ms"`
 	WriteGapFromNs int64   `json:"write_gap_from_ns"`
 	WriteGapToNs   int64   `json:"write_gap_to_ns"`
@@ -45,7 +46,8 @@ type Availability struct {
 	NewLeader      string   `json:"new_leader,omitempty"`
 	// LeaderChanges counts the elections observed during the window (a new leader, or a new term).
 	LeaderChanges int `json:"leader_changes"`
-	// Ops and Errors count the operations that ended during the observation, errors by class.
+	// Ops and Errors count the operations intended to start during the observation, errors by class
+	// (requests still in flight when the observation ended included).
 	Ops           int64            `json:"ops"`
 	Errors        int64            `json:"errors"`
 	ErrorsByClass map[string]int64 `json:"errors_by_class,omitempty"`
@@ -150,6 +152,9 @@ func (p *Phases) changed(at time.Duration) {
 		phase = 2
 	}
 	old := *p.transitions.Load()
+	if len(old) > 0 {
+		at = max(at, old[len(old)-1].at) // transitions stay in order
+	}
 	if (len(old) == 0 && phase == 0) || (len(old) > 0 && old[len(old)-1].phase == phase) {
 		return
 	}
@@ -159,7 +164,8 @@ func (p *Phases) changed(at time.Duration) {
 	p.transitions.Store(&ts)
 }
 
-// Open starts observing a fault window that took effect at offset at.
+// Open starts observing a fault window that took effect at offset at. Heal, Close and Finalize it in
+// that order.
 func (p *Phases) Open(at time.Duration) *Window {
 	w := &Window{p: p, start: at, errClasses: map[string]int64{}}
 	// Writes that succeeded before the fault bound the gap from below.
@@ -174,33 +180,50 @@ func (p *Phases) Open(at time.Duration) *Window {
 	return w
 }
 
-// Window is one fault window under observation.
+// Window is one fault window under observation. Its write gap is measured from completions during the
+// observation (injection to Close); its operations and errors are the records intended during the
+// observation, counted until Finalize so that requests still in flight at Close are not lost.
 type Window struct {
-	p      *Phases
-	start  time.Duration
-	healed bool
-	closed bool
+	p           *Phases
+	start       time.Duration
+	healed      bool // guarded by p.mu
+	phaseClosed bool // guarded by p.mu
 
 	mu         sync.Mutex
+	closed     bool
+	final      bool
+	obsEnd     time.Duration
 	lastOK     int64 // latest successful write completion seen by this window
+	lastFail   int64 // latest failed write completion
 	gap        int64
 	gapFrom    int64
 	gapTo      int64
+	gapOpen    bool
 	writes     int64
 	ops        int64
 	errors     int64
 	errClasses map[string]int64
+	result     Availability // once final
 }
 
 func (w *Window) record(r *Record, okWrite bool) {
-	if r.End < w.start {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.final {
 		return
 	}
-	w.mu.Lock()
-	w.ops++
-	if r.Outcome == Error {
-		w.errors++
-		w.errClasses[r.ErrClass]++
+	if r.Intended >= w.start && (!w.closed || r.Intended < w.obsEnd) {
+		w.ops++
+		if r.Outcome == Error {
+			w.errors++
+			w.errClasses[r.ErrClass]++
+		}
+	}
+	if w.closed || r.End < w.start {
+		return
+	}
+	if r.Write && r.Outcome == Error {
+		w.lastFail = max(w.lastFail, int64(r.End))
 	}
 	if okWrite {
 		w.writes++
@@ -213,7 +236,6 @@ func (w *Window) record(r *Record, okWrite bool) {
 			w.lastOK = end
 		}
 	}
-	w.mu.Unlock()
 }
 
 // Heal marks the fault removed at offset at: the window's recovery phase begins.
@@ -221,7 +243,7 @@ func (w *Window) Heal(at time.Duration) {
 	p := w.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w.healed || w.closed {
+	if w.healed || w.phaseClosed {
 		return
 	}
 	w.healed = true
@@ -230,46 +252,67 @@ func (w *Window) Heal(at time.Duration) {
 	p.changed(at)
 }
 
-// Close ends the observation at offset at and returns the window's availability figures (without the
-// leader figures, which the caller observes).
-func (w *Window) Close(at time.Duration) Availability {
+// Close ends the observation at offset at: the window's phase ends and its write gap is settled. Only
+// the first call counts.
+func (w *Window) Close(at time.Duration) {
 	p := w.p
 	p.mu.Lock()
-	if !w.closed {
-		w.closed = true
+	if !w.phaseClosed {
+		w.phaseClosed = true
 		if w.healed {
 			p.recovering--
 		} else {
 			p.open--
 		}
 		p.changed(at)
-		old := *p.windows.Load()
-		ws := make([]*Window, 0, len(old))
-		for _, o := range old {
-			if o != w {
-				ws = append(ws, o)
-			}
-		}
-		p.windows.Store(&ws)
 	}
 	p.mu.Unlock()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	a := Availability{Writes: w.writes, Ops: w.ops, Errors: w.errors, ObservedToNs: int64(at),
-		WriteGapFromNs: w.gapFrom, WriteGapToNs: w.gapTo}
-	// A gap still open at the end of the observation counts up to its end.
-	if open := int64(at) - w.lastOK; w.lastOK > 0 && open > w.gap && open > 0 {
-		a.WriteGapFromNs, a.WriteGapToNs, a.WriteGapOpen = w.lastOK, 0, true
-		w.gap = open
+	if w.closed {
+		return
 	}
-	a.WriteGapMs = float64(w.gap) / 1e6
+	w.closed, w.obsEnd = true, at
+	// A gap still open at the end of the observation (writes were failing, none had succeeded since)
+	// counts up to its end.
+	if open := int64(at) - w.lastOK; w.lastOK > 0 && w.lastFail > w.lastOK && open > w.gap {
+		w.gap, w.gapFrom, w.gapTo, w.gapOpen = open, w.lastOK, 0, true
+	}
+}
+
+// Finalize stops counting the window's records (closing it at offset at if it is still observed) and
+// returns its availability figures, without the leader figures, which the caller observes. Later calls
+// return the same figures.
+func (w *Window) Finalize(at time.Duration) Availability {
+	w.Close(at)
+	p := w.p
+	p.mu.Lock()
+	old := *p.windows.Load()
+	ws := make([]*Window, 0, len(old))
+	for _, o := range old {
+		if o != w {
+			ws = append(ws, o)
+		}
+	}
+	p.windows.Store(&ws)
+	p.mu.Unlock()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.final {
+		return w.result
+	}
+	w.final = true
+	a := Availability{Writes: w.writes, Ops: w.ops, Errors: w.errors, ObservedToNs: int64(w.obsEnd),
+		WriteGapMs: float64(w.gap) / 1e6, WriteGapFromNs: w.gapFrom, WriteGapToNs: w.gapTo, WriteGapOpen: w.gapOpen}
 	if len(w.errClasses) > 0 {
 		a.ErrorsByClass = make(map[string]int64, len(w.errClasses))
 		for k, v := range w.errClasses {
 			a.ErrorsByClass[k] = v
 		}
 	}
+	w.result = a
 	return a
 }
 
