@@ -35,6 +35,11 @@ bench:
 bench-vs-etcd:
 	ci/bench-vs-etcd.sh
 
+## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 20 minutes); fails on any red verdict.
+.PHONY: chaos-nightly
+chaos-nightly:
+	ci/nightly-chaos.sh
+
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build
 	bin/chaosbench run $(ARGS)

@@ -1,11 +1,15 @@
 package chaosbench
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -88,5 +92,36 @@ func TestPlanFaults(t *testing.T) {
 	}
 	if !p.client {
 		t.Error("a partition that cuts clients off needs client proxies")
+	}
+}
+
+// TestNightlyScenarios: the nightly chaos job's scenario files stay valid.
+func TestNightlyScenarios(t *testing.T) {
+	files, err := filepath.Glob("ci/chaos/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no nightly scenarios: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s := DefaultScenario()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			BindFlags(fs, &s)
+			if err := LoadScenarioFile(f, fs); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.validate(); err != nil {
+				t.Fatal(err)
+			}
+			p, err := planFaults(&s)
+			if err != nil {
+				if slowfs.Available() != nil && strings.Contains(err.Error(), "slowfs") {
+					t.Skipf("needs FUSE: %v", err)
+				}
+				t.Fatal(err)
+			}
+			if !p.active() {
+				t.Fatal("a nightly chaos scenario without faults")
+			}
+		})
 	}
 }

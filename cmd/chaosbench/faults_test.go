@@ -364,3 +364,29 @@ func TestFaultNotRecoveredExitCode(t *testing.T) {
 		t.Errorf("the failure is not reported:\n%s", output)
 	}
 }
+
+// TestKill9LeavesNoMount: SIGKILL of chaosbench takes its members with it, and the slowfs helpers
+// unmount the data directories on their way out.
+func TestKill9LeavesNoMount(t *testing.T) {
+	if err := slowfs.Available(); err != nil {
+		t.Skipf("needs FUSE: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--duration", "60s", "--rate", "100", "--slowfs", "on", "--faults", "none",
+		"--out", out, "--progress", "none")
+	var output safeBuffer
+	ready := watchOutput(t, cmd, &output, "cluster ready")
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the cluster did not start:\n%s", output.String())
+	}
+	if mounts := slowfs.MountsUnder(out); len(mounts) != 3 {
+		t.Fatalf("mounts %v, want the 3 data directories", mounts)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitUntil(t, 15*time.Second, func() bool {
+		return len(slowfs.MountsUnder(out)) == 0 && len(processesMentioning(out)) == 0
+	})
+}
