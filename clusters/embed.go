@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -68,6 +71,7 @@ type Embedded struct {
 	members   []*procMember
 	proxies   []*proxy.Proxy
 	clientPx  []*proxy.Proxy // nil unless ClientProxies
+	pxLogs    []*os.File     // the proxies' connection logs
 	spawner   *spawner
 	status    *statusClient
 	clientTLS *tls.Config
@@ -168,14 +172,22 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 		}
 		as[i].advertised = as[i].client
 		// Connections without X-Server-From are told apart by the process that opened them.
-		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{Identify: c.identifySender, Seed: c.opts.Seed + uint64(i)})
+		pxLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.proxy.log", i+1))
+		if err != nil {
+			return err
+		}
+		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{Identify: c.identifySender, Seed: c.opts.Seed + uint64(i), Log: pxLog})
 		if err != nil {
 			return err
 		}
 		c.proxies = append(c.proxies, p)
 		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, p.Addr()))
 		if c.opts.ClientProxies {
-			cp, err := proxy.Listen("127.0.0.1:0", as[i].client, proxy.Options{Seed: c.opts.Seed + 100 + uint64(i)})
+			cpLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.client-proxy.log", i+1))
+			if err != nil {
+				return err
+			}
+			cp, err := proxy.Listen("127.0.0.1:0", as[i].client, proxy.Options{Seed: c.opts.Seed + 100 + uint64(i), Log: cpLog})
 			if err != nil {
 				return err
 			}
@@ -217,9 +229,25 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 			args = append(args, f.Arg())
 		}
 		m.argv = append(append([]string{}, c.opts.Command...), args...)
+		// etcd derives a new cluster's member ids from the peer URLs and the cluster token; knowing them
+		// before the members start lets the proxies attribute every connection from the first one on
+		// (connections opened at start-up, such as version probes, are kept alive and reused).
+		if urls, err := types.NewURLs([]string{m.peerURL}); err == nil {
+			m.setID(uint64(membership.NewMember(name, urls, c.opts.Token, nil).ID))
+		}
 		c.members = append(c.members, m)
 	}
 	return nil
+}
+
+// proxyLog opens a proxy's connection log in the members directory.
+func (c *Embedded) proxyLog(dir, name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("proxy log: %w", err)
+	}
+	c.pxLogs = append(c.pxLogs, f)
+	return f, nil
 }
 
 func (c *Embedded) exited(ev ExitEvent) {
@@ -342,6 +370,9 @@ func (c *Embedded) Close(ctx context.Context) error {
 		errs = append(errs, c.unmountDisks(ctx)...)
 		for _, p := range append(c.proxies, c.clientPx...) {
 			p.Close()
+		}
+		for _, f := range c.pxLogs {
+			f.Close()
 		}
 		c.status.close()
 		c.spawner.close()

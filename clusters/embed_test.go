@@ -294,3 +294,33 @@ func TestIdentifySender(t *testing.T) {
 	}
 	t.Fatalf("leader's proxy has no /leases connection from the follower %s (%s): %v", follower.Name(), want, seen)
 }
+
+// TestMemberIDsKnownBeforeStart: the ids computed before start are the ones etcd uses, so that every
+// peer connection can be attributed from the start.
+func TestMemberIDsKnownBeforeStart(t *testing.T) {
+	c := startCluster(t, 3)
+	want := map[uint64]string{}
+	for _, m := range c.Members() {
+		want[m.ID()] = m.Name()
+	}
+	cli := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if want[m.ID] != m.Name {
+			t.Fatalf("etcd says %s is %x; computed ids %v", m.Name, m.ID, want)
+		}
+	}
+	// Every open peer connection is attributed to a member.
+	for _, m := range c.Members() {
+		for _, conn := range c.Proxy(m.Name()).Conns() {
+			if conn.From == "" {
+				t.Errorf("proxy of %s: unattributed connection %s from %s", m.Name(), conn.Path, conn.Remote)
+			}
+		}
+	}
+}

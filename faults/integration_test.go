@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -637,4 +638,63 @@ func TestNemesisIsSeeded(t *testing.T) {
 	}
 	sort.Strings(a)
 	t.Logf("picks: %v", a)
+}
+
+// TestReplaceAndSnapshot: operations under load. A replaced follower comes back under its name with a new
+// raft id, as a voting member with the same data; a snapshot is saved and its file removed.
+func TestReplaceAndSnapshot(t *testing.T) {
+	c := startCluster(t, clusters.EmbedOptions{})
+	ctx := context.Background()
+	cli := newClient(t, c)
+	for i := range 50 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/replace/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := leaderOf(t, c)
+	var follower clusters.Member
+	for _, m := range c.Members() {
+		if m.Name() != leader.Name() {
+			follower = m
+			break
+		}
+	}
+	oldID := follower.ID()
+	lc := injectEntry(t, c, "replace:"+follower.Name()+"@0s")
+	if err := lc.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if follower.ID() == oldID || follower.ID() == 0 {
+		t.Fatalf("%s kept raft id %x", follower.Name(), oldID)
+	}
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if m.IsLearner || m.Name == "" {
+			t.Fatalf("member list after the replacement: %v", list.Members)
+		}
+	}
+	if len(list.Members) != 3 {
+		t.Fatalf("%d members after the replacement", len(list.Members))
+	}
+	sameHashKV(t, c)
+
+	dir := t.TempDir()
+	s, _ := Parse([]string{"snapshot:leader@0s"})
+	f, _ := New(s.Entries[0], NewEnv(c, dir, 1, logWriter{t}))
+	snap := NewLifecycle(f)
+	if err := snap.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("snapshot files left behind: %v", entries)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/textproto"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,9 @@ type Options struct {
 	Admit func(c *Conn) error
 	// Seed seeds the jitter of delays, so that a run's delays replay with its seed.
 	Seed uint64
+	// Log, when set, receives a line for every connection opened, refused or closed, and every change of
+	// policy: the record of what a partition really cut.
+	Log io.Writer
 }
 
 // Policy shapes one direction of the traffic of one sender.
@@ -149,6 +153,8 @@ type Proxy struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	logMu sync.Mutex
 
 	mu     sync.Mutex
 	conns  map[*link]struct{}
@@ -251,6 +257,18 @@ func (p *Proxy) Shaped() bool {
 func (p *Proxy) update(change func(*ruleSet)) {
 	p.ruleMu.Lock()
 	defer p.ruleMu.Unlock()
+	defer func() {
+		rs := p.rules.Load()
+		var parts []string
+		for k, r := range rs.links {
+			parts = append(parts, fmt.Sprintf("%s/%s=%+v", k.from, k.dir, r.Policy))
+		}
+		for from := range rs.refused {
+			parts = append(parts, from+"=refused")
+		}
+		slices.Sort(parts)
+		p.logf("rules %v", parts)
+	}()
 	old := p.rules.Load()
 	next := &ruleSet{links: make(map[ruleKey]*rule, len(old.links)+1), refused: make(map[string]bool, len(old.refused)+1),
 		changed: make(chan struct{})}
@@ -314,6 +332,7 @@ func (p *Proxy) serve(down net.Conn) {
 		l.info.From = p.opts.Identify(down.RemoteAddr())
 	}
 	if p.rules.Load().isRefused(l.info.From) {
+		p.logf("refused from=%q path=%s remote=%s", l.info.From, l.info.Path, l.info.Remote)
 		down.Close()
 		return
 	}
@@ -336,9 +355,15 @@ func (p *Proxy) serve(down net.Conn) {
 	defer p.untrack(l)
 	// A sender refused between the check above and track would keep this connection: look again.
 	if p.rules.Load().isRefused(l.info.From) {
+		p.logf("refused from=%q path=%s remote=%s", l.info.From, l.info.Path, l.info.Remote)
 		l.close()
 		return
 	}
+	p.logf("open from=%q path=%s remote=%s", l.info.From, l.info.Path, l.info.Remote)
+	defer func() {
+		p.logf("close from=%q path=%s remote=%s after %v", l.info.From, l.info.Path, l.info.Remote,
+			time.Since(l.info.Opened).Round(time.Millisecond))
+	}()
 
 	done := make(chan bool, 2)
 	go func() { done <- p.pipe(l, Inbound, up, io.MultiReader(bytes.NewReader(head), down)) }()
@@ -493,6 +518,15 @@ func (p *Proxy) deliver(l *link, d Direction, dst net.Conn, c chunk) bool {
 	}
 	_, err := dst.Write((*c.buf)[:c.n])
 	return err == nil
+}
+
+func (p *Proxy) logf(format string, args ...any) {
+	if p.opts.Log == nil {
+		return
+	}
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	fmt.Fprintf(p.opts.Log, "%s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"), fmt.Sprintf(format, args...))
 }
 
 func (p *Proxy) jitter(max time.Duration) time.Duration {

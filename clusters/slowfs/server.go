@@ -45,7 +45,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	if *lower == "" || *mnt == "" {
 		return fail(errors.New("slowfs: --lower and --mount are required"))
 	}
-	st := &state{track: *track, rng: rand.New(rand.NewPCG(*seed, 0x736c6f77)), logs: map[*node]*undoLog{}} // "slow"
+	st := &state{track: *track, rng: rand.New(rand.NewPCG(*seed, 0x736c6f77)), logs: map[uint64]*undoLog{}} // "slow"
 	server, err := st.mount(*lower, *mnt)
 	if err != nil {
 		return fail(err)
@@ -130,7 +130,7 @@ type state struct {
 	root  *fs.LoopbackRoot
 
 	mu   sync.Mutex
-	logs map[*node]*undoLog
+	logs map[uint64]*undoLog // by backing inode number
 
 	fsyncs, delayedFsyncs, writes, crashes atomic.Int64
 }
@@ -230,11 +230,16 @@ func (st *state) wait(ctx context.Context, delay, jitter int64) bool {
 }
 
 // undoLog holds what a file contained before the writes made since its last fsync, to restore on a crash.
+// Logs are keyed by the backing file's inode number and hold a descriptor of their own on it (reopened
+// through /proc/self/fd from the writer's), never a path: a file may be written after it was unlinked or
+// renamed over (etcd swaps in a received snapshot database that way), and go-fuse may keep more than one
+// node for an inode.
 type undoLog struct {
 	mu       sync.Mutex
 	fd       int   // the backing file, opened read-write for the log's whole life
 	syncSize int64 // the file's size at its last fsync
 	entries  []undoEntry
+	node     *node // to tell the kernel to drop its cache after a crash
 }
 
 type undoEntry struct {
@@ -242,31 +247,31 @@ type undoEntry struct {
 	old []byte // previous contents; shorter than the write where the write extended the file
 }
 
-// log returns n's undo log, opening one (and noting the synced size) on the first change since a sync.
-func (st *state) log(n *node) (*undoLog, error) {
+// log returns the undo log of the file open as fd, opening one (and noting the synced size) on the first
+// change since a sync.
+func (st *state) log(n *node, fd int) (*undoLog, error) {
+	var s syscall.Stat_t
+	if err := syscall.Fstat(fd, &s); err != nil {
+		return nil, err
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if lg, ok := st.logs[n]; ok {
+	if lg, ok := st.logs[s.Ino]; ok {
 		return lg, nil
 	}
-	path := filepath.Join(st.root.Path, n.EmbeddedInode().Path(nil))
-	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	own, err := syscall.Open(fmt.Sprintf("/proc/self/fd/%d", fd), syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	var s syscall.Stat_t
-	if err := syscall.Fstat(fd, &s); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	lg := &undoLog{fd: fd, syncSize: s.Size}
-	st.logs[n] = lg
+	lg := &undoLog{fd: own, syncSize: s.Size, node: n}
+	st.logs[s.Ino] = lg
 	return lg, nil
 }
 
-// remember saves the current contents of [off, off+n) of n before they are overwritten.
-func (st *state) remember(n *node, off int64, size int) (*undoLog, error) {
-	lg, err := st.log(n)
+// remember saves the current contents of [off, off+size) of the file open as fd before they are
+// overwritten. It returns the log locked: the caller writes, then unlocks.
+func (st *state) remember(n *node, fd int, off int64, size int) (*undoLog, error) {
+	lg, err := st.log(n, fd)
 	if err != nil {
 		return nil, err
 	}
@@ -278,14 +283,49 @@ func (st *state) remember(n *node, off int64, size int) (*undoLog, error) {
 		return nil, err
 	}
 	lg.entries = append(lg.entries, undoEntry{off: off, old: old[:k]})
-	return lg, nil // locked: the caller writes, then unlocks
+	return lg, nil
 }
 
-// synced drops the part of n's undo log that an fsync which started after entries [0, upto) made durable.
-func (st *state) synced(n *node, upto int, size int64) {
+// rememberTruncate saves the tail that truncating the file open as fd to size would discard.
+func (st *state) rememberTruncate(n *node, fd int, size int64) error {
+	var s syscall.Stat_t
+	if err := syscall.Fstat(fd, &s); err != nil {
+		return err
+	}
+	if s.Size <= size {
+		_, err := st.log(n, fd) // notes the synced size, which a crash restores
+		return err
+	}
+	lg, err := st.remember(n, fd, size, int(s.Size-size))
+	if err != nil {
+		return err
+	}
+	lg.mu.Unlock()
+	return nil
+}
+
+// pending returns how many entries the log of the file open as fd has, and the file's current size.
+func (st *state) pending(fd int) (ino uint64, upto int, size int64, ok bool) {
+	var s syscall.Stat_t
+	if err := syscall.Fstat(fd, &s); err != nil {
+		return 0, 0, 0, false
+	}
+	st.mu.Lock()
+	lg, ok := st.logs[s.Ino]
+	st.mu.Unlock()
+	if !ok {
+		return 0, 0, 0, false
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return s.Ino, len(lg.entries), s.Size, true
+}
+
+// synced drops the part of an undo log that an fsync which started after entries [0, upto) made durable.
+func (st *state) synced(ino uint64, upto int, size int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	lg, ok := st.logs[n]
+	lg, ok := st.logs[ino]
 	if !ok {
 		return
 	}
@@ -296,25 +336,8 @@ func (st *state) synced(n *node, upto int, size int64) {
 	lg.syncSize = size
 	if len(lg.entries) == 0 {
 		syscall.Close(lg.fd)
-		delete(st.logs, n)
+		delete(st.logs, ino)
 	}
-}
-
-// pending returns how many entries n's undo log has, and the file's current size.
-func (st *state) pending(n *node) (int, int64, bool) {
-	st.mu.Lock()
-	lg, ok := st.logs[n]
-	st.mu.Unlock()
-	if !ok {
-		return 0, 0, false
-	}
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
-	var s syscall.Stat_t
-	if err := syscall.Fstat(lg.fd, &s); err != nil {
-		return len(lg.entries), lg.syncSize, true
-	}
-	return len(lg.entries), s.Size, true
 }
 
 // crash restores every file to its contents and size at its last fsync, newest change first, and tells
@@ -322,11 +345,11 @@ func (st *state) pending(n *node) (int, int64, bool) {
 func (st *state) crash() (CrashReport, error) {
 	st.mu.Lock()
 	logs := st.logs
-	st.logs = map[*node]*undoLog{}
+	st.logs = map[uint64]*undoLog{}
 	st.mu.Unlock()
 	var rep CrashReport
 	var errs []error
-	for n, lg := range logs {
+	for _, lg := range logs {
 		lg.mu.Lock()
 		for i := len(lg.entries) - 1; i >= 0; i-- {
 			e := lg.entries[i]
@@ -342,7 +365,7 @@ func (st *state) crash() (CrashReport, error) {
 		lg.entries = nil
 		lg.mu.Unlock()
 		rep.Files++
-		n.NotifyContent(0, 0)
+		lg.node.NotifyContent(0, 0)
 	}
 	st.crashes.Add(1)
 	return rep, errors.Join(errs...)
@@ -386,31 +409,21 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return sf.Setattr(ctx, in, out)
 	}
 	if size, ok := in.GetSize(); ok && n.st.track && !n.IsDir() {
-		if errno := n.rememberTruncate(int64(size)); errno != 0 {
-			return errno
+		path := n.EmbeddedInode().Path(nil)
+		if path == "" {
+			return syscall.ENOENT
 		}
-	}
-	return n.LoopbackNode.Setattr(ctx, f, in, out)
-}
-
-// rememberTruncate saves the tail that a truncation to size would discard.
-func (n *node) rememberTruncate(size int64) syscall.Errno {
-	lg, err := n.st.log(n)
-	if err != nil {
-		return fs.ToErrno(err)
-	}
-	var s syscall.Stat_t
-	if err := syscall.Fstat(lg.fd, &s); err != nil {
-		return fs.ToErrno(err)
-	}
-	if s.Size > size {
-		l, err := n.st.remember(n, size, int(s.Size-size))
+		fd, err := syscall.Open(filepath.Join(n.st.root.Path, path), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return fs.ToErrno(err)
 		}
-		l.mu.Unlock()
+		err = n.st.rememberTruncate(n, fd, int64(size))
+		syscall.Close(fd)
+		if err != nil {
+			return fs.ToErrno(err)
+		}
 	}
-	return 0
+	return n.LoopbackNode.Setattr(ctx, f, in, out)
 }
 
 // file is a loopback file with delays and undo logging. It deliberately does not offer FUSE passthrough
@@ -432,6 +445,13 @@ var (
 	_ fs.FileLseeker   = (*file)(nil)
 )
 
+// fd returns the backing file's descriptor (LoopbackFile hands it out for passthrough, which slowfs does
+// not use).
+func (f *file) fd() int {
+	fd, _ := f.lf.PassthroughFd()
+	return fd
+}
+
 func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	return f.lf.Read(ctx, buf, off)
 }
@@ -443,7 +463,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 	if !st.track {
 		return f.lf.Write(ctx, data, off)
 	}
-	lg, err := st.remember(f.n, off, len(data))
+	lg, err := st.remember(f.n, f.fd(), off, len(data))
 	if err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -457,17 +477,18 @@ func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if st.wait(ctx, st.fsyncDelay.Load(), st.fsyncJitter.Load()) {
 		st.delayedFsyncs.Add(1)
 	}
+	var ino uint64
 	var upto int
 	var size int64
 	var tracked bool
 	if st.track {
-		upto, size, tracked = st.pending(f.n)
+		ino, upto, size, tracked = st.pending(f.fd())
 	}
 	if errno := f.lf.Fsync(ctx, flags); errno != 0 {
 		return errno
 	}
 	if tracked {
-		st.synced(f.n, upto, size)
+		st.synced(ino, upto, size)
 	}
 	return 0
 }
@@ -480,8 +501,8 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 
 func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok && f.n.st.track {
-		if errno := f.n.rememberTruncate(int64(size)); errno != 0 {
-			return errno
+		if err := f.n.st.rememberTruncate(f.n, f.fd(), int64(size)); err != nil {
+			return fs.ToErrno(err)
 		}
 	}
 	return f.lf.Setattr(ctx, in, out)
@@ -492,7 +513,7 @@ func (f *file) Flush(ctx context.Context) syscall.Errno { return f.lf.Flush(ctx)
 func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	if f.n.st.track {
 		// Opening the log notes the synced size, which a crash restores if the allocation grew the file.
-		if _, err := f.n.st.log(f.n); err != nil {
+		if _, err := f.n.st.log(f.n, f.fd()); err != nil {
 			return fs.ToErrno(err)
 		}
 	}
