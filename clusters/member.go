@@ -1,9 +1,11 @@
 package clusters
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,6 +71,9 @@ func childAttrs(deathSig syscall.Signal) *syscall.SysProcAttr {
 type spawner struct {
 	reqs chan spawnReq
 	done chan struct{}
+
+	mu     sync.Mutex
+	closed bool // a start after close fails instead of sending on a closed channel
 }
 
 type spawnReq struct {
@@ -98,12 +103,23 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 func (s *spawner) startWith(cmd *exec.Cmd, deathSig syscall.Signal) error {
 	cmd.SysProcAttr = childAttrs(deathSig)
 	errc := make(chan error, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("the cluster is closed")
+	}
 	s.reqs <- spawnReq{cmd: cmd, err: errc}
+	s.mu.Unlock()
 	return <-errc
 }
 
 // close ends the spawner's thread; children still running are killed by the kernel.
 func (s *spawner) close() {
-	close(s.reqs)
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.reqs)
+	}
+	s.mu.Unlock()
 	<-s.done
 }

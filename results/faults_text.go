@@ -27,7 +27,7 @@ func writeFaultsText(w io.Writer, s *Summary) error {
 		fmt.Fprintln(tw, "  fault\ttargets\tleader\twindow\toutcome\twrite gap\telection\tleader changes\terrors")
 		for _, f := range s.Faults {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Spec, dash(strings.Join(f.Targets, ",")), dash(f.Leader),
-				windowText(f), f.Outcome, gapText(f.Availability), electionText(f.Availability), changesText(f.Availability),
+				windowText(f), outcomeText(f.Outcome), gapText(f.Availability), electionText(f.Availability), changesText(f.Availability),
 				availErrorsText(f.Availability))
 		}
 		if err := tw.Flush(); err != nil {
@@ -60,6 +60,14 @@ func writeFaultsText(w io.Writer, s *Summary) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// outcomeText keeps the table to one line per window: what went wrong in detail is in the run's errors.
+func outcomeText(o string) string {
+	if i := strings.IndexAny(o, ":\n"); i >= 0 {
+		o = o[:i]
+	}
+	return o
 }
 
 func dash(s string) string {
