@@ -273,6 +273,10 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 	if r.opts.Phases != nil {
 		win = r.opts.Phases.Open(start)
 	}
+	if entry.For == 0 {
+		// An operation's window is the operation itself, which may take a while (a replacement).
+		r.logf("fault %s: injecting at %.2fs", entry.Spec, r.rel(start))
+	}
 	injectErr := lc.Inject(r.ctx)
 	targets, leader := describe(f)
 	if injectErr != nil {
