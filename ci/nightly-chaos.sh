@@ -32,7 +32,8 @@ for scenario in "${scenarios[@]}"; do
 	if [ -f "$dir/summary.json" ]; then
 		not_recovered=$(jq '[.faults[]? | select(.outcome != "recovered")] | length' "$dir/summary.json")
 		bad_checks=$(jq -r '[.checks[]? | select(.verdict != "ok") | "\(.name)=\(.verdict)"] | join(" ")' "$dir/summary.json")
-		seed=$(jq -r .seed "$dir/summary.json")
+		# Not through jq: seeds are 63-bit integers, and jq reads numbers as doubles.
+		seed=$(sed -n 's/^  "seed": \([0-9]*\),$/\1/p' "$dir/summary.json")
 		if [ "$not_recovered" != "0" ]; then
 			verdict=red
 			reasons+=("$not_recovered fault windows not recovered")
