@@ -368,3 +368,64 @@ func TestProxyStalledConnectionDiesWithItsClient(t *testing.T) {
 		t.Fatalf("%d bytes of an abandoned request were delivered after the heal", got)
 	}
 }
+
+// BenchmarkProxyRoundTrip measures what the proxy adds to a small request-response exchange, as a raft
+// heartbeat and its answer make, against the same exchange without the proxy.
+func BenchmarkProxyRoundTrip(b *testing.B) {
+	for _, through := range []bool{false, true} {
+		name := "direct"
+		if through {
+			name = "proxied"
+		}
+		b.Run(name, func(b *testing.B) {
+			t := &testing.T{}
+			echo := startEcho(t)
+			addr := echo.ln.Addr().String()
+			if through {
+				p, err := Listen("127.0.0.1:0", addr, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				addr = p.Addr()
+			}
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			head := []byte("GET /raft/stream/message/1 HTTP/1.1\r\n" + SenderHeader + ": a\r\n\r\n")
+			c.Write(head)
+			io.ReadFull(c, make([]byte, len(head)))
+			msg, buf := make([]byte, 64), make([]byte, 64)
+			b.ResetTimer()
+			for range b.N {
+				c.Write(msg)
+				io.ReadFull(c, buf)
+			}
+		})
+	}
+}
+
+// BenchmarkProxyThroughput streams 1 MiB chunks through the proxy and back.
+func BenchmarkProxyThroughput(b *testing.B) {
+	t := &testing.T{}
+	echo := startEcho(t)
+	p, err := Listen("127.0.0.1:0", echo.ln.Addr().String(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg, buf := make([]byte, 1<<20), make([]byte, 1<<20)
+	b.SetBytes(int64(len(msg)))
+	b.ResetTimer()
+	for range b.N {
+		go c.Write(msg)
+		io.ReadFull(c, buf)
+	}
+}
