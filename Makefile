@@ -40,6 +40,11 @@ bench-vs-etcd:
 test-versions: build
 	ci/etcd-versions.sh bin/chaosbench
 
+## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 20 minutes); fails on any red verdict.
+.PHONY: chaos-nightly
+chaos-nightly:
+	ci/nightly-chaos.sh
+
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build
 	bin/chaosbench run $(ARGS)

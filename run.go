@@ -56,7 +56,7 @@ func ExitCode(err error) int {
 		return results.ExitUsage
 	case errors.Is(err, ErrInterrupted):
 		return results.ExitInterrupted
-	case errors.Is(err, results.ErrThresholds):
+	case errors.Is(err, results.ErrThresholds), isFaultFailure(err):
 		return results.ExitThresholds
 	}
 	return results.ExitHarness
@@ -86,6 +86,7 @@ type run struct {
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper *metrics.Scraper
 	report  *report.Run
+	faults  *faultRun // the fault schedule (run_faults.go)
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -121,8 +122,14 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		s.Seed = newSeed()
 	}
 	runOpts.Seed = s.Seed
+	// Faults: the schedule is checked against the cluster it targets before anything starts.
+	faultPlan, err := planFaults(&s)
+	if err != nil {
+		return nil, err
+	}
 
 	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images}
+	r.faults = faultPlan
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
 		external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
@@ -139,6 +146,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	}
 	fmt.Fprintf(r.out, "chaosbench %s: workload %s on a %s cluster, seed %d\nresults: %s\n",
 		env.Version, s.Workload, s.clusterLabel(), s.Seed, r.dir)
+	r.faults.describe(r.out)
 
 	loadErr := r.execute(ctx, wl, runOpts, etcdFlags)
 	return r.finish(ctx, loadErr)
@@ -160,10 +168,12 @@ func newSeed() int64 {
 func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts workloads.RunOptions, etcdFlags []clusters.EtcdFlag) error {
 	var err error
 	if r.s.Cluster == "embed" {
-		embedded, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+		opts := clusters.EmbedOptions{
 			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, TLS: r.s.TLS,
 			Command: r.env.MemberCommand, MemberCommands: r.embedCommands(), Log: r.out, OnExit: r.memberExited,
-		})
+		}
+		r.faults.configure(&opts, r.s.Seed)
+		embedded, err := clusters.StartEmbedded(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -189,7 +199,14 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	for i := range fill {
 		fill[i] = byte(rng.Uint32())
 	}
-	r.rec = workloads.NewRecorder(base, r.history, fill, r.collector)
+	// Faults start with the load (the runner waits for Begin) and are healed before the cluster stops,
+	// on every way out of here, panics included.
+	faultSinks, err := r.faults.start(r.cluster, r.dir, base, r.s, r.out)
+	if err != nil {
+		return err
+	}
+	defer r.faults.stop(ctx)
+	r.rec = workloads.NewRecorder(base, r.history, fill, append([]results.Sink{r.collector}, faultSinks...)...)
 
 	cfg := clusters.ClientConfig(r.cluster)
 	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
@@ -224,6 +241,7 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	err = wl.Run(ctx, r.runner)
 	r.loadEnd = r.rec.Now()
 	stopProgress()
+	r.faults.stop(ctx)
 	if err != nil {
 		return fmt.Errorf("workload %s: %w", wl.Name(), err)
 	}
@@ -258,6 +276,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	interrupted := ctx.Err() != nil
+	r.faults.stop(ctx)
 	var errs []error
 	if r.collector != nil {
 		errs = append(errs, r.collector.Close(r.loadEnd))
@@ -308,9 +327,11 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.Mode = "open"
 	}
 	s.Operations = map[string]*results.Operation{}
+	var faultErr error
 	if r.collector != nil {
 		if from, ok := r.collector.MeasureFrom(); ok && r.loadEnd > from {
 			s.MeasuredSeconds = (r.loadEnd - from).Seconds()
+			faultErr = r.faults.summarize(s, from, r.loadEnd)
 		}
 		s.Operations = r.collector.Operations(time.Duration(s.MeasuredSeconds * float64(time.Second)))
 		if err := r.collector.WriteHGRM(r.dir); err != nil {
@@ -339,6 +360,8 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		runErr = loadErr
 	case harnessErr != nil:
 		runErr = harnessErr
+	case faultErr != nil:
+		runErr = faultErr
 	}
 	if harnessErr != nil {
 		s.Errors = append(s.Errors, harnessErr.Error())

@@ -61,6 +61,7 @@ type Scenario struct {
 	// Reports (see bindReportFlags).
 	Thresholds     []string      `json:"threshold,omitempty"`
 	ScrapeInterval time.Duration `json:"scrape-interval"`
+	Faults         FaultOptions  `json:"faults"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -83,6 +84,7 @@ func DefaultScenario() Scenario {
 		History:        true,
 		Progress:       results.ProgressAuto,
 		ScrapeInterval: time.Second,
+		Faults:         DefaultFaultOptions(),
 	}
 }
 
@@ -135,6 +137,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
 
 	bindReportFlags(fs, s)
+	bindFaultFlags(fs, &s.Faults)
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -184,6 +187,10 @@ func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
 }
 
 func setFromYAML(f *pflag.Flag, v *yaml.Node) error {
+	// Flags with structured values in scenario files (fault schedules) parse the node themselves.
+	if y, ok := f.Value.(interface{ SetYAML(*yaml.Node) error }); ok {
+		return y.SetYAML(v)
+	}
 	var values []string
 	switch v.Kind {
 	case yaml.ScalarNode:

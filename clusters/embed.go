@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -44,6 +47,27 @@ type EmbedOptions struct {
 	OnExit func(ExitEvent)
 	// StartTimeout bounds the wait for the new cluster to become healthy (default 60 s).
 	StartTimeout time.Duration
+
+	// SlowFS, when set, serves every member's data directory through a slowfs mount (a FUSE loopback
+	// filesystem run by a helper process, see package slowfs), so that disk faults can slow its fsyncs and
+	// drop its unsynced writes. Off by default: FUSE costs every disk operation a round trip through the
+	// helper, which a plain benchmark must not pay.
+	SlowFS *SlowFSOptions
+	// ClientProxies puts a proxy in front of every member's client port as well (members advertise it),
+	// so that faults can cut a member off from its clients. Off by default: clients talk to members
+	// directly.
+	ClientProxies bool
+	// Seed seeds the jitter of the proxies and disks, so that a run's faults replay with its seed.
+	Seed uint64
+}
+
+// SlowFSOptions configures the slowfs mounts of an embedded cluster.
+type SlowFSOptions struct {
+	// TrackUnsynced keeps undo logs of unsynced writes so that a killed member can lose them (see
+	// slowfs.FS.Crash). It costs a read per write.
+	TrackUnsynced bool
+	// Command starts a helper; the default re-executes the current binary: [os.Executable(), "slowfs"].
+	Command []string
 }
 
 // Embedded is a cluster of member processes on loopback, started and owned by chaosbench.
@@ -53,6 +77,8 @@ type Embedded struct {
 	starting   atomic.Bool
 	members    []*procMember
 	proxies    []*proxy.Proxy
+	clientPx   []*proxy.Proxy // nil unless ClientProxies
+	pxLogs     []*os.File     // the proxies' connection logs
 	spawner    *spawner
 	status     *statusClient
 	clientTLS  *tls.Config
@@ -141,6 +167,10 @@ func startOnce(ctx context.Context, opts EmbedOptions, dir string, serverTLS, cl
 		return fail(err)
 	}
 	for _, m := range c.members {
+		if err := c.mountDisk(ctx, m); err != nil {
+			c.Close(context.Background())
+			return nil, fmt.Errorf("start cluster: %w", err)
+		}
 		if err := m.Start(ctx); err != nil {
 			return fail(fmt.Errorf("start cluster: %w", err))
 		}
@@ -202,7 +232,7 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	if err != nil {
 		return err
 	}
-	type addrs struct{ client, peer, metrics string }
+	type addrs struct{ client, peer, metrics, advertised string }
 	as := make([]addrs, n)
 	var initial []string
 	scheme := "http"
@@ -211,22 +241,40 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	}
 	for i := range n {
 		as[i] = addrs{
-			client:  fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[3*i]),
+			client:  fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
 			peer:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
 			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
 		}
-		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{})
+		as[i].advertised = as[i].client
+		// Connections without X-Server-From are told apart by the process that opened them.
+		pxLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.proxy.log", i+1))
+		if err != nil {
+			return err
+		}
+		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{Identify: c.identifySender, Seed: c.opts.Seed + uint64(i), Log: pxLog})
 		if err != nil {
 			return err
 		}
 		c.proxies = append(c.proxies, p)
 		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, p.Addr()))
+		if c.opts.ClientProxies {
+			cpLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.client-proxy.log", i+1))
+			if err != nil {
+				return err
+			}
+			cp, err := proxy.Listen("127.0.0.1:0", as[i].client, proxy.Options{Seed: c.opts.Seed + 100 + uint64(i), Log: cpLog})
+			if err != nil {
+				return err
+			}
+			c.clientPx = append(c.clientPx, cp)
+			as[i].advertised = cp.Addr()
+		}
 	}
 	for i := range n {
 		name := fmt.Sprintf("m%d", i+1)
 		m := &procMember{
 			name:       name,
-			clientURL:  as[i].client,
+			clientURL:  scheme + "://" + as[i].advertised,
 			peerURL:    "http://" + c.proxies[i].Addr(),
 			metricsURL: as[i].metrics,
 			dataDir:    filepath.Join(dir, name+".etcd"),
@@ -238,7 +286,7 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 		args := []string{
 			"--name=" + name,
 			"--data-dir=" + m.dataDir,
-			"--listen-client-urls=" + m.clientURL,
+			"--listen-client-urls=" + scheme + "://" + as[i].client,
 			"--advertise-client-urls=" + m.clientURL,
 			"--listen-peer-urls=http://" + as[i].peer,
 			"--initial-advertise-peer-urls=" + m.peerURL,
@@ -260,9 +308,25 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 			command = c.opts.MemberCommands[i]
 		}
 		m.argv = append(append([]string{}, command...), args...)
+		// etcd derives a new cluster's member ids from the peer URLs and the cluster token; knowing them
+		// before the members start lets the proxies attribute every connection from the first one on
+		// (connections opened at start-up, such as version probes, are kept alive and reused).
+		if urls, err := types.NewURLs([]string{m.peerURL}); err == nil {
+			m.setID(uint64(membership.NewMember(name, urls, c.opts.Token, nil).ID))
+		}
 		c.members = append(c.members, m)
 	}
 	return nil
+}
+
+// proxyLog opens a proxy's connection log in the members directory.
+func (c *Embedded) proxyLog(dir, name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("proxy log: %w", err)
+	}
+	c.pxLogs = append(c.pxLogs, f)
+	return f, nil
 }
 
 func (c *Embedded) exited(ev ExitEvent) {
@@ -330,6 +394,17 @@ func (c *Embedded) TLS() *tls.Config { return c.clientTLS }
 // ClientTLSFiles returns the client certificate files when members serve TLS (for etcdctl and tests).
 func (c *Embedded) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }
 
+// ClientProxy returns the client proxy in front of the named member, or nil when the cluster has none
+// (see EmbedOptions.ClientProxies).
+func (c *Embedded) ClientProxy(member string) *proxy.Proxy {
+	for i, m := range c.members {
+		if m.name == member && i < len(c.clientPx) {
+			return c.clientPx[i]
+		}
+	}
+	return nil
+}
+
 // Proxy returns the peer proxy in front of the named member, or nil.
 func (c *Embedded) Proxy(member string) *proxy.Proxy {
 	for i, m := range c.members {
@@ -378,8 +453,12 @@ func (c *Embedded) Close(ctx context.Context) error {
 			}
 		}
 		errs := append(stopAll(ctx, followers), stopAll(ctx, last)...)
-		for _, p := range c.proxies {
+		errs = append(errs, c.unmountDisks(ctx)...)
+		for _, p := range append(c.proxies, c.clientPx...) {
 			p.Close()
+		}
+		for _, f := range c.pxLogs {
+			f.Close()
 		}
 		c.status.close()
 		c.spawner.close()

@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,4 +277,89 @@ func TestStartFailsFastWithEtcdsReason(t *testing.T) {
 		t.Fatalf("error does not carry etcd's reason: %v", err)
 	}
 	t.Log(err)
+}
+
+// TestIdentifySender: connections that carry no X-Server-From header, such as a follower forwarding a
+// lease renewal to the leader (/leases), are attributed to the member process that opened them (that a
+// partition cuts lease forwarding is tested in package faults).
+func TestIdentifySender(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var follower Member
+	for _, m := range c.Members() {
+		if m.Name() != leader.Name() {
+			follower = m
+		}
+	}
+	cfg := ClientConfig(c)
+	cfg.Endpoints = []string{follower.ClientURL()}
+	cfg.Logger = zap.NewNop()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.KeepAliveOnce(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The renewal went over the follower's pool of plain HTTP connections to the leader (version probes,
+	// member lists and lease forwarding share it, so the connection's first request may be any of them):
+	// every such connection is attributed to the member that opened it.
+	want := fmt.Sprintf("%x", follower.ID())
+	var seen []string
+	found := false
+	for _, conn := range c.Proxy(leader.Name()).Conns() {
+		seen = append(seen, conn.Path+" from "+conn.From)
+		if strings.HasPrefix(conn.Path, "/raft") {
+			continue // raft streams and pipelines carry X-Server-From
+		}
+		if conn.From == "" {
+			t.Errorf("unattributed connection %s from %s", conn.Path, conn.Remote)
+		}
+		if conn.From == want {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("leader's proxy has no plain HTTP connection attributed to the follower %s (%s): %v", follower.Name(), want, seen)
+	}
+}
+
+// TestMemberIDsKnownBeforeStart: the ids computed before start are the ones etcd uses, so that every
+// peer connection can be attributed from the start.
+func TestMemberIDsKnownBeforeStart(t *testing.T) {
+	c := startCluster(t, 3)
+	want := map[uint64]string{}
+	for _, m := range c.Members() {
+		want[m.ID()] = m.Name()
+	}
+	cli := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if want[m.ID] != m.Name {
+			t.Fatalf("etcd says %s is %x; computed ids %v", m.Name, m.ID, want)
+		}
+	}
+	// Every open peer connection is attributed to a member.
+	for _, m := range c.Members() {
+		for _, conn := range c.Proxy(m.Name()).Conns() {
+			if conn.From == "" {
+				t.Errorf("proxy of %s: unattributed connection %s from %s", m.Name(), conn.Path, conn.Remote)
+			}
+		}
+	}
 }

@@ -1,13 +1,17 @@
 package clusters
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // MemberCommand is the hidden subcommand under which the chaosbench binary (or a test binary, see
@@ -34,7 +38,10 @@ func RunMember(args []string) {
 // (os.Args[1] == "member"), or runs a docker cluster's watchdog (os.Args[1] == ReaperCommand). Test
 // binaries call it first thing in TestMain, so that a test can start member processes by re-executing its
 // own binary, exactly as chaosbench re-executes itself.
+//
+// It also serves a slowfs mount when the process was started as a slowfs helper (see package slowfs).
 func RunMemberIfRequested() {
+	slowfs.RunIfRequested()
 	if len(os.Args) > 1 && os.Args[1] == MemberCommand {
 		RunMember(os.Args[2:])
 		os.Exit(0)
@@ -54,10 +61,11 @@ func exitWithParent(parent int) {
 }
 
 // childAttrs puts a child in its own process group (a Ctrl-C on the terminal reaches chaosbench, which
-// then shuts members down in order, and not the members directly) and has the kernel SIGKILL it when its
-// parent dies, so that not even `kill -9 chaosbench` leaves a member behind.
-func childAttrs() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// then shuts members down in order, and not the members directly) and has the kernel send it deathSig
+// when its parent dies: SIGKILL for members, so that not even `kill -9 chaosbench` leaves a member
+// behind; SIGTERM for slowfs helpers, which must unmount before they go.
+func childAttrs(deathSig syscall.Signal) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSig}
 }
 
 // spawner starts child processes from one goroutine locked to one OS thread for its whole life. Pdeathsig
@@ -67,6 +75,9 @@ func childAttrs() *syscall.SysProcAttr {
 type spawner struct {
 	reqs chan spawnReq
 	done chan struct{}
+
+	mu     sync.Mutex
+	closed bool // a start after close fails instead of sending on a closed channel
 }
 
 type spawnReq struct {
@@ -87,16 +98,32 @@ func newSpawner() *spawner {
 	return s
 }
 
-// start starts cmd from the spawner's thread.
+// start starts cmd from the spawner's thread; the kernel SIGKILLs it when chaosbench dies.
 func (s *spawner) start(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childAttrs()
+	return s.startWith(cmd, syscall.SIGKILL)
+}
+
+// startWith starts cmd from the spawner's thread; the kernel sends it deathSig when chaosbench dies.
+func (s *spawner) startWith(cmd *exec.Cmd, deathSig syscall.Signal) error {
+	cmd.SysProcAttr = childAttrs(deathSig)
 	errc := make(chan error, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("the cluster is closed")
+	}
 	s.reqs <- spawnReq{cmd: cmd, err: errc}
+	s.mu.Unlock()
 	return <-errc
 }
 
 // close ends the spawner's thread; children still running are killed by the kernel.
 func (s *spawner) close() {
-	close(s.reqs)
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.reqs)
+	}
+	s.mu.Unlock()
 	<-s.done
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // stopGrace bounds how long Stop waits for a graceful exit before it kills the member.
@@ -41,6 +43,7 @@ type procMember struct {
 	id         atomic.Uint64
 
 	mu       sync.Mutex
+	disk     *slowfs.FS // the slowfs mount on dataDir, if any
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the current process has been reaped
 	paused   bool

@@ -42,6 +42,7 @@ type Summary struct {
 	Total            Total                 `json:"total"`
 	Operations       map[string]*Operation `json:"operations"`
 	Faults           []FaultWindow         `json:"faults,omitempty"`
+	Phases           map[string]*Phase     `json:"phases,omitempty"`
 	Checks           []Check               `json:"checks,omitempty"`
 	Errors           []string              `json:"errors,omitempty"`
 
@@ -290,6 +291,9 @@ func WriteText(w io.Writer, s *Summary) error {
 		fmt.Fprintf(w, "schedule: target %.1f ops/s; %d slots started late (%.2f%%): %d with every client busy, %d from generator lag\n",
 			s.Schedule.TargetRate, s.Schedule.MissedBacklog+s.Schedule.MissedLag, s.Schedule.MissedPercent,
 			s.Schedule.MissedBacklog, s.Schedule.MissedLag)
+	}
+	if err := writeFaultsText(w, s); err != nil {
+		return err
 	}
 	if s.Incomplete {
 		fmt.Fprintf(w, "INCOMPLETE: %s\n", s.IncompleteReason)

@@ -27,6 +27,10 @@ type FaultWindow struct {
 	EndNs   int64     `json:"end_ns"`
 	// Outcome is "recovered", or says what went wrong ("not recovered within 30s: ...").
 	Outcome string `json:"outcome"`
+	// RecoveredNs is when the cluster was healthy again after the heal (0 if it was not).
+	RecoveredNs int64 `json:"recovered_ns,omitempty"`
+	// Availability is what the window did to clients: write gap, election, errors (see Availability).
+	Availability *Availability `json:"availability,omitempty"`
 }
 
 // ReadFaults reads dir/faults.jsonl; a run without faults has none and returns nil.

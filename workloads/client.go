@@ -178,6 +178,7 @@ func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.
 	if req.Kind == lin.KindPut {
 		rec.WriteID = req.Put.Value.ID
 	}
+	rec.Write = isWrite(req)
 	if c.rec.history != nil {
 		h := &c.op
 		*h = lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
@@ -206,6 +207,23 @@ func errorClass(ctx context.Context, err error) string {
 // canceledByCaller reports whether err only says that the caller's context ended (not our timeout).
 func canceledByCaller(parent context.Context, err error) bool {
 	return err != nil && parent.Err() != nil
+}
+
+// isWrite reports whether req modifies the store: a put, a delete, or a transaction with one in a branch.
+func isWrite(req lin.Request) bool {
+	switch req.Kind {
+	case lin.KindPut, lin.KindDelete:
+		return true
+	case lin.KindTxn:
+		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
+			for _, r := range branch {
+				if isWrite(r) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func requestKey(req lin.Request) string {

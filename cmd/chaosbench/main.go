@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -41,7 +42,8 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
-	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand())
+	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand(),
+		slowfsCommand())
 	root.AddCommand(reportCommand(stdout, &code))
 	// Containers and versions (docker.go).
 	quietTestcontainers()
@@ -170,6 +172,20 @@ func memberCommand() *cobra.Command {
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
 			clusters.RunMember(args)
+		},
+	}
+}
+
+// slowfsCommand is the hidden mode in which chaosbench serves the FUSE filesystem under one member's data
+// directory (disk faults); the embedded cluster starts it and talks to it over its stdin and stdout.
+func slowfsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                slowfs.Command + " [flags]",
+		Short:              "Serve a member's slow-disk filesystem (internal: started by chaosbench itself)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			os.Exit(slowfs.Main(args, os.Stdin, os.Stdout))
 		},
 	}
 }

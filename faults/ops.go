@@ -1,0 +1,232 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+)
+
+// Operations under load: maintenance an operator runs on a live cluster. Their window is the operation
+// itself (Inject returns when it is done) unless they repeat for a duration.
+
+// client returns an etcd client of the cluster, on the given endpoints (all when none).
+func (e *Env) client(endpoints ...string) (*clientv3.Client, error) {
+	cfg := clusters.ClientConfig(e.Cluster)
+	if len(endpoints) > 0 {
+		cfg.Endpoints = endpoints
+	}
+	cfg.Logger = zap.NewNop()
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd: %w", err)
+	}
+	return cli, nil
+}
+
+// Defrag defragments its targets' databases one after the other, as etcdctl defrag does; a member
+// blocks its reads and writes while it defragments.
+type Defrag struct{ base }
+
+// Available: any cluster a client reaches.
+func (f *Defrag) Available(clusters.Cluster) error { return nil }
+
+// Inject defragments.
+func (f *Defrag) Inject(ctx context.Context) error {
+	if err := f.resolve(ctx, running(f.env.Cluster)); err != nil {
+		return err
+	}
+	cli, err := f.env.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for _, m := range f.targets {
+		start := time.Now()
+		if _, err := cli.Defragment(ctx, m.ClientURL()); err != nil {
+			return fmt.Errorf("defragment %s: %w", m.Name(), err)
+		}
+		f.env.logf("fault %s: defragmented %s in %v", f.name, m.Name(), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// Recover has nothing to undo.
+func (f *Defrag) Recover(context.Context) error { return nil }
+
+// Compact compacts the keyspace at the current revision, once, or every interval for the window (a
+// compaction burst). Workloads reading old revisions then see "required revision has been compacted".
+type Compact struct {
+	base
+	stop chan struct{}
+	done chan struct{}
+	errs chan error
+}
+
+// Available: any cluster a client reaches.
+func (f *Compact) Available(clusters.Cluster) error { return nil }
+
+// Inject compacts, and keeps compacting every interval until Recover when asked to.
+func (f *Compact) Inject(ctx context.Context) error {
+	if l, err := f.env.Cluster.Leader(ctx); err == nil {
+		f.leader = l.Name()
+	}
+	cli, err := f.env.client()
+	if err != nil {
+		return err
+	}
+	compact := func(ctx context.Context) error {
+		resp, err := cli.Get(ctx, "compact-revision-probe", clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("compact: read revision: %w", err)
+		}
+		if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("compact at %d: %w", resp.Header.Revision, err)
+		}
+		return nil
+	}
+	if err := compact(ctx); err != nil {
+		cli.Close()
+		return err
+	}
+	if f.p.interval <= 0 || f.hold <= 0 {
+		cli.Close()
+		return nil
+	}
+	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(f.done)
+		defer cli.Close()
+		t := time.NewTicker(f.p.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-t.C:
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := compact(cctx); err != nil {
+					f.env.logf("fault %s: %v", f.name, err)
+				}
+				cancel()
+			}
+		}
+	}()
+	return nil
+}
+
+// Recover ends a compaction burst.
+func (f *Compact) Recover(context.Context) error {
+	if f.stop != nil {
+		close(f.stop)
+		<-f.done
+	}
+	return nil
+}
+
+// Replace replaces a member the way an operator replaces a failed machine: remove, wipe, add back as a
+// learner, promote (see clusters.Embedded.Replace). The member's raft id changes.
+type Replace struct{ base }
+
+// Available needs a cluster that can replace members and at least 3 members.
+func (f *Replace) Available(c clusters.Cluster) error {
+	if _, ok := c.(replacer); !ok {
+		return fmt.Errorf("needs control of member processes, which a %s cluster does not offer", c.Backend())
+	}
+	if len(c.Members()) < 3 {
+		return errors.New("replacing a member needs at least 3 members")
+	}
+	return nil
+}
+
+// Inject replaces the target.
+func (f *Replace) Inject(ctx context.Context) error {
+	if err := f.resolve(ctx, running(f.env.Cluster)); err != nil {
+		return err
+	}
+	if len(f.targets) != 1 {
+		return fmt.Errorf("replace one member at a time, not %d", len(f.targets))
+	}
+	start := time.Now()
+	if err := f.env.Cluster.(replacer).Replace(ctx, f.targets[0].Name()); err != nil {
+		return err
+	}
+	f.env.logf("fault %s: replaced %s in %v", f.name, f.targets[0].Name(), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Recover starts the member again if the replacement stopped half way with it down.
+func (f *Replace) Recover(ctx context.Context) error {
+	for _, m := range f.targets {
+		if p, ok := m.(clusters.Process); ok && !p.Running() {
+			return p.Start(ctx)
+		}
+	}
+	return nil
+}
+
+// Snapshot streams a snapshot of its target's database into the run directory, as etcdctl snapshot save
+// does, and removes the file afterwards: the load on the member (a consistent read of the whole database
+// and its transfer) is the point, not the file.
+type Snapshot struct{ base }
+
+// Available: any cluster a client reaches.
+func (f *Snapshot) Available(clusters.Cluster) error { return nil }
+
+// Inject saves the snapshot.
+func (f *Snapshot) Inject(ctx context.Context) error {
+	if err := f.resolve(ctx, running(f.env.Cluster)); err != nil {
+		return err
+	}
+	for _, m := range f.targets {
+		if err := f.save(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Snapshot) save(ctx context.Context, m clusters.Member) error {
+	cli, err := f.env.client(m.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	start := time.Now()
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", m.Name(), err)
+	}
+	defer rc.Close()
+	dir := f.env.Dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	file, err := os.CreateTemp(dir, "snapshot-"+m.Name()+"-*.db")
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", m.Name(), err)
+	}
+	defer os.Remove(file.Name())
+	n, err := io.Copy(file, rc)
+	if err == nil {
+		err = file.Sync()
+	}
+	file.Close()
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", m.Name(), err)
+	}
+	f.env.logf("fault %s: saved a %d-byte snapshot of %s in %v (%s, removed)", f.name, n, m.Name(),
+		time.Since(start).Round(time.Millisecond), filepath.Base(file.Name()))
+	return nil
+}
+
+// Recover has nothing to undo.
+func (f *Snapshot) Recover(context.Context) error { return nil }

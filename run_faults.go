@@ -1,0 +1,211 @@
+package chaosbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/faults"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// faultRun is a run's fault schedule from validation to summary. Every method is safe on a nil or empty
+// plan (no faults), so that run.go calls them unconditionally.
+type faultRun struct {
+	opts   FaultOptions
+	sched  faults.Schedule
+	note   string // why the default schedule is empty, or what it is
+	slowfs bool
+	track  bool
+	client bool
+
+	phases *results.Phases
+	runner *faults.Runner
+	err    error // from Stop
+}
+
+// faultStopTimeout bounds healing the faults when the load ends; faultInterruptTimeout when the run was
+// interrupted (nothing is waited for then but the heals themselves).
+const (
+	faultStopTimeout      = 45 * time.Second
+	faultInterruptTimeout = 5 * time.Second
+)
+
+// planFaults parses and validates the scenario's fault schedule against the cluster it describes. Every
+// problem is a usage error: nothing has started yet.
+func planFaults(s *Scenario) (*faultRun, error) {
+	o := s.Faults
+	if !slices.Contains([]string{"auto", "on", "off"}, o.SlowFS) {
+		return nil, results.Usagef("--slowfs %q: auto, on or off", o.SlowFS)
+	}
+	if o.HealthTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Settle < 0 {
+		return nil, results.Usagef("--fault-health-timeout and --fault-recovery-timeout must be positive, --fault-settle not negative")
+	}
+	if s.Cluster != "embed" && (o.SlowFS == "on" || o.ClientProxies) {
+		return nil, results.Usagef("--slowfs and --client-proxies are for embedded clusters")
+	}
+	p := &faultRun{opts: o}
+	var specs []string
+	for _, spec := range o.Schedule {
+		if strings.TrimSpace(spec) != "default" {
+			specs = append(specs, spec)
+			continue
+		}
+		if s.Cluster != "embed" {
+			p.note = "no default faults on an external cluster"
+			continue
+		}
+		def, reason := faults.DefaultSpecs(s.Duration, s.Members)
+		if reason != "" {
+			p.note = "no default faults: " + reason
+		} else {
+			p.note = "default faults: " + strings.Join(def, ",")
+		}
+		specs = append(specs, def...)
+	}
+	sched, err := faults.Parse(specs)
+	if err != nil {
+		return nil, err
+	}
+	p.sched = sched
+
+	caps := faults.Capabilities{Backend: s.Cluster}
+	if s.Cluster == "embed" {
+		caps.Members, caps.Process, caps.Proxies = s.Members, true, true
+		p.client = o.ClientProxies || sched.NeedsClientProxies()
+		caps.ClientProxies = p.client
+		fuseErr := slowfs.Available()
+		switch {
+		case o.SlowFS == "on" && fuseErr != nil:
+			return nil, results.Usagef("--slowfs on: %v", fuseErr)
+		case o.SlowFS == "on", o.SlowFS == "auto" && sched.NeedsDisk() && fuseErr == nil:
+			p.slowfs = true
+			caps.Disk = "slowfs"
+		case faults.StraceAvailable() == nil:
+			caps.Disk = "strace"
+			caps.DiskReason = "slowfs is off"
+			if fuseErr != nil {
+				caps.DiskReason = fuseErr.Error()
+			}
+		default:
+			caps.DiskReason = "no FUSE and no strace"
+			if fuseErr != nil {
+				caps.DiskReason = fuseErr.Error() + ", and no strace in PATH"
+			}
+		}
+		p.track = p.slowfs && sched.NeedsUnsyncedTracking()
+		caps.TrackUnsynced = p.track
+	}
+	if err := sched.Validate(caps, s.Duration); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *faultRun) active() bool { return p != nil && !p.sched.Empty() }
+
+// describe prints the plan: the schedule, or why there is none.
+func (p *faultRun) describe(w io.Writer) {
+	if p == nil {
+		return
+	}
+	switch {
+	case p.active() && strings.HasPrefix(p.note, "default faults:"):
+		fmt.Fprintf(w, "%s (--faults none turns them off)\n", p.note)
+	case p.active():
+		specs := make([]string, len(p.sched.Entries))
+		for i, e := range p.sched.Entries {
+			specs[i] = e.Spec
+		}
+		fmt.Fprintf(w, "faults: %s\n", strings.Join(specs, ","))
+	case p.note != "":
+		fmt.Fprintln(w, p.note)
+	}
+	if p.slowfs {
+		fmt.Fprintln(w, "member data directories are served through slowfs (FUSE) for disk faults")
+	}
+}
+
+// configure adds what the schedule needs to an embedded cluster: slowfs mounts, client proxies, seeds.
+func (p *faultRun) configure(o *clusters.EmbedOptions, seed int64) {
+	o.Seed = uint64(seed)
+	if p == nil {
+		return
+	}
+	if p.slowfs {
+		o.SlowFS = &clusters.SlowFSOptions{TrackUnsynced: p.track}
+	}
+	o.ClientProxies = p.client
+}
+
+// start creates the phase split and the runner, which waits for the load to begin; it returns the sinks
+// to add to the recorder.
+func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scenario, out io.Writer) ([]results.Sink, error) {
+	if !p.active() {
+		return nil, nil
+	}
+	var err error
+	if p.phases, err = results.NewPhases(results.CollectorOptions{Start: base, Warmup: s.Warmup}); err != nil {
+		return nil, err
+	}
+	p.runner, err = faults.Start(c, p.sched, faults.Options{
+		Base: base, Seed: s.Seed, Dir: dir, Log: out, Phases: p.phases, Duration: s.Duration,
+		HealthTimeout: p.opts.HealthTimeout, RecoveryTimeout: p.opts.RecoveryTimeout, Settle: p.opts.Settle,
+		Grace: s.RequestTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []results.Sink{faultSink{p.phases, p.runner}}, nil
+}
+
+// faultSink files records by phase and starts the schedule when the load begins.
+type faultSink struct {
+	*results.Phases
+	runner *faults.Runner
+}
+
+func (s faultSink) Begin(at time.Duration) {
+	s.Phases.Begin(at)
+	s.runner.Begin(at)
+}
+
+// stop heals every fault; it runs before the cluster stops, on every path (it is idempotent).
+func (p *faultRun) stop(ctx context.Context) {
+	if p == nil || p.runner == nil {
+		return
+	}
+	reason, timeout := faults.LoadEnded, faultStopTimeout
+	if ctx.Err() != nil {
+		reason, timeout = faults.Interrupted, faultInterruptTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := p.runner.Stop(sctx, reason); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// summarize puts the windows, the phases and the schedule's problems into the summary, and returns the
+// error that decides the exit code when a fault did not go as scheduled.
+func (p *faultRun) summarize(s *results.Summary, from, end time.Duration) error {
+	if p == nil || p.runner == nil {
+		return nil
+	}
+	s.Faults = p.runner.Windows()
+	if err := p.phases.Close(end); err == nil && from < end {
+		s.Phases = p.phases.Summary(from, end)
+	}
+	s.Errors = append(s.Errors, p.runner.Errors()...)
+	return p.err
+}
+
+// isFaultFailure reports whether err says a fault did not recover (exit code 3, like a failed threshold:
+// the cluster did not meet the availability the run expects).
+func isFaultFailure(err error) bool { return errors.Is(err, faults.ErrNotRecovered) }
