@@ -54,6 +54,8 @@ func ExitCode(err error) int {
 		return results.ExitUsage
 	case errors.Is(err, ErrInterrupted):
 		return results.ExitInterrupted
+	case errors.Is(err, lin.ErrViolation):
+		return results.ExitViolation
 	}
 	return results.ExitHarness
 }
@@ -77,6 +79,9 @@ type run struct {
 	runner    *workloads.Runner
 	clientLog *os.File
 	loadEnd   time.Duration
+
+	checkReport *lin.Report // consistency checks of the history (check.go)
+	checkNote   string      // why they did not run
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -309,6 +314,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(s.Total.Count)
 	}
 
+	// Consistency checks of the recorded history (check.go).
+	checkErr := r.checkHistory(ctx, interrupted)
+
 	r.mu.Lock()
 	s.Errors = append(s.Errors, r.events...)
 	r.mu.Unlock()
@@ -320,6 +328,8 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	case loadErr != nil:
 		s.Incomplete, s.IncompleteReason = true, loadErr.Error()
 		runErr = loadErr
+	case checkErr != nil:
+		runErr = checkErr
 	case harnessErr != nil:
 		runErr = harnessErr
 	}
@@ -340,6 +350,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if s.Schedule.Mode == "open" && s.Schedule.MissedPercent > 1 {
 		fmt.Fprintf(r.out, "WARNING: %.1f%% of operations started late: response times include the delay, service times do not.\n", s.Schedule.MissedPercent)
 	}
+	r.printChecks()
 	for _, e := range s.Errors {
 		fmt.Fprintln(r.out, "error:", e)
 	}

@@ -52,6 +52,10 @@ type Scenario struct {
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
+
+	// Consistency checks of the recorded history (see bindCheckFlags).
+	Check        bool          `json:"check"`
+	CheckTimeout time.Duration `json:"check-timeout"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -71,8 +75,10 @@ func DefaultScenario() Scenario {
 			Consistency: "l", RangeKeys: 1, TxnOps: 1, RWRatio: 1,
 			WatchStreams: 10, WatchersPerStream: 10,
 		},
-		History:  true,
-		Progress: results.ProgressAuto,
+		History:      true,
+		Progress:     results.ProgressAuto,
+		Check:        true,
+		CheckTimeout: 5 * time.Minute,
 	}
 }
 
@@ -122,6 +128,13 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
+	bindCheckFlags(fs, s)
+}
+
+// bindCheckFlags defines the flags of the consistency checks a run makes of its own history.
+func bindCheckFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.BoolVar(&s.Check, "check", s.Check, "check the recorded history at the end of the run: linearizability, watch guarantees, serializable reads (needs --history)")
+	fs.DurationVar(&s.CheckTimeout, "check-timeout", s.CheckTimeout, "time limit of the checks; what is not decided in time is unknown, which is not a pass")
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -234,6 +247,9 @@ func (s *Scenario) validate() error {
 	}
 	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
 		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
+	}
+	if s.CheckTimeout < 0 {
+		return results.Usagef("--check-timeout %s: must not be negative", s.CheckTimeout)
 	}
 	if s.Warmup < 0 || (s.Duration > 0 && s.Warmup >= s.Duration) {
 		return results.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)
