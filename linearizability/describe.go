@@ -63,7 +63,11 @@ func describeKV(kv *KV) string {
 	if kv == nil {
 		return "nothing"
 	}
-	s := fmt.Sprintf("%q=#%d (mod %d, create %d, ver %d", kv.Key, kv.Value.ID, kv.ModRevision, kv.CreateRevision, kv.Version)
+	val := fmt.Sprintf("#%d", kv.Value.ID)
+	if kv.Value.ID == 0 {
+		val = "(no value)"
+	}
+	s := fmt.Sprintf("%q=%s (mod %d, create %d, ver %d", kv.Key, val, kv.ModRevision, kv.CreateRevision, kv.Version)
 	if kv.Lease != 0 {
 		s += fmt.Sprintf(", lease %x", kv.Lease)
 	}
@@ -132,4 +136,20 @@ func describeResponse(op *Operation) string {
 	}
 	walk(r)
 	return fmt.Sprintf("rev %d %s", r.Revision, strings.Join(parts, " "))
+}
+
+// by names the operation that wrote revision r, when it is known.
+func (c *checker) by(r int64) string {
+	if r <= c.base || r > c.maxRev {
+		return ""
+	}
+	if w := c.writer[c.rev(r)]; w >= 0 {
+		return " by " + c.describe(int(w))
+	}
+	return ""
+}
+
+// recBy describes a key's version and the operation that wrote it.
+func (c *checker) recBy(key string, r rec) string {
+	return describeRec(key, r) + ", written" + c.by(r.mod)
 }

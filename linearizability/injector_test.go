@@ -32,9 +32,10 @@ type injector struct {
 	kind anomaly
 	mu   sync.Mutex
 	rng  *rand.Rand
-	from time.Time // arm time
-	max  int
-	n    int // anomalies injected
+	from  time.Time // arm time
+	max   int
+	n     int  // anomalies injected
+	eager bool // inject at every chance once armed (small fixtures)
 
 	lastRev  int64
 	cache    map[string]*pb.RangeResponse // per key: an earlier answer, for stale reads
@@ -52,7 +53,7 @@ func (in *injector) dialOptions() []grpc.DialOption {
 
 // fire reports whether to inject now (with probability p once armed, up to max times).
 func (in *injector) fire(p float64) bool {
-	if time.Now().Before(in.from) || in.n >= in.max || in.rng.Float64() >= p {
+	if time.Now().Before(in.from) || in.n >= in.max || (!in.eager && in.rng.Float64() >= p) {
 		return false
 	}
 	in.n++

@@ -380,7 +380,11 @@ func (op *keyOp) String() string {
 		if i == 0 {
 			b.WriteString("if ")
 		}
-		fmt.Fprintf(&b, "%s%s%d ", c.Target, c.Result, c.Operand)
+		if c.Target == CompareValue {
+			fmt.Fprintf(&b, "value%s#%d ", c.Result, c.Value.ID)
+		} else {
+			fmt.Fprintf(&b, "%s%s%d ", c.Target, c.Result, c.Operand)
+		}
 	}
 	desc := func(steps []keyStep) string {
 		var parts []string

@@ -724,7 +724,7 @@ func (s *sweep) checkKey(i int, k int32, kv *KV, keysOnly bool, what string) {
 	}
 	switch {
 	case kv == nil && ks.exists:
-		c.vs.add(s.violation(i, "missing key", key, fmt.Sprintf("%s found no %q as %s at revision %d, but revision %d wrote it (%s)", c.describe(i), key, what, s.curState(), ks.r.mod, describeRec(key, ks.r))))
+		c.vs.add(s.violation(i, "missing key", key, fmt.Sprintf("%s found no %q as %s at revision %d, but the replay has %s", c.describe(i), key, what, s.curState(), c.recBy(key, ks.r))))
 	case kv == nil:
 	case !ks.exists:
 		if kv.ModRevision == -1 {
@@ -735,19 +735,19 @@ func (s *sweep) checkKey(i int, k int32, kv *KV, keysOnly bool, what string) {
 		if kv.ModRevision < s.cur && kv.ModRevision <= ks.anchor {
 			kind = "stale " + what
 		}
-		c.vs.add(s.violation(i, kind, key, fmt.Sprintf("%s returned %s as %s at revision %d, but %q did not exist then (last changed at revision %d)", c.describe(i), describeKV(kv), what, s.curState(), key, ks.anchor)))
+		c.vs.add(s.violation(i, kind, key, fmt.Sprintf("%s returned %s as %s at revision %d, but %q did not exist then (last changed at revision %d%s)", c.describe(i), describeKV(kv), what, s.curState(), key, ks.anchor, c.by(ks.anchor))))
 	case kv.ModRevision == -1:
 	case kv.ModRevision != ks.r.mod:
 		kind := "stale " + what
 		if kv.ModRevision > ks.r.mod {
 			kind = "future " + what
 		}
-		c.vs.add(s.violation(i, kind, key, fmt.Sprintf("%s returned %s as %s at revision %d, but the replay has %s", c.describe(i), describeKV(kv), what, s.curState(), describeRec(key, ks.r))))
+		c.vs.add(s.violation(i, kind, key, fmt.Sprintf("%s returned %s as %s at revision %d, but the replay has %s", c.describe(i), describeKV(kv), what, s.curState(), c.recBy(key, ks.r))))
 	default:
 		bad := (!keysOnly && ks.unk&unkValue == 0 && kv.Value.ID != ks.r.value) || kv.Lease != ks.r.lease ||
 			(ks.unk&unkCreate == 0 && kv.CreateRevision != ks.r.create) || (ks.unk&unkVersion == 0 && kv.Version != ks.r.version)
 		if bad {
-			c.vs.add(s.violation(i, "wrong "+what, key, fmt.Sprintf("%s returned %s as %s at revision %d, but the replay has %s", c.describe(i), describeKV(kv), what, s.curState(), describeRec(key, ks.r))))
+			c.vs.add(s.violation(i, "wrong "+what, key, fmt.Sprintf("%s returned %s as %s at revision %d, but the replay has %s", c.describe(i), describeKV(kv), what, s.curState(), c.recBy(key, ks.r))))
 			return
 		}
 		if ks.unk != 0 {

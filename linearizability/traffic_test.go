@@ -25,6 +25,7 @@ type traffic struct {
 	keys    int
 	clients int
 	seed    uint64
+	pause   time.Duration // between requests of a client (0: flat out)
 }
 
 func (tr traffic) key(i int) string { return fmt.Sprintf("%sk%02d", tr.prefix, i) }
@@ -72,6 +73,9 @@ func (tr traffic) kvActor(ctx context.Context, c *workloads.Client, rng *rand.Ra
 		return lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: c.NewValue(16 + rng.IntN(64)), PrevKV: rng.IntN(2) == 0}}
 	}
 	for ctx.Err() == nil {
+		if tr.pause > 0 {
+			time.Sleep(tr.pause)
+		}
 		key := tr.key(rng.IntN(tr.keys))
 		switch x := rng.IntN(100); {
 		case x < 12: // create

@@ -48,17 +48,20 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 	if w.hasReq {
 		lo, hi = c.ks.interval(w.req.Key, w.req.End)
 	}
-	// The first revision the watcher must deliver: the one asked for, or the one after the store's when
-	// etcd created the watch. The etcd client resumes a watch from revision 0 at its creation revision
-	// (not the one after), so after a reconnection an event of that very revision may arrive too.
-	start, extra := int64(0), int64(0)
+	// The first revision the watcher must deliver: the one asked for. A watch from revision 0 starts after
+	// the store's revision when etcd registered it, which lies between the last revision known to exist
+	// when it was requested and the revision its created response carries (etcd reads that one after
+	// registering the watcher, so writes in between are delivered too; the etcd client also resumes such a
+	// watch at that revision, not the one after). Events from that window are optional, but once one is
+	// delivered, every later one is due.
+	start, earliest := int64(0), int64(0)
 	compactedBefore, _ := c.compactedBefore(w.requested)
 	if w.hasReq && w.req.Revision > 0 {
-		start = w.req.Revision
+		start, earliest = w.req.Revision, w.req.Revision
 	} else {
 		for _, ri := range w.recs {
 			if r := &c.h.Watches[ri]; r.Created {
-				start, extra = r.Revision+1, r.Revision
+				start, earliest = r.Revision+1, min(c.firstAfter(w.requested), r.Revision+1)
 				break
 			}
 		}
@@ -98,9 +101,11 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 					"received %s after a progress notification for revision %d, which promised every event up to it", describeEvent(e), lastProg)
 			}
 			seen[id] = true
-			if start > 0 && rev < start && rev != extra {
-				kind := "watch not resumable"
-				c.watchViolation(w, kind, e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), start)
+			if start > 0 && rev < earliest {
+				c.watchViolation(w, "watch not resumable", e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), earliest)
+			}
+			if len(got) == 0 && rev < start && rev >= earliest {
+				start = rev // the watch started earlier than its created response says: from here on, all is due
 			}
 			if w.req.Revision > 0 && rev < compactedBefore {
 				c.watchViolation(w, "watch of compacted revision", e.KV.Key, rev, r.Time,
@@ -137,13 +142,13 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 		return // what the watcher should have received is unknown
 	}
 	end := min(max(lastEv, lastProg), c.maxRev)
-	c.checkDelivered(s, w, got, lo, hi, start, extra, end, compactions)
+	c.checkDelivered(s, w, got, lo, hi, start, end, compactions)
 }
 
 // checkDelivered compares what a watcher received, revision by revision, with the replay's changes to its
 // range from start to end: reliable (nothing missing), resumable (nothing missing at the start), and each
 // event's content, previous value and create flag.
-func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi int32, start, extra, end int64, compactions []compaction) {
+func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi int32, start, end int64, compactions []compaction) {
 	slices.SortStableFunc(got, func(a, b delivered) int {
 		if a.rev != b.rev {
 			return cmpInt(a.rev, b.rev)
@@ -153,9 +158,6 @@ func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi i
 	gi := 0
 	first := true
 	from := max(start, c.base+1)
-	if extra > c.base && extra >= from-1 {
-		from = extra
-	}
 	for gi < len(got) && got[gi].rev < from {
 		gi++
 	}
@@ -177,14 +179,13 @@ func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi i
 			have = append(have, got[gi])
 			gi++
 		}
-		optional := r == extra && r < start
 		wi, hi2 := 0, 0
 		for wi < len(want) || hi2 < len(have) {
 			switch {
 			case hi2 >= len(have) || (wi < len(want) && want[wi].rank < have[hi2].rank):
 				e := want[wi]
 				wi++
-				if e.maybe || optional {
+				if e.maybe {
 					continue
 				}
 				kind := "watch not reliable"

@@ -31,6 +31,26 @@ type Options struct {
 	FaultLength time.Duration // default 5 s
 
 	CompactEvery time.Duration // default 60 s (kube-apiserver: 5 minutes)
+
+	// Bug makes the simulated etcd break one of its guarantees a few times (see Bugs), for tests of the
+	// checker. Empty: a correct etcd.
+	Bug string
+}
+
+// Bugs are the ways the simulated etcd can be made to misbehave.
+var Bugs = []string{
+	"stale-read",          // a linearizable get answered from an older revision
+	"lost-write",          // a put acknowledged and never applied
+	"revision-back",       // a write answered with a revision below its own
+	"duplicate-event",     // a watch response delivered twice
+	"dropped-event",       // a watch response never delivered
+	"reordered-events",    // two watch responses swapped
+	"early-progress",      // a progress notification sent before the events it covers
+	"early-lease-expiry",  // a lease expired long before its TTL
+	"future-serializable", // a serializable read claiming a revision not yet written
+	"compacted-read",      // a read below the compacted revision that succeeds
+	"wrong-count",         // a count off by one
+	"wrong-prevkv",        // a watch event with another version as its previous value
 }
 
 func (o *Options) defaults() {
@@ -136,6 +156,16 @@ type sim struct {
 
 	compactPrev int64
 	stats       Stats
+	bugs        int // bugs injected so far
+}
+
+// bug reports whether to misbehave in the named way now: a few times, after the first seconds.
+func (s *sim) bug(name string, p float64) bool {
+	if s.o.Bug != name || s.bugs >= 3 || s.now < 3*sec || s.rng.Float64() >= p {
+		return false
+	}
+	s.bugs++
+	return true
 }
 
 // Write simulates a run and writes its history files (and faults.jsonl) into dir.
@@ -205,7 +235,7 @@ func (s *sim) run() {
 	s.at(30*ms, s.leaderElection)
 	s.at(5*ms, s.eventLease)
 	s.at(int64(s.o.CompactEvery), s.compactor)
-	s.at(30*sec, s.counter)
+	s.at(5*sec, s.counter)
 	for s.q.Len() > 0 {
 		e := heap.Pop(&s.q).(event)
 		s.now = e.t
@@ -302,7 +332,11 @@ func (s *sim) execute(req *lin.Request) (*lin.Response, error) {
 		s.st.nextLease++
 		id := s.st.nextLease
 		s.st.leases[id] = &slease{id: id, ttl: req.Lease.TTL, expiry: s.now + req.Lease.TTL*sec, keys: map[string]bool{}}
-		s.at(s.now+req.Lease.TTL*sec+s.rng.Int64N(500*ms), func() { s.expire(id) })
+		expiry := s.now + req.Lease.TTL*sec + s.rng.Int64N(500*ms)
+		if req.Lease.TTL > 60 && s.o.Bug == "early-lease-expiry" {
+			expiry = s.now + 20*sec
+		}
+		s.at(expiry, func() { s.expire(id) })
 		resp = &lin.Response{Revision: s.st.rev, Lease: &lin.LeaseResponse{ID: id, TTL: req.Lease.TTL}}
 	case lin.KindLeaseRevoke:
 		err = s.st.revoke(req.Lease.ID)
@@ -312,8 +346,30 @@ func (s *sim) execute(req *lin.Request) (*lin.Response, error) {
 		resp = &lin.Response{Revision: s.st.rev}
 	case lin.KindRange:
 		var rr *lin.RangeResponse
-		rr, err = s.st.rangeAt(req.Range, req.Range.Revision)
+		rev := req.Range.Revision
+		if rev == 0 && req.Range.End == "" && s.st.rev > 20 && s.bug("stale-read", 0.05) {
+			rev = s.st.rev - 20
+		}
+		if rev != 0 && rev < s.st.compactRev && s.o.Bug == "compacted-read" {
+			saved := s.st.compactRev
+			s.st.compactRev = 0
+			rr, err = s.st.rangeAt(req.Range, rev)
+			s.st.compactRev = saved
+		} else {
+			rr, err = s.st.rangeAt(req.Range, rev)
+		}
+		if err == nil && req.Range.CountOnly && s.bug("wrong-count", 0.5) {
+			rr.Count++
+		}
 		resp = &lin.Response{Revision: s.st.rev, Range: rr}
+	case lin.KindPut:
+		if s.bug("lost-write", 0.05) {
+			return &lin.Response{Revision: s.st.rev + 1, Put: &lin.PutResponse{}}, nil
+		}
+		resp, err = s.st.apply(req)
+		if err == nil && s.bug("revision-back", 0.05) {
+			resp.Revision -= 3
+		}
 	default:
 		resp, err = s.st.apply(req)
 	}
@@ -354,15 +410,37 @@ func (s *sim) notify() {
 		if len(evs) == 0 {
 			continue
 		}
+		if s.bug("wrong-prevkv", 0.01) {
+			for i := range evs {
+				if evs[i].PrevKV != nil && evs[i].PrevKV.Version > 1 {
+					p := *evs[i].PrevKV
+					p.Version--
+					evs[i].PrevKV = &p
+				}
+			}
+		}
 		t := max(s.now+ms/2+s.rng.Int64N(10*ms), w.lastT+1, w.brokenUntil)
-		w.lastT = t
-		s.at(t, func() {
-			s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Events: evs})
-			s.stats.WatchRecords++
-			s.stats.WatchEvents += len(evs)
-		})
+		switch {
+		case s.bug("dropped-event", 0.01):
+			continue
+		case w.lastT > s.now+2 && s.bug("reordered-events", 0.5):
+			// Deliver this response before the previous one, which is still on its way.
+			t = w.lastT - 2
+		case s.bug("duplicate-event", 0.01):
+			s.deliver(w, t+1, rev, evs)
+		}
+		w.lastT = max(w.lastT, t+1)
+		s.deliver(w, t, rev, evs)
 	}
 	s.st.changes = s.st.changes[:0]
+}
+
+func (s *sim) deliver(w *swatcher, t, rev int64, evs []lin.Event) {
+	s.at(t, func() {
+		s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Events: evs})
+		s.stats.WatchRecords++
+		s.stats.WatchEvents += len(evs)
+	})
 }
 
 func inRange(k, key, end string) bool {
@@ -404,7 +482,10 @@ func (s *sim) startWatchers() {
 func (s *sim) progress(w *swatcher, every int64) {
 	rev := s.st.rev
 	t := max(s.now, w.lastT+1, w.brokenUntil)
-	w.lastT = t
+	if s.now < w.lastT && s.bug("early-progress", 0.2) {
+		t = s.now // ahead of events still on their way
+	}
+	w.lastT = max(w.lastT, t)
 	s.at(t, func() {
 		s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Progress: true})
 		s.stats.WatchRecords++
@@ -610,6 +691,9 @@ func (s *sim) serializableGet() {
 	rev := max(s.st.rev-lag, s.st.compactRev, 1)
 	r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: key, Serializable: true}}
 	rr, err := s.st.rangeAt(r.Range, rev)
+	if s.bug("future-serializable", 0.05) {
+		rev = s.st.rev + 50
+	}
 	ret := call + s.latency(call)
 	s.at(ret, func() {
 		op := lin.Operation{Client: c, Op: "get/pods/serializable", Call: call, Return: ret, Request: r}
@@ -746,7 +830,13 @@ func (s *sim) compactor() {
 		if err != nil || !resp.Txn.Succeeded || target == 0 {
 			return
 		}
-		s.send("compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: target}}, nil)
+		s.send("compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: target}}, func(_ *lin.Response, err error) {
+			if err == nil && target > 2 && s.bug("compacted-read", 1) {
+				// A read below the compaction just acknowledged: etcd must refuse it.
+				r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "/registry/pods/", End: prefixEnd("/registry/pods/"), Limit: 10, Revision: target - 1}}
+				s.at(s.now+ms, func() { s.send("list/pods", r, nil) })
+			}
+		})
 	})
 	s.at(s.now+int64(s.o.CompactEvery), s.compactor)
 }
