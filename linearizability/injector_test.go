@@ -29,9 +29,9 @@ var anomalies = []anomaly{staleRead, lostWrite, revisionBack, tornTxn, duplicate
 // and fakes one kind of anomaly a few times once armed. Everything else passes through untouched, so the
 // history around the anomaly is real etcd's.
 type injector struct {
-	kind anomaly
-	mu   sync.Mutex
-	rng  *rand.Rand
+	kind  anomaly
+	mu    sync.Mutex
+	rng   *rand.Rand
 	from  time.Time // arm time
 	max   int
 	n     int  // anomalies injected
