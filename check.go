@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		return nil, results.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
 	}
 	start := time.Now()
+	defer debug.SetGCPercent(debug.SetGCPercent(checkGCPercent))
 	rep, err := lin.CheckDir(ctx, o.Dir, lin.Options{Timeout: o.Timeout})
 	if rep == nil {
 		return nil, fmt.Errorf("check %s: %w", o.Dir, err)
@@ -48,6 +50,11 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		rep.Stats.Operations, rep.Stats.WatchEvents, time.Since(start).Seconds(), cpuSeconds(), peakRSS()>>20, filepath.Join(o.Dir, lin.ReportFile))
 	return rep, err
 }
+
+// checkGCPercent is the garbage collector's target while checking. A run collects rarely during its load
+// (its live heap is small, its allocation rate high); a check holds the whole history, hundreds of
+// megabytes, and at the run's setting its heap could grow to five times that.
+const checkGCPercent = 100
 
 // peakRSS returns the process's peak resident set size in bytes.
 func peakRSS() int64 {
@@ -83,6 +90,7 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) error {
 		return nil
 	}
 	fmt.Fprintf(r.out, "checking the history (linearizability, watches, serializable reads)...\n")
+	defer debug.SetGCPercent(debug.SetGCPercent(checkGCPercent))
 	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout})
 	if rep == nil {
 		r.summary.Checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: err.Error()}}

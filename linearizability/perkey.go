@@ -240,7 +240,7 @@ func (c *checker) segments(byKey [][]*keyOp, s *sweep) []segment {
 			call := c.h.Operations[ko.op].Call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
-				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain, initial)
+				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain)
 				start, uncertain, observes = j, false, false
 			}
 			observes = observes || ko.observes
@@ -260,7 +260,7 @@ func (c *checker) segments(byKey [][]*keyOp, s *sweep) []segment {
 }
 
 // stateAfter returns the states a key can be in after every write up to revision upTo, from the replay.
-func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool, initial []kstate) []kstate {
+func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool) []kstate {
 	st := kstate{floor: seen}
 	found := false
 	i := sort.Search(len(hist), func(i int) bool { return s.canon[hist[i]].rev > upTo })
@@ -275,7 +275,6 @@ func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, 
 	if !found && c.preRun {
 		return []kstate{{any: true, floor: seen}}
 	}
-	_ = initial
 	if !widen && c.candFrom[k] == 0 && (!st.exists || st.r.lease == 0) {
 		return []kstate{st}
 	}
@@ -292,7 +291,7 @@ func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	segs := c.segments(byKey, s)
 	c.stats.Partitions = len(segs)
 	for _, sg := range segs {
-		c.stats.LongestPartion = max(c.stats.LongestPartion, len(sg.ops))
+		c.stats.LongestPartition = max(c.stats.LongestPartition, len(sg.ops))
 	}
 	// Longest first, so that one long segment does not finish last alone.
 	slices.SortStableFunc(segs, func(a, b segment) int { return len(b.ops) - len(a.ops) })
@@ -362,7 +361,7 @@ func (c *checker) mayExpire(id, t int64) bool {
 		return true
 	}
 	l := c.leases[id]
-	return l == nil || l.minExpiry < t
+	return l == nil || l.minExpiry-leaseSlack < t
 }
 
 // shrink makes a failing segment as small as it can while it still fails: it drops the latest operations
@@ -391,9 +390,11 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 			keyHist = append(keyHist, int32(i))
 		}
 	}
-	initial := []kstate{{}}
 	var maxRet, maxWrite, maxSeen int64
-	uncertain := false
+	for _, st := range sg.init {
+		maxWrite, maxSeen = max(maxWrite, st.last), max(maxSeen, st.floor)
+	}
+	uncertain := len(sg.init) > 1
 	best := sg
 	for j := 0; j+1 < len(sg.ops); j++ {
 		ko := sg.ops[j]
@@ -406,7 +407,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 		if maxRet >= c.h.Operations[sg.ops[j+1].op].Call {
 			continue
 		}
-		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain, initial)}
+		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}
 		if fails(cand) {
 			best = cand
 		}

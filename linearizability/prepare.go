@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // maxRevisionSpan bounds the revisions one check covers, so that a corrupt or absurd revision in a history
@@ -34,14 +35,22 @@ type compaction struct {
 	acked     bool
 }
 
+// leaseSlack is how much earlier than the history's clock allows a lease may expire without a violation:
+// etcd times leases with its own clock, and clocks tick at slightly different rates.
+const leaseSlack = int64(100 * time.Millisecond)
+
 // leaseInfo is what the history says about one lease.
 type leaseInfo struct {
-	granted bool
 	// minExpiry is the earliest moment etcd may expire the lease: every answered grant or keep-alive sent
 	// at call with TTL ttl proves the lease lives until at least call+ttl (leader changes only extend it).
 	minExpiry int64
 	revoked   int64 // return time of the first answered revoke; 0 when never revoked
 	revokeOp  int32
+	// expired is when the lease's expiry (or a failed revoke) was known to have deleted its keys: the
+	// first revision only watchers saw that deleted every key attached to it, with nothing else to
+	// explain the deletions. 0 when never.
+	expired    int64
+	expiredRev int64
 }
 
 // obsEvent is one event seen by a watcher, for the union of what all watchers saw.
@@ -101,7 +110,7 @@ type Stats struct {
 	// just before: checked per key and for what no unknown write can explain, not against the replay.
 	Uncertain      int `json:"uncertain_observations"`
 	Partitions     int `json:"partitions"`
-	LongestPartion int `json:"longest_partition"`
+	LongestPartition int `json:"longest_partition"`
 }
 
 func (c *checker) rev(r int64) int { return int(r - c.base) }
@@ -412,7 +421,6 @@ func (c *checker) classify() {
 		case KindLeaseGrant:
 			if !failed && op.Response.Lease != nil {
 				l := lease(op.Response.Lease.ID)
-				l.granted = true
 				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
 			}
 		case KindLeaseKeepAlive:

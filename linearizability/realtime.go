@@ -84,6 +84,28 @@ func (c *checker) checkRealTime() {
 	}
 	c.checkSerializableFuture()
 	c.checkCompactedReads()
+	c.checkKeepAlives()
+}
+
+// checkKeepAlives checks that a lease cannot be kept alive once a revoke of it was acknowledged or its
+// expiry was seen: etcd answers ErrLeaseNotFound.
+func (c *checker) checkKeepAlives() {
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		if op.Response == nil || op.Request.Kind != KindLeaseKeepAlive || op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
+			continue
+		}
+		l := c.leases[op.Request.Lease.ID]
+		switch {
+		case l == nil:
+		case l.revoked != 0 && l.revoked < op.Call:
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "keep-alive of revoked lease", Ops: []int{int(l.revokeOp), i}, Time: l.revoked,
+				Message: fmt.Sprintf("%s succeeded, but %s had revoked the lease before it was sent", c.describe(i), c.describe(int(l.revokeOp)))})
+		case l.expired != 0 && l.expired < op.Call:
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "keep-alive of expired lease", Revision: l.expiredRev, Ops: []int{i}, Time: l.expired,
+				Message: fmt.Sprintf("%s succeeded, but the lease had expired at revision %d, known at %s, before it was sent", c.describe(i), l.expiredRev, fmtTime(l.expired))})
+		}
+	}
 }
 
 // realTimeViolation describes why early (placed earlier, called late) and late (placed later, returned

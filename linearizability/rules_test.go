@@ -124,6 +124,18 @@ func TestRules(t *testing.T) {
 			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
 			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
 			op(0, 4, 5, leasePut("k", 1, 7), putResp(2)), bad(CheckLinearizability)},
+		{"keep-alive of a revoked lease", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
+			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
+			op(0, 4, 5, Request{Kind: KindLeaseKeepAlive, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}), bad(CheckLinearizability)},
+		{"put with an expired lease", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 1, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 4, Revision: 2, Events: []Event{{Type: EventPut, KV: KV{Key: "k", Value: Value{ID: 1, Size: 8}, CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 7}, IsCreate: true}}}).
+			watch(WatchResponse{Watcher: 1, Time: 1500, Revision: 3, Events: []Event{{Type: EventDelete, KV: KV{Key: "k", ModRevision: 3}}}}).
+			op(0, 1600, 1610, leasePut("k", 2, 7), putResp(4)), bad(CheckLinearizability)},
 		{"read below an acknowledged compaction", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
@@ -194,6 +206,9 @@ func TestRules(t *testing.T) {
 			for _, c := range rep.Checks {
 				if want := tc.want[c.Name]; c.Verdict != want {
 					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
+				}
+				if c.Verdict == results.VerdictViolation {
+					t.Logf("%s: %s", c.Name, c.Detail)
 				}
 			}
 		})

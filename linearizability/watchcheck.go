@@ -131,7 +131,9 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 			lastProg = max(lastProg, p)
 		}
 		if r.CompactRevision > 0 {
-			next := max(start, lastEv+1, lastProg+1)
+			// etcd cancels a watch for compaction when the next revision it needs is below the compacted
+			// one; before the first event a watch from revision 0 may need revisions from its earliest start.
+			next := max(earliest, lastEv+1, lastProg+1)
 			if r.CompactRevision <= next-1 && n > 0 {
 				c.watchViolation(w, "watch canceled without compaction", w.req.Key, r.CompactRevision, r.Time,
 					"canceled for compaction to %d, but it had delivered everything up to %d and needed only later revisions", r.CompactRevision, next-1)
