@@ -108,8 +108,8 @@ type Stats struct {
 	Gaps             int   `json:"gaps"`
 	// Uncertain counts observations of keys that an unresolved write or a lease expiry may have changed
 	// just before: checked per key and for what no unknown write can explain, not against the replay.
-	Uncertain      int `json:"uncertain_observations"`
-	Partitions     int `json:"partitions"`
+	Uncertain        int `json:"uncertain_observations"`
+	Partitions       int `json:"partitions"`
 	LongestPartition int `json:"longest_partition"`
 }
 
