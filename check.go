@@ -40,7 +40,7 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		return nil, results.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
 	}
 	start := time.Now()
-	defer debug.SetGCPercent(debug.SetGCPercent(checkGCPercent))
+	defer checkMemory()()
 	rep, err := lin.CheckDir(ctx, o.Dir, lin.Options{Timeout: o.Timeout})
 	if rep == nil {
 		return nil, fmt.Errorf("check %s: %w", o.Dir, err)
@@ -51,10 +51,22 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 	return rep, err
 }
 
-// checkGCPercent is the garbage collector's target while checking. A run collects rarely during its load
-// (its live heap is small, its allocation rate high); a check holds the whole history, hundreds of
-// megabytes, and at the run's setting its heap could grow to five times that.
-const checkGCPercent = 100
+// checkMemory sets the garbage collector up for a check and returns the function that restores the
+// previous settings. A run collects rarely during its load (its live heap is small, its allocation rate
+// high); a check holds the whole history, hundreds of megabytes, and at the run's setting its heap could
+// grow to five times that. A soft limit makes the collector work harder rather than let a long history
+// push the process past what the machine can spare.
+func checkMemory() func() {
+	gc := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(checkMemoryLimit)
+	return func() {
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
+	}
+}
+
+// checkMemoryLimit is the soft memory limit while checking.
+const checkMemoryLimit = 1536 << 20
 
 // peakRSS returns the process's peak resident set size in bytes.
 func peakRSS() int64 {
@@ -90,7 +102,7 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) error {
 		return nil
 	}
 	fmt.Fprintf(r.out, "checking the history (linearizability, watches, serializable reads)...\n")
-	defer debug.SetGCPercent(debug.SetGCPercent(checkGCPercent))
+	defer checkMemory()()
 	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout})
 	if rep == nil {
 		r.summary.Checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: err.Error()}}

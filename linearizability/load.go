@@ -106,6 +106,7 @@ func decodeJSONL[T any](path string, decode func(*decoder, *T) error) ([]T, erro
 	out := make([]T, 0, total)
 	for _, b := range blocks {
 		out = append(out, b.out...)
+		b.out = nil // let the collector take each block as soon as it is copied
 	}
 	return out, nil
 }

@@ -70,7 +70,10 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 	var got []delivered
 	var lastEv, lastProg int64
 	var lastRespLast int64 = -1
-	seen := map[[2]int64]bool{}
+	// Events of the current revision seen so far, to catch a duplicate: events arrive in revision order
+	// or the order check already fails, so remembering one revision's keys is enough.
+	var curRev int64 = -1
+	var curKeys []int32
 	for n, idx := range w.recs {
 		r := &c.h.Watches[idx]
 		if len(r.Events) > 0 {
@@ -89,9 +92,13 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 				c.watchViolation(w, "watch filter", e.KV.Key, rev, r.Time, "received %s, outside the watched range", describeEvent(e))
 				continue
 			}
-			id := [2]int64{rev, int64(k)}
+			if rev != curRev {
+				curRev, curKeys = rev, curKeys[:0]
+			}
+			dup := slices.Contains(curKeys, k) || (rev < lastEv && c.deliveredBefore(got, rev, k))
+			curKeys = append(curKeys, k)
 			switch {
-			case seen[id]:
+			case dup:
 				c.watchViolation(w, "watch event duplicated", e.KV.Key, rev, r.Time, "received %s twice", describeEvent(e))
 				continue
 			case rev < lastEv:
@@ -100,7 +107,6 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 				c.watchViolation(w, "watch not bookmarkable", e.KV.Key, rev, r.Time,
 					"received %s after a progress notification for revision %d, which promised every event up to it", describeEvent(e), lastProg)
 			}
-			seen[id] = true
 			if start > 0 && rev < earliest {
 				c.watchViolation(w, "watch not resumable", e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), earliest)
 			}
@@ -211,6 +217,17 @@ func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi i
 			first = false
 		}
 	}
+}
+
+// deliveredBefore reports whether an event of key k at revision rev is among those already received.
+// Only needed for events out of order, which are a violation anyway.
+func (c *checker) deliveredBefore(got []delivered, rev int64, k int32) bool {
+	for i := len(got) - 1; i >= 0; i-- {
+		if got[i].rev == rev && got[i].rank == k {
+			return true
+		}
+	}
+	return false
 }
 
 func eventName(e *canonEvent) string {
