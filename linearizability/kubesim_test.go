@@ -74,3 +74,25 @@ func TestSimulatedBugsAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCheckKube checks a simulated one-minute kube-shaped history at 500 requests/s, from files, as
+// `chaosbench check` does; make bench-checker runs the ten-minute one.
+func BenchmarkCheckKube(b *testing.B) {
+	dir := b.TempDir()
+	st, err := kubesim.Write(dir, kubesim.Options{Seed: 1, Duration: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		h, err := lin.LoadHistory(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := lin.Check(context.Background(), h, lin.Options{})
+		if err != nil || rep.Violated() {
+			b.Fatalf("%v %+v", err, rep.Checks)
+		}
+	}
+	b.ReportMetric(float64(st.Operations)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(st.WatchEvents)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

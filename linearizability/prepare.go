@@ -471,8 +471,10 @@ func (c *checker) bounds() error {
 			base = min(base, h)
 			note(h)
 		}
-		if canWrite(&op.Request) && h > 0 {
-			base = min(base, h-1)
+		if v, ok := viewOf(op); ok && h > 0 {
+			if wrote, ok := answeredWrote(op, v, takenBranch(op)); ok && wrote {
+				base = min(base, h-1) // its own revision: the one before it existed
+			}
 		}
 		forEachKV(op.Response, func(kv *KV) { note(kv.ModRevision) })
 	}

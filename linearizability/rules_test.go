@@ -168,6 +168,11 @@ func TestRules(t *testing.T) {
 			op(0, 1, 3, putReq("k", 1), putResp(2)).
 			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 2, Created: true}).
 			watch(WatchResponse{Watcher: 1, Time: 6, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+		{"watch from now on a member behind the cluster", new(hb).
+			op(0, 1, 3, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 10, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 15, Revision: 2, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 16, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
 		{"watch misses an event", new(hb).
 			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
 			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).

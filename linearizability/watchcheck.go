@@ -49,11 +49,11 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 		lo, hi = c.ks.interval(w.req.Key, w.req.End)
 	}
 	// The first revision the watcher must deliver: the one asked for. A watch from revision 0 starts after
-	// the store's revision when etcd registered it, which lies between the last revision known to exist
-	// when it was requested and the revision its created response carries (etcd reads that one after
-	// registering the watcher, so writes in between are delivered too; the etcd client also resumes such a
-	// watch at that revision, not the one after). Events from that window are optional, but once one is
-	// delivered, every later one is due.
+	// the revision of the member that registered it, at most the revision its created response carries
+	// (etcd reads that one after registering the watcher, so writes in between are delivered too; and the
+	// etcd client resumes such a watch at that revision, not the one after), and at least... nothing: a
+	// member catching up after a restart or a pause may be far behind the cluster. So events up to the
+	// created revision are optional, but once one is delivered, every later one is due.
 	start, earliest := int64(0), int64(0)
 	compactedBefore, _ := c.compactedBefore(w.requested)
 	if w.hasReq && w.req.Revision > 0 {
@@ -61,7 +61,7 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 	} else {
 		for _, ri := range w.recs {
 			if r := &c.h.Watches[ri]; r.Created {
-				start, earliest = r.Revision+1, min(c.firstAfter(w.requested), r.Revision+1)
+				start, earliest = r.Revision+1, c.base+1
 				break
 			}
 		}
