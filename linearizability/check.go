@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -342,23 +343,10 @@ func (c *checker) window(k int32, v Violation) segment {
 		from, to = v.Time, v.Time
 	}
 	// Up to 20 operations on either side of the violating ones.
-	lo := sortSearch(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call >= from })
-	hi := sortSearch(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call > to })
+	lo := sort.Search(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call >= from })
+	hi := sort.Search(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call > to })
 	lo, hi = max(lo-20, 0), min(hi+20, len(ops))
 	return segment{rank: k, ops: ops[lo:hi], init: []kstate{{any: true}}}
-}
-
-func sortSearch(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := (lo + hi) / 2
-		if f(m) {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
 }
 
 // WriteVerdicts prints one line per check (a violation's detail follows, indented).

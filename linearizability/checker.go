@@ -30,6 +30,7 @@ type Violation struct {
 	Message string `json:"message"`
 }
 
+// String is the violation in one line: kind, key, revision and message.
 func (v Violation) String() string {
 	s := v.Kind
 	if v.Key != "" {
