@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.chaosbenchVersion=$(VERSION)
 ARGS    ?=
 
-.PHONY: all build test test-race lint bench bench-vs-etcd test-versions run clean
+.PHONY: all build test test-race lint bench bench-vs-etcd bench-checker soak-checker test-versions run clean
 
 all: build
 
@@ -44,6 +44,23 @@ test-versions: build
 .PHONY: chaos-nightly
 chaos-nightly:
 	ci/nightly-chaos.sh
+
+## bench-checker: check a 10-minute kube-shaped history at 500 requests/s (about 300,000 operations and
+## half a million watch events, from a simulated etcd: linearizability/kubesim) and print the time, CPU,
+## peak memory, operations and events. HISTORY=dir checks a recorded run directory instead.
+bench-checker: build
+	@dir="$(HISTORY)"; \
+	if [ -z "$$dir" ]; then \
+		dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+		$(GO) run ./cmd/kubesim -out "$$dir" -duration 10m -rate 500 -seed 1 || exit 1; \
+	fi; \
+	echo "checking $$dir (target: under 60 s and 2 GB on 2 cores)"; \
+	bin/chaosbench check "$$dir"
+
+## soak-checker: the checker against real etcd under member kills, pauses, restarts and peer resets,
+## RUNS times (default 20); every run must check clean.
+soak-checker:
+	CHAOS_RUNS=$${RUNS:-20} $(GO) test -count=1 -timeout 60m -run TestTrafficUnderFaults -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
 
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build

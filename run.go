@@ -56,6 +56,8 @@ func ExitCode(err error) int {
 		return results.ExitUsage
 	case errors.Is(err, ErrInterrupted):
 		return results.ExitInterrupted
+	case errors.Is(err, lin.ErrViolation):
+		return results.ExitViolation
 	case errors.Is(err, results.ErrThresholds), isFaultFailure(err):
 		return results.ExitThresholds
 	}
@@ -84,9 +86,11 @@ type run struct {
 	loadEnd   time.Duration
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
-	scraper *metrics.Scraper
-	report  *report.Run
-	faults  *faultRun // the fault schedule (run_faults.go)
+	scraper     *metrics.Scraper
+	report      *report.Run
+	faults      *faultRun   // the fault schedule (run_faults.go)
+	checkReport *lin.Report // consistency checks of the history (check.go)
+	checkNote   string      // why they did not run
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -347,6 +351,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(s.Total.Count)
 	}
 
+	// Consistency checks of the recorded history (check.go).
+	checkErr := r.checkHistory(ctx, interrupted)
+
 	r.mu.Lock()
 	s.Errors = append(s.Errors, r.events...)
 	r.mu.Unlock()
@@ -358,6 +365,8 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	case loadErr != nil:
 		s.Incomplete, s.IncompleteReason = true, loadErr.Error()
 		runErr = loadErr
+	case checkErr != nil:
+		runErr = checkErr
 	case harnessErr != nil:
 		runErr = harnessErr
 	case faultErr != nil:
@@ -384,6 +393,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if s.Schedule.Mode == "open" && s.Schedule.MissedPercent > 1 {
 		fmt.Fprintf(r.out, "WARNING: %.1f%% of operations started late: response times include the delay, service times do not.\n", s.Schedule.MissedPercent)
 	}
+	r.printChecks()
 	for _, e := range s.Errors {
 		fmt.Fprintln(r.out, "error:", e)
 	}

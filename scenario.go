@@ -62,6 +62,9 @@ type Scenario struct {
 	Thresholds     []string      `json:"threshold,omitempty"`
 	ScrapeInterval time.Duration `json:"scrape-interval"`
 	Faults         FaultOptions  `json:"faults"`
+	// Consistency checks of the recorded history (see bindCheckFlags).
+	Check        bool          `json:"check"`
+	CheckTimeout time.Duration `json:"check-timeout"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -85,6 +88,8 @@ func DefaultScenario() Scenario {
 		Progress:       results.ProgressAuto,
 		ScrapeInterval: time.Second,
 		Faults:         DefaultFaultOptions(),
+		Check:          true,
+		CheckTimeout:   5 * time.Minute,
 	}
 }
 
@@ -138,6 +143,13 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 
 	bindReportFlags(fs, s)
 	bindFaultFlags(fs, &s.Faults)
+	bindCheckFlags(fs, s)
+}
+
+// bindCheckFlags defines the flags of the consistency checks a run makes of its own history.
+func bindCheckFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.BoolVar(&s.Check, "check", s.Check, "check the recorded history at the end of the run: linearizability, watch guarantees, serializable reads (needs --history)")
+	fs.DurationVar(&s.CheckTimeout, "check-timeout", s.CheckTimeout, "time limit of the checks; what is not decided in time is unknown, which is not a pass")
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -258,6 +270,9 @@ func (s *Scenario) validate() error {
 	}
 	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
 		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
+	}
+	if s.CheckTimeout < 0 {
+		return results.Usagef("--check-timeout %s: must not be negative", s.CheckTimeout)
 	}
 	if s.Warmup < 0 || (s.Duration > 0 && s.Warmup >= s.Duration) {
 		return results.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)

@@ -57,6 +57,7 @@ func AppendWatchResponse(b []byte, r *WatchResponse) []byte {
 	}
 	b = append(b, `,"rev":`...)
 	b = strconv.AppendInt(b, r.Revision, 10)
+	b = optBool(b, "created", r.Created)
 	if len(r.Events) > 0 {
 		b = append(b, `,"events":[`...)
 		for i := range r.Events {

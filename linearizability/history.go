@@ -1,12 +1,8 @@
-// Package linearizability records what clients asked etcd and what etcd answered, and checks that the
-// answers are consistent with a linearizable key-value store and with etcd's watch guarantees.
-//
 // This file holds the history vocabulary: the requests our workloads send, the responses etcd returns, and
-// the JSON-lines files they are stored in. Workloads produce histories through one recording wrapper; the
-// checker reads them back, in-process or offline with `chaosbench check DIR`.
-//
-// Values are never stored: every value a workload writes starts with a unique 8-byte write id (see
-// EncodeValue), so a history records the id and the size, and a read is matched to the write it observed.
+// the JSON-lines files they are stored in. Values are never stored: every value a workload writes starts
+// with a unique 8-byte write id (see EncodeValue), so a history records the id and the size, and a read is
+// matched to the write it observed.
+
 package linearizability
 
 import (
@@ -239,11 +235,19 @@ func (r Request) String() string {
 		}
 		return fmt.Sprintf("delete(%q)", r.Delete.Key)
 	case KindTxn:
-		s := "txn(if"
-		for _, c := range r.Txn.Compares {
-			s += fmt.Sprintf(" %s(%q)%s%d", c.Target, c.Key, c.Result, c.Operand)
+		s := "txn("
+		if len(r.Txn.Compares) > 0 {
+			s += "if"
+			for _, c := range r.Txn.Compares {
+				if c.Target == CompareValue {
+					s += fmt.Sprintf(" value(%q)%s#%d", c.Key, c.Result, c.Value.ID)
+					continue
+				}
+				s += fmt.Sprintf(" %s(%q)%s%d", c.Target, c.Key, c.Result, c.Operand)
+			}
+			s += " "
 		}
-		s += " then"
+		s += "then"
 		for _, op := range r.Txn.Then {
 			s += " " + op.String()
 		}

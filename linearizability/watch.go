@@ -28,15 +28,22 @@ type Event struct {
 	IsCreate bool      `json:"is_create,omitempty"`
 }
 
-// WatchResponse is one response received on a watch: events, a progress notification (no events,
-// Progress set), a compaction (CompactRevision set) or a cancellation. Time is nanoseconds since the run's
-// base time. Watcher numbers each watch of a run; Request is set on the first record of a watcher.
+// WatchResponse is one record of a watch: the request, etcd's confirmation (Created), events, a progress
+// notification (no events, Progress set), a compaction (CompactRevision set) or a cancellation. Time is
+// nanoseconds since the run's base time: when the response arrived, or for the request record when the
+// watch was asked for. Watcher numbers each watch of a run.
+//
+// The first record of a watcher is its request: Request set, Revision 0, nothing else. It is written
+// before the request is sent, so that the checker knows what the watcher asked for and when, even if no
+// response ever comes. A Created record carries the store revision at which etcd created the watch: a
+// watch from revision 0 delivers every change after it.
 type WatchResponse struct {
 	Watcher         int           `json:"watcher"`
 	Client          int           `json:"client"`
 	Time            int64         `json:"time"`
 	Request         *WatchRequest `json:"req,omitempty"`
 	Revision        int64         `json:"rev"`
+	Created         bool          `json:"created,omitempty"`
 	Events          []Event       `json:"events,omitempty"`
 	Progress        bool          `json:"progress,omitempty"`
 	CompactRevision int64         `json:"compact_rev,omitempty"`

@@ -9,7 +9,8 @@ import (
 const (
 	// ExitOK: the run completed and every check and threshold passed.
 	ExitOK = 0
-	// ExitHarness: chaosbench itself failed (a cluster did not start, a file could not be written, ...).
+	// ExitHarness: chaosbench itself failed (a cluster did not start, a file could not be written, ...),
+	// or a consistency check could not decide in time.
 	ExitHarness = 1
 	// ExitUsage: a flag, scenario file or endpoint was wrong; nothing was started.
 	ExitUsage = 2

@@ -65,27 +65,30 @@ func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req lin.WatchReq
 	out := make(chan lin.WatchResponse, 16)
 	ready := make(chan struct{})
 	watch := &Watch{ID: int(c.rec.watchIDs.Add(1)), Client: c.id, C: out, Ready: ready}
+	if c.rec.history != nil {
+		// The request record comes first and is timed before the request is sent: the checker needs to
+		// know what a watcher asked for and when (a compaction acknowledged before it must cancel it).
+		c.rec.history.Watch(&lin.WatchResponse{Watcher: watch.ID, Client: c.id, Time: int64(c.rec.Now()), Request: &req})
+	}
 	wch := w.Watch(ctx, req.Key, opts...)
 	go func() {
 		defer close(out)
-		first, readyClosed := true, false
+		readyClosed := false
 		for resp := range wch {
 			t := c.rec.Now()
 			if resp.Created && !readyClosed {
 				close(ready)
 				readyClosed = true
 			}
-			if resp.Created && len(resp.Events) == 0 && resp.Err() == nil {
-				continue
-			}
 			r := fromWatchResponse(resp, t)
 			r.Watcher, r.Client = watch.ID, c.id
-			if first {
-				r.Request = &req
-				first = false
-			}
 			if c.rec.history != nil {
 				c.rec.history.Watch(&r)
+			}
+			if resp.Created && len(resp.Events) == 0 && resp.Err() == nil {
+				// The confirmation is history (it says from which revision the watch runs), not news
+				// for the workload.
+				continue
 			}
 			select {
 			case out <- r:
@@ -101,6 +104,7 @@ func fromWatchResponse(resp clientv3.WatchResponse, t time.Duration) lin.WatchRe
 	r := lin.WatchResponse{
 		Time:            int64(t),
 		Revision:        resp.Header.Revision,
+		Created:         resp.Created,
 		Progress:        resp.IsProgressNotify(),
 		CompactRevision: resp.CompactRevision,
 		Canceled:        resp.Canceled,

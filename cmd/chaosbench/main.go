@@ -49,6 +49,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	quietTestcontainers()
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
 		compareCommand(stdout, stderr, &code), reaperCommand())
+	root.AddCommand(checkCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
 		if code == results.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -149,6 +150,29 @@ func interruptible(stderr io.Writer, what string) (context.Context, context.Canc
 		signal.Stop(sigs)
 		cancel()
 	}
+}
+
+func checkCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	var o chaosbench.CheckOptions
+	cmd := &cobra.Command{
+		Use:   "check DIR",
+		Short: "Check the history recorded in a run directory: linearizability, watch guarantees, serializable reads",
+		Long: "Check re-checks a recorded run offline. It prints one verdict per check (ok, violation, unknown), writes\n" +
+			"check.json and, for a linearizability violation, linearizability.html (porcupine's visualization of the\n" +
+			"failing key, fault windows marked) into DIR, and exits 0 when every check passed, 4 on a violation and 1\n" +
+			"when a check could not decide in time.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.Dir, o.Out = args[0], stdout
+			ctx, cancel := interruptible(stderr, "stopping the check")
+			defer cancel()
+			_, err := chaosbench.Check(ctx, o)
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "time limit; what is not decided in time is unknown, which is not a pass (default 5m)")
+	return cmd
 }
 
 func versionCommand(stdout io.Writer) *cobra.Command {

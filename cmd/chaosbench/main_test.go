@@ -89,6 +89,10 @@ func TestBadInput(t *testing.T) {
 		{"config type", []string{"run", "--config", badType}, "badtype.yaml:2: rate"},
 		{"config not a mapping", []string{"run", "--config", notMap}, "expected a mapping"},
 		{"version args", []string{"version", "extra"}, "unknown command"},
+		{"check without dir", []string{"check"}, "accepts 1 arg(s)"},
+		{"check not a run", []string{"check", dir}, "not a run directory"},
+		{"check timeout", []string{"check", "--timeout", "-1s", dir}, "--timeout -1s"},
+		{"check-timeout", []string{"run", "--check-timeout", "-1s"}, "--check-timeout -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +167,68 @@ func TestRunPut(t *testing.T) {
 			if entries, _ := filepath.Glob(filepath.Join(out, "members", "*.etcd")); len(entries) > 0 {
 				t.Errorf("data directories not removed after a successful run: %v", entries)
 			}
+			// The run checked its own history and printed the verdicts.
+			if len(s.Checks) != 3 {
+				t.Fatalf("summary checks: %+v", s.Checks)
+			}
+			for _, c := range s.Checks {
+				if c.Verdict != results.VerdictOK {
+					t.Errorf("check %s: %s: %s", c.Name, c.Verdict, c.Detail)
+				}
+			}
+			if !strings.Contains(string(output), "linearizability      OK") {
+				t.Errorf("verdicts not printed:\n%s", output)
+			}
 		})
+	}
+}
+
+// TestCheckCommand re-checks recorded histories offline: a clean one exits 0, one with an anomaly exits 4
+// and names it; both print a verdict per check.
+func TestCheckCommand(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		code    int
+		want    string
+	}{
+		{"pass/faults", results.ExitOK, "linearizability      OK"},
+		{"fail/torn-txn", results.ExitViolation, "linearizability      VIOLATION"},
+		{"fail/dropped-event", results.ExitViolation, "watch                VIOLATION"},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "linearizability", "testdata", tc.fixture))); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := execute([]string{"check", dir}, &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit code %d, want %d\n%s%s", code, tc.code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.want) || !strings.Contains(stdout.String(), "serializable-reads") {
+				t.Fatalf("output lacks %q:\n%s", tc.want, stdout.String())
+			}
+			if _, err := os.Stat(filepath.Join(dir, "check.json")); err != nil {
+				t.Fatal(err)
+			}
+			if tc.code == results.ExitViolation && strings.Contains(tc.want, "linearizability") {
+				if _, err := os.Stat(filepath.Join(dir, "linearizability.html")); err != nil {
+					t.Fatalf("no visualization: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunWithoutHistory: with --history=false the run says it skipped the checks.
+func TestRunWithoutHistory(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "2s", "--members", "1", "--history=false", "--out", out)
+	output, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chaosbench run: %v\n%s", err, output)
+	}
+	if !strings.Contains(string(output), "consistency checks skipped: no history was recorded (--history=false)") {
+		t.Fatalf("no word about the skipped checks:\n%s", output)
 	}
 }
 

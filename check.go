@@ -1,0 +1,124 @@
+package chaosbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// CheckOptions are the settings of `chaosbench check`.
+type CheckOptions struct {
+	// Dir is a run directory holding history.jsonl (and watch.jsonl, faults.jsonl when the run had them).
+	Dir string
+	// Timeout bounds the check (0: linearizability.DefaultTimeout).
+	Timeout time.Duration
+	// Out receives the verdicts and the figures.
+	Out io.Writer
+}
+
+// Check re-checks the history recorded in a run directory, offline: linearizability, watch guarantees and
+// serializable reads. It writes check.json (and linearizability.html for a linearizability violation)
+// into the directory, prints one verdict per check with the time and memory the check took, and returns
+// an error wrapping linearizability.ErrViolation or ErrUndecided when not every check passed.
+func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Timeout < 0 {
+		return nil, results.Usagef("--timeout %s: must not be negative", o.Timeout)
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, lin.HistoryFile)); err != nil {
+		return nil, results.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
+	}
+	start := time.Now()
+	defer checkMemory()()
+	rep, err := lin.CheckDir(ctx, o.Dir, lin.Options{Timeout: o.Timeout})
+	if rep == nil {
+		return nil, fmt.Errorf("check %s: %w", o.Dir, err)
+	}
+	lin.WriteVerdicts(o.Out, rep)
+	fmt.Fprintf(o.Out, "checked %d operations and %d watch events in %.1fs (CPU %.1fs), peak memory %d MB; report: %s\n",
+		rep.Stats.Operations, rep.Stats.WatchEvents, time.Since(start).Seconds(), cpuSeconds(), peakRSS()>>20, filepath.Join(o.Dir, lin.ReportFile))
+	return rep, err
+}
+
+// checkMemory sets the garbage collector up for a check and returns the function that restores the
+// previous settings. A run collects rarely during its load (its live heap is small, its allocation rate
+// high); a check holds the whole history, hundreds of megabytes, and at the run's setting its heap could
+// grow to five times that. A soft limit makes the collector work harder rather than let a long history
+// push the process past what the machine can spare.
+func checkMemory() func() {
+	gc := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(checkMemoryLimit)
+	return func() {
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
+	}
+}
+
+// checkMemoryLimit is the soft memory limit while checking.
+const checkMemoryLimit = 1536 << 20
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// checkHistory runs the consistency checks on the run's own history at the end of a run and stores the
+// verdicts in the summary. It says why when it does not run them.
+func (r *run) checkHistory(ctx context.Context, interrupted bool) error {
+	switch {
+	case !r.s.History:
+		r.checkNote = "consistency checks skipped: no history was recorded (--history=false)"
+		return nil
+	case r.history == nil:
+		return nil // the run failed before its load started
+	case interrupted:
+		r.checkNote = fmt.Sprintf("consistency checks skipped: the run was interrupted; check the partial history with `chaosbench check %s`", r.dir)
+		return nil
+	case !r.s.Check:
+		r.checkNote = fmt.Sprintf("consistency checks skipped (--check=false); run them with `chaosbench check %s`", r.dir)
+		return nil
+	}
+	fmt.Fprintf(r.out, "checking the history (linearizability, watches, serializable reads)...\n")
+	defer checkMemory()()
+	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout})
+	if rep == nil {
+		r.summary.Checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: err.Error()}}
+		return fmt.Errorf("check history: %w", err)
+	}
+	r.summary.Checks = rep.Checks
+	r.checkReport = rep
+	return err
+}
+
+// printChecks prints the verdict lines after the summary.
+func (r *run) printChecks() {
+	if r.checkNote != "" {
+		fmt.Fprintln(r.out, r.checkNote)
+	}
+	if r.checkReport != nil {
+		lin.WriteVerdicts(r.out, r.checkReport)
+	}
+}

@@ -1,0 +1,186 @@
+package linearizability
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Names of the checks, as they appear in summaries (results.Check.Name).
+const (
+	CheckLinearizability = "linearizability"
+	CheckWatch           = "watch"
+	CheckSerializable    = "serializable-reads"
+)
+
+// Violation is one broken guarantee, with what a human needs to find it in the history: the key, the
+// revision, the operations (indexes into History.Operations, which are line numbers of history.jsonl minus
+// one) and the watcher.
+type Violation struct {
+	Check    string `json:"check"`
+	Kind     string `json:"kind"`
+	Key      string `json:"key,omitempty"`
+	Revision int64  `json:"rev,omitempty"`
+	Ops      []int  `json:"ops,omitempty"`
+	Watcher  int    `json:"watcher,omitempty"`
+	// Time is the earliest time involved (ns since the run's base), to order violations.
+	Time    int64  `json:"time"`
+	Message string `json:"message"`
+}
+
+// String is the violation in one line: kind, key, revision and message.
+func (v Violation) String() string {
+	s := v.Kind
+	if v.Key != "" {
+		s += fmt.Sprintf(" on key %q", v.Key)
+	}
+	if v.Revision != 0 {
+		s += fmt.Sprintf(" at revision %d", v.Revision)
+	}
+	return s + ": " + v.Message
+}
+
+// opState says what the checker knows about whether an operation took effect.
+type opState uint8
+
+const (
+	opAcked      opState = iota // etcd answered: the response says what happened
+	opUnresolved                // failed or timed out: may or may not have taken effect
+	opResolved                  // failed, but its effect was observed: it took effect at rev
+	opDropped                   // failed, and the revision log proves it never took effect
+	opIgnored                   // failed reads, keep-alives and grants: nothing to check
+)
+
+// opInfo is what the checker derives about one operation.
+type opInfo struct {
+	call, ret int64 // ret is math.MaxInt64 for failed operations: they may take effect any time later
+	state     opState
+	hdr       int64 // header revision of an answered operation
+	rev       int64 // revision the operation wrote at; 0 when it wrote nothing or that is unknown
+	taken     int8  // transaction branch taken: 1 then, 0 else, -1 unknown
+	wrote     bool  // an answered operation changed the store (so hdr is its own revision)
+	writes    bool  // the request can change the store (some branch puts or deletes, or a revoke)
+	seen      int64 // resolved: earliest time its effect was observed
+	from      int64 // unresolved: first revision at which it could have taken effect
+}
+
+// txnView sees every KV request as a transaction: a plain range, put or delete is the Then branch of a
+// transaction without compares, which always takes Then.
+type txnView struct {
+	cmps     []Compare
+	branches [2][]Request // [0] else, [1] then
+	results  []Response   // results of the branch taken; nil for failed operations
+}
+
+func viewOf(op *Operation) (txnView, bool) {
+	req := &op.Request
+	switch req.Kind {
+	case KindRange, KindPut, KindDelete:
+		v := txnView{branches: [2][]Request{nil, {*req}}}
+		if op.Response != nil {
+			v.results = []Response{*op.Response}
+		}
+		return v, true
+	case KindTxn:
+		if req.Txn == nil {
+			return txnView{}, false
+		}
+		v := txnView{cmps: req.Txn.Compares, branches: [2][]Request{req.Txn.Else, req.Txn.Then}}
+		if op.Response != nil && op.Response.Txn != nil {
+			v.results = op.Response.Txn.Results
+		}
+		return v, true
+	}
+	return txnView{}, false
+}
+
+// takenBranch returns the branch an answered request took.
+func takenBranch(op *Operation) int8 {
+	if op.Request.Kind == KindTxn {
+		if op.Response == nil || op.Response.Txn == nil {
+			return -1
+		}
+		if op.Response.Txn.Succeeded {
+			return 1
+		}
+		return 0
+	}
+	return 1
+}
+
+// canWrite reports whether a request can change the store.
+func canWrite(req *Request) bool {
+	switch req.Kind {
+	case KindPut, KindDelete, KindLeaseRevoke:
+		return true
+	case KindTxn:
+		if req.Txn == nil {
+			return false
+		}
+		for _, b := range [][]Request{req.Txn.Then, req.Txn.Else} {
+			for i := range b {
+				if b[i].Kind == KindPut || b[i].Kind == KindDelete {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// answeredWrote reports whether an answered KV request changed the store: its branch put something or
+// deleted at least one key.
+func answeredWrote(op *Operation, v txnView, taken int8) (wrote, ok bool) {
+	if taken < 0 {
+		return false, false
+	}
+	branch := v.branches[taken]
+	if len(v.results) != len(branch) {
+		return false, false
+	}
+	for i := range branch {
+		switch branch[i].Kind {
+		case KindPut:
+			wrote = true
+		case KindDelete:
+			d := v.results[i].Delete
+			if d == nil {
+				return false, false
+			}
+			if d.Deleted > 0 {
+				wrote = true
+			}
+		case KindRange:
+			if v.results[i].Range == nil {
+				return false, false
+			}
+		default:
+			return false, false
+		}
+	}
+	return wrote, true
+}
+
+// violations collects what the checks find, per check.
+type violations struct {
+	list []Violation
+}
+
+func (vs *violations) add(v Violation) { vs.list = append(vs.list, v) }
+
+func (vs *violations) of(check string) []Violation {
+	var out []Violation
+	for _, v := range vs.list {
+		if v.Check == check {
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Violation) int {
+		return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.Revision, b.Revision), strings.Compare(a.Key, b.Key))
+	})
+	return out
+}
+
+const infinity = math.MaxInt64

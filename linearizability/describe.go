@@ -1,0 +1,155 @@
+package linearizability
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// opKey is the key an operation is mostly about, for naming violations.
+func opKey(op *Operation) string {
+	r := &op.Request
+	switch r.Kind {
+	case KindRange:
+		if r.Range != nil {
+			return r.Range.Key
+		}
+	case KindPut:
+		if r.Put != nil {
+			return r.Put.Key
+		}
+	case KindDelete:
+		if r.Delete != nil {
+			return r.Delete.Key
+		}
+	case KindTxn:
+		if r.Txn != nil {
+			if len(r.Txn.Compares) > 0 {
+				return r.Txn.Compares[0].Key
+			}
+			for _, b := range [][]Request{r.Txn.Then, r.Txn.Else} {
+				for i := range b {
+					if k := opKey(&Operation{Request: b[i]}); k != "" {
+						return k
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// describe names operation i for messages: its line in history.jsonl, client, request and outcome.
+func (c *checker) describe(i int) string {
+	return describeOp(i, &c.h.Operations[i])
+}
+
+func describeOp(i int, op *Operation) string {
+	s := fmt.Sprintf("op %d (client %d, %s)", i+1, op.Client, op.Request.String())
+	if op.Response == nil {
+		return s + " [failed: " + shorten(op.Error, 60) + "]"
+	}
+	return s
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func describeKV(kv *KV) string {
+	if kv == nil {
+		return "nothing"
+	}
+	val := fmt.Sprintf("#%d", kv.Value.ID)
+	if kv.Value.ID == 0 {
+		val = "(no value)"
+	}
+	s := fmt.Sprintf("%q=%s (mod %d, create %d, ver %d", kv.Key, val, kv.ModRevision, kv.CreateRevision, kv.Version)
+	if kv.Lease != 0 {
+		s += fmt.Sprintf(", lease %x", kv.Lease)
+	}
+	return s + ")"
+}
+
+func describeRec(key string, r rec) string {
+	return describeKV(&KV{Key: key, Value: Value{ID: r.value}, ModRevision: r.mod, CreateRevision: r.create, Version: r.version, Lease: r.lease})
+}
+
+func describeEvent(e *Event) string {
+	if e.Type == EventDelete {
+		return fmt.Sprintf("delete %q at %d", e.KV.Key, e.KV.ModRevision)
+	}
+	return "put " + describeKV(&e.KV)
+}
+
+// fmtTime formats a time offset from the run's base.
+func fmtTime(ns int64) string {
+	switch {
+	case ns >= infinity:
+		return "never"
+	case ns <= -infinity:
+		return "the start"
+	}
+	return "+" + time.Duration(ns).Round(time.Microsecond).String()
+}
+
+// describeResponse summarises a response for visualizations.
+func describeResponse(op *Operation) string {
+	if op.Response == nil {
+		return "failed: " + shorten(op.Error, 80)
+	}
+	r := op.Response
+	var parts []string
+	var walk func(r *Response)
+	walk = func(r *Response) {
+		switch {
+		case r.Range != nil:
+			var kvs []string
+			for i := range r.Range.KVs {
+				if i == 4 {
+					kvs = append(kvs, fmt.Sprintf("… %d more", len(r.Range.KVs)-4))
+					break
+				}
+				kv := &r.Range.KVs[i]
+				kvs = append(kvs, fmt.Sprintf("%s=#%d@%d v%d", kv.Key, kv.Value.ID, kv.ModRevision, kv.Version))
+			}
+			parts = append(parts, fmt.Sprintf("[%s] count %d", strings.Join(kvs, ", "), r.Range.Count))
+		case r.Put != nil:
+			if r.Put.PrevKV != nil {
+				parts = append(parts, "prev "+describeKV(r.Put.PrevKV))
+			} else {
+				parts = append(parts, "ok")
+			}
+		case r.Delete != nil:
+			parts = append(parts, fmt.Sprintf("deleted %d", r.Delete.Deleted))
+		case r.Txn != nil:
+			parts = append(parts, map[bool]string{true: "then", false: "else"}[r.Txn.Succeeded])
+			for i := range r.Txn.Results {
+				walk(&r.Txn.Results[i])
+			}
+		case r.Lease != nil:
+			parts = append(parts, fmt.Sprintf("lease %x ttl %d", r.Lease.ID, r.Lease.TTL))
+		}
+	}
+	walk(r)
+	return fmt.Sprintf("rev %d %s", r.Revision, strings.Join(parts, " "))
+}
+
+// by names the operation that wrote revision r, when it is known.
+func (c *checker) by(r int64) string {
+	if r <= c.base || r > c.maxRev {
+		return ""
+	}
+	if w := c.writer[c.rev(r)]; w >= 0 {
+		return " by " + c.describe(int(w))
+	}
+	return ""
+}
+
+// recBy describes a key's version and the operation that wrote it.
+func (c *checker) recBy(key string, r rec) string {
+	return describeRec(key, r) + ", written" + c.by(r.mod)
+}

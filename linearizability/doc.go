@@ -1,0 +1,117 @@
+// Package linearizability records what clients asked etcd and what etcd answered, and checks the answers
+// against etcd's guarantees: linearizability of the key-value store, the watch guarantees, and what
+// serializable reads promise. Histories minutes long are checked in seconds.
+//
+// # Recording
+//
+// Every request goes through one recording wrapper (workloads.Client), which writes one Operation per
+// request to history.jsonl: client, call and return time (nanoseconds on one monotonic clock), request,
+// response (header revision, key-values, branch taken, previous values) or error. Every watch writes its
+// request, etcd's confirmation (with the revision it was created at), events, progress notifications and
+// cancellations to watch.jsonl with their arrival times. Every value written starts with a run-wide unique
+// write id, so values are recorded by id and every key-value read names the write it shows.
+//
+// # Verdicts
+//
+// Check returns one verdict per check, each ok, violation or unknown (not decided in time; never a pass):
+//
+//   - linearizability: every answered operation (writes, linearizable reads, transactions, lease grants and
+//     revokes) is consistent with one sequential execution of etcd's key-value semantics that respects real
+//     time, failed and timed-out writes taking effect or not; reads below an acknowledged compaction fail;
+//     leases expire no earlier than their TTL allows and cannot be used after a revoke.
+//   - watch: every watcher's events are ordered, unique, atomic (a revision's events in one response),
+//     reliable (no gaps), resumable (a watch from revision r starts at the first change at or after r),
+//     bookmarkable (a progress notification never goes back, never precedes an event it covers), within
+//     the watched range, with correct previous values and create flags, compared with the replay.
+//   - serializable-reads: each is the state of the store at the revision it carries (stale is allowed),
+//     never a revision whose write was sent after the read returned.
+//
+// A violation names the earliest global violation or the smallest failing key, with its operations (by
+// line of history.jsonl), and porcupine's visualization of that key is written with fault windows marked.
+//
+// # Scale by decomposition, and why it is sound
+//
+// Checking a whole history against a model of the whole store is what etcd's robustness suite does with
+// porcupine; the search is exponential in concurrency and its memory quadratic in length, so histories must
+// stay seconds long. etcd tells us more than a plain register would: every write gets a revision, every
+// answer carries the revision of the state it read. The checker uses them in two layers.
+//
+// Global layer: the revision order. Place every answered operation in etcd's revision order: a write that
+// changed the store at revision r at 2r, anything else (reads, transactions that wrote nothing, grants,
+// revokes of empty leases) at 2h+1 where h is the revision its answer carries. Then check
+//
+//	(a) unique: no two writes claim one revision;
+//	(b) real time: no operation placed later returned before an operation placed earlier was sent;
+//	(c) replay: every answer equals what replaying all writes in revision order gives at its place:
+//	    a range is the state of every key in it at one revision (with limit, count, more, keys-only,
+//	    count-only), a paged list's pages each at their pinned revision, a transaction's compares and
+//	    branch reads against the state before it, a write's previous values likewise.
+//
+// Claim 1: if (a), (b) and (c) hold and the revision log is complete (the writer of every revision is
+// known), the history is linearizable. Order the operations by place (reads at one place in any order);
+// give each the linearization point max(its call, the points before it). A point exceeds its operation's
+// return only if some operation placed earlier was called after that return, which (b) excludes; so every
+// point lies inside its operation's interval and the points respect real time. Executed in that order,
+// etcd's sequential semantics returns exactly the recorded answers: by (c), since reads at one place see
+// the same state. Conversely a correct etcd satisfies (a)–(c): revisions are the order in which writes are
+// committed and applied, a linearizable read returns the state at a revision at least as new as every write
+// acknowledged before it began and at most as new as what existed when it returned, and all writes of one
+// transaction share one revision. So the global layer is exact: it neither misses nor invents violations.
+// It is also linear: (a) and (b) are a sort and one pass, (c) one sweep over revisions with a live key
+// state (a bitset and a Fenwick tree over key ranks for ranges and counts).
+//
+// Multi-key operations are where a per-key check is blind (linearizability is local only for single-object
+// operations): a transaction writing several keys, a range over many, compares across keys. They are
+// exactly what revisions pin down: a transaction's writes all take its one revision, so (c) checks every
+// later range against one state of all the keys together (a torn transaction shows as a key without its
+// write), and its compares against one state (two optimistic updates that both won show as a compare that
+// is false at the revision before the second). Leases and compaction are global too: a revoke or expiry
+// deletes all the lease's keys at one revision; a compaction is acknowledged at a time, after which no
+// linearizable read below it may succeed.
+//
+// Failed writes. A write that failed or timed out may have taken effect, at any later time. Its unique
+// value resolves it when any read, previous value or watch event shows it: it took effect at the revision
+// seen, and its return time is bounded by the first sighting. Otherwise it can only hold a revision that
+// no known operation wrote and that came into existence after it was sent, and only if no watcher covering
+// a key it certainly changes saw nothing there; when no such revision exists it never took effect. What
+// remains is undecided: it may or may not have happened, at one of those revisions. Lease expiries (and
+// failed revokes) are the same kind of unseen writer.
+//
+// Per-key layer: porcupine, exactly where the log has holes. Where an undecided write or a lease expiry
+// may have touched key k, the replay's state of k is uncertain until an answer shows k again. The replay
+// then checks only what no unseen write can explain (a version older than the last known write of k is
+// stale whatever happened; a record from a revision a known write made is a phantom) and takes the rest
+// from the answer. Porcupine checks each key's sub-history exactly, undecided writes included: its model
+// is the key's MVCC record (value id, create and mod revisions, version, lease) and, so that per-key order
+// agrees with the revision order, the highest revision the key's operations have seen and written. Failed
+// writes branch into applied or not (a powerset of states); a lease may expire before any operation that
+// returns after its TTL since the last keep-alive. Every operation is projected on each key it reads or
+// writes one by one (single-key ranges, compares, puts, deletes; a range delete on every key of its range;
+// a revoke on every key ever attached to the lease), so a multi-key transaction appears in each of its
+// keys' histories at the same revision, and the global layer ties those appearances together. Multi-key
+// ranges are not projected: they are checked as snapshots by the replay.
+//
+// Claim 2: the layers together are sound and complete up to what the history can tell. Every violation
+// either layer reports contradicts etcd's semantics under every possible outcome of the undecided writes
+// (each layer only reports what no outcome explains). Where the log is complete, Claim 1 makes the global
+// layer alone decisive. Where it is not, an anomaly confined to one key is caught by that key's porcupine
+// check, which searches all outcomes; what neither layer can decide is a cross-key snapshot of keys an
+// unseen write may have changed just before — counted in Stats.Uncertain and named in the verdict's detail.
+//
+// Porcupine's memory grows with the square of a partition's length, so a key's history is cut into
+// segments of a few thousand operations at quiescent points (every earlier operation returned before the
+// next began: any linearization orders them first). The next segment starts from the replay's state of the
+// key there, or, where an unseen write may have touched the key, from every state it could have left.
+//
+// Watches are checked against the same replay: the changes of each revision as the known writer made them,
+// or as the watchers saw them when the writer is unknown (watchers must agree). A watch from revision 0
+// starts between the revision that existed when it was requested and the one its creation carries; etcd
+// reads that one after registering the watcher, so events in between may come, and once one comes every
+// later one is due.
+//
+// # Assumptions
+//
+// The run owns its keys: nobody else writes them while it runs (other keys may change; their revisions
+// show as gaps that touch nothing we read). Keys may hold values from before the run (an external cluster):
+// their first state is taken from the first answer that shows them. Times come from one monotonic clock.
+package linearizability

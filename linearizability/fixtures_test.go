@@ -1,0 +1,116 @@
+package linearizability_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+	"google.golang.org/grpc"
+)
+
+type cfgDial = []grpc.DialOption
+
+var update = flag.Bool("update", false, "re-record the histories under testdata against real etcd")
+
+// Fixtures are small histories recorded from real etcd: testdata/pass/* must check clean,
+// testdata/fail/<anomaly>/* were recorded through the anomaly injector and must fail the check that
+// covers the anomaly. `go test ./linearizability -run TestFixtures -update` records them again.
+func TestFixtures(t *testing.T) {
+	if *update {
+		recordFixtures(t)
+	}
+	pass, _ := filepath.Glob("testdata/pass/*")
+	fail, _ := filepath.Glob("testdata/fail/*")
+	if len(pass) == 0 || len(fail) != len(anomalies) {
+		t.Fatalf("fixtures missing: %d passing, %d failing (want %d): record them with -update", len(pass), len(fail), len(anomalies))
+	}
+	for _, dir := range pass {
+		t.Run(dir, func(t *testing.T) {
+			requireVerdicts(t, checkFixture(t, dir), allOK)
+		})
+	}
+	for _, dir := range fail {
+		t.Run(dir, func(t *testing.T) {
+			want := expectedKinds[anomaly(filepath.Base(dir))]
+			rep := checkFixture(t, dir)
+			for _, c := range rep.Checks {
+				if c.Name == want.check && c.Verdict != results.VerdictViolation {
+					t.Fatalf("%s: %s, want a violation: %s", c.Name, c.Verdict, c.Detail)
+				}
+			}
+		})
+	}
+}
+
+// checkFixture checks a fixture from a copy, so that the check's own files stay out of testdata.
+func checkFixture(t *testing.T, dir string) *lin.Report {
+	t.Helper()
+	tmp := t.TempDir()
+	if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return checkDir(t, tmp)
+}
+
+func recordFixtures(t *testing.T) {
+	small := traffic{prefix: "/f/", keys: 5, clients: 2, seed: 3, pause: 12 * time.Millisecond}
+	record := func(dir string, cfg func(clusters.Cluster) (cfgDial, func(context.Context, *workloads.Recorder, string)), members int, d time.Duration) {
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := startCluster(t, members)
+		dial, during := cfg(c)
+		w, err := lin.NewWriter(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := workloads.NewRecorder(time.Now(), w, []byte("filler"))
+		cc := clientConfig(c)
+		cc.DialOptions = append(cc.DialOptions, dial...)
+		runner, err := workloads.NewRunner(cc, rec, workloads.RunOptions{Clients: 2, Conns: 2, Duration: d, RequestTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if during != nil {
+				during(ctx, rec, dir)
+			}
+		}()
+		small.run(ctx, t, runner, d)
+		cancel()
+		<-done
+		runner.Close()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("testdata/pass/healthy", func(clusters.Cluster) (cfgDial, func(context.Context, *workloads.Recorder, string)) { return nil, nil }, 1, 800*time.Millisecond)
+	record("testdata/pass/faults", func(c clusters.Cluster) (cfgDial, func(context.Context, *workloads.Recorder, string)) {
+		return nil, func(ctx context.Context, rec *workloads.Recorder, dir string) {
+			faultLoop(ctx, t, c.(*clusters.Embedded), rec, dir, 5)
+		}
+	}, 3, 2500*time.Millisecond)
+	for _, kind := range anomalies {
+		record(filepath.Join("testdata/fail", string(kind)), func(clusters.Cluster) (cfgDial, func(context.Context, *workloads.Recorder, string)) {
+			in := newInjector(kind, 4, 300*time.Millisecond, 1)
+			in.eager = true
+			t.Cleanup(func() {
+				if in.injected() == 0 {
+					t.Errorf("fixture %s: nothing injected", kind)
+				}
+			})
+			return in.dialOptions(), nil
+		}, 1, time.Second)
+	}
+}

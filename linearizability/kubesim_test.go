@@ -1,0 +1,98 @@
+package linearizability_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+func simulate(tb testing.TB, o kubesim.Options) *lin.Report {
+	tb.Helper()
+	dir := tb.TempDir()
+	if _, err := kubesim.Write(dir, o); err != nil {
+		tb.Fatal(err)
+	}
+	rep, err := lin.CheckDir(context.Background(), dir, lin.Options{Timeout: time.Minute})
+	if rep == nil {
+		tb.Fatal(err)
+	}
+	return rep
+}
+
+// TestSimulatedKubeHistoriesPass: histories of a correct simulated etcd under kube-shaped load, faults and
+// all, check clean, for several seeds.
+func TestSimulatedKubeHistoriesPass(t *testing.T) {
+	for seed := range int64(4) {
+		rep := simulate(t, kubesim.Options{Seed: seed, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second})
+		requireVerdicts(t, rep, allOK)
+		if t.Failed() {
+			t.Fatalf("seed %d: %+v", seed, rep.Violations[:min(len(rep.Violations), 5)])
+		}
+	}
+}
+
+// bugChecks says which check must catch each bug of the simulated etcd.
+var bugChecks = map[string]string{
+	"stale-read":          lin.CheckLinearizability,
+	"lost-write":          lin.CheckLinearizability,
+	"revision-back":       lin.CheckLinearizability,
+	"duplicate-event":     lin.CheckWatch,
+	"dropped-event":       lin.CheckWatch,
+	"reordered-events":    lin.CheckWatch,
+	"early-progress":      lin.CheckWatch,
+	"early-lease-expiry":  lin.CheckLinearizability,
+	"future-serializable": lin.CheckSerializable,
+	"compacted-read":      lin.CheckLinearizability,
+	"wrong-count":         lin.CheckLinearizability,
+	"wrong-prevkv":        lin.CheckWatch,
+}
+
+// TestSimulatedBugsAreCaught: every way the simulated etcd can misbehave is reported by the right check,
+// and only by checks that can see it.
+func TestSimulatedBugsAreCaught(t *testing.T) {
+	for _, bug := range kubesim.Bugs {
+		t.Run(bug, func(t *testing.T) {
+			want, ok := bugChecks[bug]
+			if !ok {
+				t.Fatalf("no expectation for bug %s", bug)
+			}
+			rep := simulate(t, kubesim.Options{Seed: 7, Duration: 30 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: -1, CompactEvery: 8 * time.Second, Bug: bug})
+			kinds := map[string]int{}
+			for _, v := range rep.Violations {
+				kinds[v.Check+": "+v.Kind]++
+			}
+			for _, c := range rep.Checks {
+				if c.Name == want && c.Verdict != results.VerdictViolation {
+					t.Fatalf("%s: %s %s: %s", bug, c.Name, c.Verdict, c.Detail)
+				}
+			}
+			t.Logf("%v", kinds)
+		})
+	}
+}
+
+// BenchmarkCheckKube checks a simulated one-minute kube-shaped history at 500 requests/s, from files, as
+// `chaosbench check` does; make bench-checker runs the ten-minute one.
+func BenchmarkCheckKube(b *testing.B) {
+	dir := b.TempDir()
+	st, err := kubesim.Write(dir, kubesim.Options{Seed: 1, Duration: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		h, err := lin.LoadHistory(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := lin.Check(context.Background(), h, lin.Options{})
+		if err != nil || rep.Violated() {
+			b.Fatalf("%v %+v", err, rep.Checks)
+		}
+	}
+	b.ReportMetric(float64(st.Operations)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(st.WatchEvents)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,0 +1,430 @@
+package linearizability
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// segmentTarget is the size at which a key's history is cut into segments checked one by one. Porcupine
+// keeps a bitset of the whole partition per visited state, so its memory grows with the square of a
+// partition's length; a few thousand operations check in milliseconds.
+const segmentTarget = 2000
+
+// segment is a run of one key's operations that porcupine checks on its own, from init.
+type segment struct {
+	rank int32
+	ops  []*keyOp
+	init []kstate
+}
+
+// keyFailure is a segment porcupine found not linearizable.
+type keyFailure struct {
+	seg segment
+}
+
+// perKeyResult is the outcome of the per-key checks.
+type perKeyResult struct {
+	failures []keyFailure
+	unknown  int // segments that timed out
+}
+
+// buildKeyOps projects every operation onto the keys it reads or writes one by one: single-key ranges,
+// compares, puts, deletes (a range delete onto every key of its range), and revokes onto the keys ever
+// attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
+func (c *checker) buildKeyOps() [][]*keyOp {
+	byKey := make([][]*keyOp, len(c.ks.keys))
+	leaseKeys := map[int64][]int32{}
+	for i := range c.h.Operations {
+		v, ok := viewOf(&c.h.Operations[i])
+		if !ok {
+			continue
+		}
+		for b := range 2 {
+			for _, sub := range v.branches[b] {
+				if sub.Kind == KindPut && sub.Put != nil && sub.Put.Lease != 0 {
+					k := c.rank(sub.Put.Key)
+					if ks := leaseKeys[sub.Put.Lease]; !slices.Contains(ks, k) {
+						leaseKeys[sub.Put.Lease] = append(ks, k)
+					}
+				}
+			}
+		}
+	}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		oi := &c.ops[i]
+		switch oi.state {
+		case opAcked, opResolved, opUnresolved:
+		default:
+			continue
+		}
+		base := keyOp{op: int32(i), taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
+		switch oi.state {
+		case opAcked:
+			if oi.wrote {
+				base.rev = oi.rev
+			} else {
+				base.hdr = oi.hdr
+			}
+		case opResolved:
+			base.rev, base.ret = oi.rev, oi.seen
+		}
+		if op.Request.Kind == KindLeaseRevoke {
+			for _, k := range leaseKeys[op.Request.Lease.ID] {
+				ko := base
+				ko.key, ko.revoke, ko.observes = c.key(k), op.Request.Lease.ID, oi.state == opAcked
+				byKey[k] = append(byKey[k], &ko)
+			}
+			continue
+		}
+		if op.Request.Kind == KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
+			continue // not linearizable at the current revision: the replay checks them
+		}
+		v, ok := viewOf(op)
+		if !ok {
+			continue
+		}
+		if base.taken < 0 && len(v.cmps) == 0 {
+			base.taken = 1
+		}
+		perKey := map[int32]*keyOp{}
+		get := func(k int32) *keyOp {
+			if ko := perKey[k]; ko != nil {
+				return ko
+			}
+			ko := base
+			ko.key = c.key(k)
+			perKey[k] = &ko
+			return &ko
+		}
+		for _, cmp := range v.cmps {
+			ko := get(c.rank(cmp.Key))
+			ko.cmps = append(ko.cmps, cmp)
+			ko.observes = ko.observes || oi.state == opAcked
+		}
+		for k, ko := range perKey {
+			ko.allCmps = true
+			for _, cmp := range v.cmps {
+				if c.rank(cmp.Key) != k {
+					ko.allCmps = false
+				}
+			}
+		}
+		for b := range 2 {
+			if base.taken >= 0 && int8(b) != base.taken {
+				continue
+			}
+			var results []Response
+			if oi.state == opAcked {
+				results = v.results
+			}
+			for j := range v.branches[b] {
+				sub := &v.branches[b][j]
+				var res *Response
+				if j < len(results) {
+					res = &results[j]
+				}
+				c.projectStep(sub, res, b, get)
+			}
+		}
+		for k, ko := range perKey {
+			byKey[k] = append(byKey[k], ko)
+		}
+	}
+	for k := range byKey {
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmpInt(c.h.Operations[a.op].Call, c.h.Operations[b.op].Call) })
+	}
+	return byKey
+}
+
+// projectStep adds one branch operation to the per-key operations of the keys it concerns.
+func (c *checker) projectStep(sub *Request, res *Response, b int, get func(int32) *keyOp) {
+	switch sub.Kind {
+	case KindRange:
+		rg := sub.Range
+		if rg == nil || rg.End != "" {
+			return
+		}
+		k := c.rank(rg.Key)
+		ko := get(k)
+		st := keyStep{kind: KindRange, keysOnly: rg.KeysOnly, countOnly: rg.CountOnly}
+		if res != nil && res.Range != nil {
+			st.known, st.count = true, res.Range.Count
+			if len(res.Range.KVs) > 0 {
+				st.result = &res.Range.KVs[0]
+			}
+			ko.observes = true
+		}
+		ko.branches[b] = append(ko.branches[b], st)
+	case KindPut:
+		if sub.Put == nil {
+			return
+		}
+		ko := get(c.rank(sub.Put.Key))
+		st := keyStep{kind: KindPut, value: sub.Put.Value.ID, lease: sub.Put.Lease}
+		if res != nil && res.Put != nil && sub.Put.PrevKV {
+			st.checkPrev, st.prev = true, res.Put.PrevKV
+			ko.observes = true
+		}
+		ko.branches[b] = append(ko.branches[b], st)
+	case KindDelete:
+		d := sub.Delete
+		if d == nil {
+			return
+		}
+		lo, hi := c.ks.interval(d.Key, d.End)
+		var prevs map[string]*KV
+		if res != nil && res.Delete != nil && d.PrevKV {
+			prevs = map[string]*KV{}
+			for i := range res.Delete.PrevKVs {
+				prevs[res.Delete.PrevKVs[i].Key] = &res.Delete.PrevKVs[i]
+			}
+		}
+		for k := lo; k < hi; k++ {
+			ko := get(k)
+			st := keyStep{kind: KindDelete, deleted: -1}
+			switch {
+			case prevs != nil:
+				st.deleted = 0
+				if p := prevs[c.key(k)]; p != nil {
+					st.deleted, st.checkPrev, st.prev = 1, true, p
+				}
+				ko.observes = true
+			case res != nil && res.Delete != nil && d.End == "":
+				st.deleted = int8(min(res.Delete.Deleted, 1))
+				ko.observes = true
+			}
+			ko.branches[b] = append(ko.branches[b], st)
+		}
+	}
+}
+
+// segments cuts each key's operations into segments. A cut goes where the key is quiescent (every earlier
+// operation returned before the next began, so any linearization orders all of them first) and the
+// segment is long enough. The next segment starts from the replay's state of the key after the last write
+// before the cut: exact when nothing unobserved may have touched the key, otherwise widened to every state
+// an unobserved write or a lease expiry could have left.
+func (c *checker) segments(byKey [][]*keyOp, s *sweep) []segment {
+	keyHist := make([][]int32, len(c.ks.keys))
+	for i := range s.canon {
+		k := s.canon[i].rank
+		keyHist[k] = append(keyHist[k], int32(i))
+	}
+	initial := []kstate{{}}
+	if c.preRun {
+		initial = []kstate{{any: true}}
+	}
+	var out []segment
+	for k, ops := range byKey {
+		if len(ops) == 0 {
+			continue
+		}
+		start := 0
+		init := initial
+		var maxRet, maxWrite, maxSeen int64
+		uncertain := false
+		observes := false
+		flush := func(end int) {
+			if observes {
+				out = append(out, segment{rank: int32(k), ops: ops[start:end], init: init})
+			}
+		}
+		for j, ko := range ops {
+			call := c.h.Operations[ko.op].Call
+			if j > start && j-start >= segmentTarget && maxRet < call {
+				flush(j)
+				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain)
+				start, uncertain, observes = j, false, false
+			}
+			observes = observes || ko.observes
+			maxRet = max(maxRet, ko.ret)
+			if ko.rev != 0 {
+				maxWrite = max(maxWrite, ko.rev)
+				maxSeen = max(maxSeen, ko.rev)
+			}
+			maxSeen = max(maxSeen, ko.hdr)
+			if ko.maybe || (ko.rev == 0 && ko.hdr == 0) {
+				uncertain = true
+			}
+		}
+		flush(len(ops))
+	}
+	return out
+}
+
+// stateAfter returns the states a key can be in after every write up to revision upTo, from the replay.
+func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool) []kstate {
+	st := kstate{floor: seen}
+	found := false
+	i := sort.Search(len(hist), func(i int) bool { return s.canon[hist[i]].rev > upTo })
+	if i > 0 {
+		e := &s.canon[hist[i-1]]
+		found = true
+		st.last = e.rev
+		if !e.del {
+			st.exists, st.r, st.unk = true, e.r, e.unk
+		}
+	}
+	if !found && c.preRun {
+		return []kstate{{any: true, floor: seen}}
+	}
+	if !widen && c.candFrom[k] == 0 && (!st.exists || st.r.lease == 0) {
+		return []kstate{st}
+	}
+	// Something unobserved may have happened to the key: its version and creation are unknown, it may be
+	// gone, or hold a value nobody saw.
+	wide := st
+	wide.unk |= unkCreate | unkVersion
+	return []kstate{st, wide, {floor: seen}, {any: true, floor: seen}}
+}
+
+// checkPerKey runs porcupine on every segment, on all CPUs, until ctx is done.
+func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
+	byKey := c.buildKeyOps()
+	segs := c.segments(byKey, s)
+	c.stats.Partitions = len(segs)
+	for _, sg := range segs {
+		c.stats.LongestPartition = max(c.stats.LongestPartition, len(sg.ops))
+	}
+	// Longest first, so that one long segment does not finish last alone.
+	slices.SortStableFunc(segs, func(a, b segment) int { return len(b.ops) - len(a.ops) })
+	m := &keyModel{mayExpire: c.mayExpire}
+	var res perKeyResult
+	var mu sync.Mutex
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range work {
+				r := checkSegment(ctx, m, segs[i], c.h)
+				mu.Lock()
+				switch r {
+				case porcupine.Illegal:
+					res.failures = append(res.failures, keyFailure{seg: segs[i]})
+				case porcupine.Unknown:
+					res.unknown++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range segs {
+		if ctx.Err() != nil {
+			mu.Lock()
+			res.unknown += len(segs) - i
+			mu.Unlock()
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return res
+}
+
+func checkSegment(ctx context.Context, m *keyModel, sg segment, h *History) porcupine.CheckResult {
+	timeout := time.Duration(0)
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	return porcupine.CheckOperationsTimeout(m.porcupine(sg.init), porcupineOps(sg.ops, h, false), timeout)
+}
+
+// porcupineOps turns key operations into porcupine's; described adds each response as metadata, for
+// visualizations.
+func porcupineOps(ops []*keyOp, h *History, described bool) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(ops))
+	for i, ko := range ops {
+		op := &h.Operations[ko.op]
+		ret := ko.ret
+		if ko.maybe || op.Response == nil {
+			ret = min(ret, infinity-1)
+		}
+		out[i] = porcupine.Operation{ClientId: op.Client, Input: ko, Call: op.Call, Return: ret}
+		if described {
+			out[i].Metadata = describeResponse(op)
+		}
+	}
+	return out
+}
+
+// mayExpire reports whether lease id may have expired (or been revoked by a failed revoke) before t.
+func (c *checker) mayExpire(id, t int64) bool {
+	if _, ok := c.candRevok[id]; ok {
+		return true
+	}
+	l := c.leases[id]
+	return l == nil || l.minExpiry-leaseSlack < t
+}
+
+// shrink makes a failing segment as small as it can while it still fails: it drops the latest operations
+// while the rest still fails, then cuts quiescent prefixes off.
+func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
+	m := &keyModel{mayExpire: c.mayExpire}
+	sg := f.seg
+	fails := func(x segment) bool { return checkSegment(ctx, m, x, c.h) == porcupine.Illegal }
+	// Drop from the end: binary search the shortest failing prefix (by call order).
+	lo, hi := 1, len(sg.ops)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(segment{rank: sg.rank, ops: sg.ops[:mid], init: sg.init}) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if fails(segment{rank: sg.rank, ops: sg.ops[:lo], init: sg.init}) {
+		sg.ops = sg.ops[:lo]
+	}
+	// Cut from the front at quiescent points, starting from the replay's state there.
+	keyHist := []int32{}
+	for i := range s.canon {
+		if s.canon[i].rank == sg.rank {
+			keyHist = append(keyHist, int32(i))
+		}
+	}
+	var maxRet, maxWrite, maxSeen int64
+	for _, st := range sg.init {
+		maxWrite, maxSeen = max(maxWrite, st.last), max(maxSeen, st.floor)
+	}
+	uncertain := len(sg.init) > 1
+	best := sg
+	for j := 0; j+1 < len(sg.ops); j++ {
+		ko := sg.ops[j]
+		maxRet = max(maxRet, ko.ret)
+		if ko.rev != 0 {
+			maxWrite, maxSeen = max(maxWrite, ko.rev), max(maxSeen, ko.rev)
+		}
+		maxSeen = max(maxSeen, ko.hdr)
+		uncertain = uncertain || ko.maybe
+		if maxRet >= c.h.Operations[sg.ops[j+1].op].Call {
+			continue
+		}
+		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}
+		if fails(cand) {
+			best = cand
+		}
+	}
+	return best
+}
+
+// describeSegment lists a segment's operations for a violation message.
+func (c *checker) describeSegment(sg segment, max int) string {
+	s := ""
+	for i, ko := range sg.ops {
+		if i == max {
+			s += fmt.Sprintf("\n  ... and %d more", len(sg.ops)-max)
+			break
+		}
+		op := &c.h.Operations[ko.op]
+		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops[ko.op].ret))
+	}
+	return s
+}

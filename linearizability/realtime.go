@@ -1,0 +1,206 @@
+package linearizability
+
+import (
+	"fmt"
+	"slices"
+)
+
+// placed is an operation at its place in etcd's revision order: a write at 2×its revision, anything that
+// read the store (reads, writes that wrote nothing, grants, revokes) at 2×the revision it saw + 1. Evidence
+// that a revision existed (a watch response) is placed like a read, with no call time: whatever began after
+// it must come after that revision.
+type placed struct {
+	at        int64
+	call, ret int64
+	op        int32 // -1 for evidence from a watch record
+	rec       int32 // the watch record, for evidence
+}
+
+// checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
+// in that order finished before an operation placed earlier began. This one check covers "a write that
+// finished before another began has the smaller revision", "a linearizable read never returns a revision
+// older than one acknowledged before it began" and "nothing reads a revision before its write was sent".
+// With the replay's answers checked at their revisions, it makes the revision order a linearization.
+func (c *checker) checkRealTime() {
+	var ps []placed
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		oi := &c.ops[i]
+		switch oi.state {
+		case opAcked:
+		case opResolved:
+			ps = append(ps, placed{at: 2 * oi.rev, call: oi.call, ret: infinity, op: int32(i)})
+			continue
+		default:
+			continue
+		}
+		switch op.Request.Kind {
+		case KindLeaseKeepAlive, KindCompact:
+			// Keep-alives are answered by the leader's lessor without consensus; compactions by the
+			// applier without a linearizable read. Neither promises a place in the order.
+			continue
+		case KindRange:
+			if op.Request.Range != nil && op.Request.Range.Serializable {
+				// Stale by design, and checked on their own (a serializable read from the future is
+				// that check's violation, not a write's).
+				continue
+			}
+		}
+		at := 2*oi.hdr + 1
+		if oi.wrote {
+			at = 2 * oi.rev
+		}
+		ps = append(ps, placed{at: at, call: op.Call, ret: op.Return, op: int32(i)})
+	}
+	for i := range c.h.Watches {
+		r := &c.h.Watches[i]
+		if r.Revision > 0 && r.Error == "" {
+			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, rec: int32(i)})
+		}
+	}
+	slices.SortFunc(ps, func(a, b placed) int { return cmpInt(a.at, b.at) })
+
+	maxCall, arg := int64(-infinity), -1
+	// One violation per operation placed too early: a stale read contradicts every later write it missed,
+	// but it is one anomaly.
+	reported := map[int]bool{}
+	for i := 0; i < len(ps); {
+		j := i
+		for j < len(ps) && ps[j].at == ps[i].at {
+			j++
+		}
+		for _, p := range ps[i:j] {
+			if p.ret < maxCall && !reported[arg] && len(reported) < 1000 {
+				c.realTimeViolation(ps[arg], p)
+				reported[arg] = true
+			}
+		}
+		for k := i; k < j; k++ {
+			if ps[k].call > maxCall {
+				maxCall, arg = ps[k].call, k
+			}
+		}
+		i = j
+	}
+	c.checkSerializableFuture()
+	c.checkCompactedReads()
+	c.checkKeepAlives()
+}
+
+// checkKeepAlives checks that a lease cannot be kept alive once a revoke of it was acknowledged or its
+// expiry was seen: etcd answers ErrLeaseNotFound.
+func (c *checker) checkKeepAlives() {
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		if op.Response == nil || op.Request.Kind != KindLeaseKeepAlive || op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
+			continue
+		}
+		l := c.leases[op.Request.Lease.ID]
+		switch {
+		case l == nil:
+		case l.revoked != 0 && l.revoked < op.Call:
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "keep-alive of revoked lease", Ops: []int{int(l.revokeOp), i}, Time: l.revoked,
+				Message: fmt.Sprintf("%s succeeded, but %s had revoked the lease before it was sent", c.describe(i), c.describe(int(l.revokeOp)))})
+		case l.expired != 0 && l.expired < op.Call:
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "keep-alive of expired lease", Revision: l.expiredRev, Ops: []int{i}, Time: l.expired,
+				Message: fmt.Sprintf("%s succeeded, but the lease had expired at revision %d, known at %s, before it was sent", c.describe(i), l.expiredRev, fmtTime(l.expired))})
+		}
+	}
+}
+
+// realTimeViolation describes why early (placed earlier, called late) and late (placed later, returned
+// before early was called) contradict each other.
+func (c *checker) realTimeViolation(early, late placed) {
+	eop := &c.h.Operations[early.op]
+	eRev := early.at / 2
+	lRev := late.at / 2
+	v := Violation{Check: CheckLinearizability, Key: opKey(eop), Time: late.ret, Revision: lRev}
+	if late.op < 0 {
+		w := &c.h.Watches[late.rec]
+		v.Watcher = w.Watcher
+		v.Ops = []int{int(early.op)}
+		if early.at%2 == 0 {
+			v.Kind = "revision order contradicts real time"
+			v.Message = fmt.Sprintf("%s was sent at %s, after watcher %d had received revision %d at %s, yet it wrote revision %d",
+				c.describe(int(early.op)), fmtTime(early.call), w.Watcher, lRev, fmtTime(late.ret), eRev)
+		} else {
+			v.Kind = "stale read"
+			v.Message = fmt.Sprintf("%s was sent at %s, after watcher %d had received revision %d at %s, yet it read revision %d",
+				c.describe(int(early.op)), fmtTime(early.call), w.Watcher, lRev, fmtTime(late.ret), eRev)
+		}
+		c.vs.add(v)
+		return
+	}
+	lop := &c.h.Operations[late.op]
+	v.Ops = []int{int(late.op), int(early.op)}
+	v.Key = opKey(lop)
+	lateWrite, earlyWrite := late.at%2 == 0, early.at%2 == 0
+	switch {
+	case lateWrite && !earlyWrite:
+		v.Kind = "stale read"
+		v.Message = fmt.Sprintf("%s was sent at %s, after %s had been acknowledged with revision %d at %s, yet it read revision %d",
+			c.describe(int(early.op)), fmtTime(early.call), c.describe(int(late.op)), lRev, fmtTime(late.ret), eRev)
+	case lateWrite && earlyWrite:
+		v.Kind = "revision order contradicts real time"
+		v.Message = fmt.Sprintf("%s was acknowledged with revision %d at %s, before %s was sent at %s, yet that one got the smaller revision %d",
+			c.describe(int(late.op)), lRev, fmtTime(late.ret), c.describe(int(early.op)), fmtTime(early.call), eRev)
+	case !lateWrite && earlyWrite:
+		v.Kind = "read from the future"
+		v.Message = fmt.Sprintf("%s returned revision %d at %s, before %s, which wrote revision %d, was sent at %s",
+			c.describe(int(late.op)), lRev, fmtTime(late.ret), c.describe(int(early.op)), eRev, fmtTime(early.call))
+	default:
+		v.Kind = "stale read"
+		v.Message = fmt.Sprintf("%s was sent at %s, after %s had returned revision %d at %s, yet it read revision %d",
+			c.describe(int(early.op)), fmtTime(early.call), c.describe(int(late.op)), lRev, fmtTime(late.ret), eRev)
+	}
+	c.vs.add(v)
+}
+
+// checkSerializableFuture checks that a serializable read never shows a revision whose write was sent
+// after the read returned: stale is allowed, the future is not.
+func (c *checker) checkSerializableFuture() {
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		if op.Response == nil || op.Request.Kind != KindRange || op.Request.Range == nil || !op.Request.Range.Serializable {
+			continue
+		}
+		h := op.Response.Revision
+		if h <= c.base || h > c.maxRev {
+			continue
+		}
+		if w := c.writer[c.rev(h)]; w >= 0 && c.h.Operations[w].Call > op.Return {
+			c.vs.add(Violation{Check: CheckSerializable, Kind: "read from the future", Key: opKey(op), Revision: h, Ops: []int{i, int(w)}, Time: op.Call,
+				Message: fmt.Sprintf("%s returned revision %d at %s, before %s, which wrote it, was sent at %s",
+					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.h.Operations[w].Call))})
+		}
+	}
+}
+
+// compactedBefore returns the highest revision compacted by a compaction acknowledged before t.
+func (c *checker) compactedBefore(t int64) (int64, int) {
+	best, who := int64(0), -1
+	for i, cp := range c.compactions {
+		if cp.acked && cp.ret < t && cp.rev > best {
+			best, who = cp.rev, i
+		}
+	}
+	return best, who
+}
+
+// checkCompactedReads checks that a linearizable read at a revision below an acknowledged compaction fails.
+func (c *checker) checkCompactedReads() {
+	if len(c.compactions) == 0 {
+		return
+	}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		rg := op.Request.Range
+		if op.Response == nil || op.Request.Kind != KindRange || rg == nil || rg.Serializable || rg.Revision == 0 {
+			continue
+		}
+		if cr, _ := c.compactedBefore(op.Call); rg.Revision < cr {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "read of compacted revision", Key: rg.Key, Revision: rg.Revision, Ops: []int{i}, Time: op.Call,
+				Message: fmt.Sprintf("%s read revision %d and succeeded, but compaction to %d had been acknowledged before it was sent (etcd answers ErrCompacted)", c.describe(i), rg.Revision, cr)})
+		}
+	}
+}

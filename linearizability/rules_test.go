@@ -1,0 +1,221 @@
+package linearizability
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// A tiny language for hand-written histories: one key "k" unless said otherwise, values by id, times in
+// milliseconds.
+
+const msec = int64(time.Millisecond)
+
+type hb struct{ h History }
+
+func (b *hb) op(client int, call, ret int64, req Request, resp *Response) *hb {
+	op := Operation{Client: client, Call: call * msec, Return: ret * msec, Request: req, Response: resp}
+	if resp == nil {
+		op.Error = "deadline: context deadline exceeded"
+	}
+	b.h.Operations = append(b.h.Operations, op)
+	return b
+}
+
+func (b *hb) watch(r WatchResponse) *hb {
+	r.Time *= msec
+	b.h.Watches = append(b.h.Watches, r)
+	return b
+}
+
+func putReq(key string, id uint64) Request {
+	return Request{Kind: KindPut, Put: &Put{Key: key, Value: Value{ID: id, Size: 8}}}
+}
+
+func leasePut(key string, id uint64, lease int64) Request {
+	r := putReq(key, id)
+	r.Put.Lease = lease
+	return r
+}
+
+func getReq(key string) Request { return Request{Kind: KindRange, Range: &Range{Key: key}} }
+
+func kv(key string, id uint64, create, mod, ver int64) KV {
+	return KV{Key: key, Value: Value{ID: id, Size: 8}, CreateRevision: create, ModRevision: mod, Version: ver}
+}
+
+func putResp(rev int64) *Response { return &Response{Revision: rev, Put: &PutResponse{}} }
+
+func getResp(rev int64, kvs ...KV) *Response {
+	return &Response{Revision: rev, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}
+}
+
+func TestRules(t *testing.T) {
+	k1 := kv("k", 1, 2, 2, 1)
+	k2 := kv("k", 2, 2, 3, 2)
+	ok := map[string]string{CheckLinearizability: results.VerdictOK, CheckWatch: results.VerdictOK, CheckSerializable: results.VerdictOK}
+	bad := func(check string) map[string]string {
+		m := map[string]string{}
+		for k, v := range ok {
+			m[k] = v
+		}
+		m[check] = results.VerdictViolation
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		h    *hb
+		want map[string]string
+	}{
+		{"read after write", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 20, 30, getReq("k"), getResp(2, k1)), ok},
+		{"stale read", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, getReq("k"), getResp(2, k1)), bad(CheckLinearizability)},
+		{"old value with a fresh revision", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, getReq("k"), getResp(3, k1)), bad(CheckLinearizability)},
+		{"read concurrent with a write may see the old value", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 60, putReq("k", 2), putResp(3)).
+			op(1, 30, 40, getReq("k"), getResp(2, k1)), ok},
+		{"failed write that took effect", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 5000, putReq("k", 2), nil).
+			op(1, 6000, 6010, getReq("k"), getResp(3, k2)), ok},
+		{"failed write that did not", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 5000, putReq("k", 2), nil).
+			op(1, 6000, 6010, getReq("k"), getResp(2, k1)), ok},
+		{"failed write seen, then gone", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 5000, putReq("k", 2), nil).
+			op(1, 6000, 6010, getReq("k"), getResp(3, k2)).
+			op(1, 6020, 6030, getReq("k"), getResp(3, k1)), bad(CheckLinearizability)},
+		{"acknowledged write lost", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, getReq("k"), getResp(3, k1)), bad(CheckLinearizability)},
+		{"two writes, one revision", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 0, 10, putReq("j", 9), putResp(2)), bad(CheckLinearizability)},
+		{"revisions against real time", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(3)).
+			op(1, 20, 30, putReq("j", 9), putResp(2)), bad(CheckLinearizability)},
+		{"compare outcome contradicts the state", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 20, 30, Request{Kind: KindTxn, Txn: &Txn{Compares: []Compare{{Key: "k", Target: CompareModRevision, Result: Equal, Operand: 2}},
+				Then: []Request{putReq("k", 2)}, Else: []Request{getReq("k")}}},
+				&Response{Revision: 2, Txn: &TxnResponse{Succeeded: false, Results: []Response{*getResp(2, k1)}}}), bad(CheckLinearizability)},
+		{"lease expiry after its TTL", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
+			op(1, 2000, 2001, getReq("k"), getResp(3)), ok},
+		{"lease expiry before its TTL", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
+			op(1, 500, 501, getReq("k"), getResp(3)), bad(CheckLinearizability)},
+		{"put with a revoked lease", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
+			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
+			op(0, 4, 5, leasePut("k", 1, 7), putResp(2)), bad(CheckLinearizability)},
+		{"keep-alive of a revoked lease", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
+			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
+			op(0, 4, 5, Request{Kind: KindLeaseKeepAlive, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}), bad(CheckLinearizability)},
+		{"put with an expired lease", new(hb).
+			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 1, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 4, Revision: 2, Events: []Event{{Type: EventPut, KV: KV{Key: "k", Value: Value{ID: 1, Size: 8}, CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 7}, IsCreate: true}}}).
+			watch(WatchResponse{Watcher: 1, Time: 1500, Revision: 3, Events: []Event{{Type: EventDelete, KV: KV{Key: "k", ModRevision: 3}}}}).
+			op(0, 1600, 1610, leasePut("k", 2, 7), putResp(4)), bad(CheckLinearizability)},
+		{"read below an acknowledged compaction", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(0, 40, 50, Request{Kind: KindCompact, Compact: &Compact{Revision: 3}}, &Response{Revision: 3}).
+			op(1, 60, 70, Request{Kind: KindRange, Range: &Range{Key: "k", Revision: 2}}, getResp(3, k1)), bad(CheckLinearizability)},
+		{"read below a concurrent compaction", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(0, 40, 80, Request{Kind: KindCompact, Compact: &Compact{Revision: 3}}, &Response{Revision: 3}).
+			op(1, 60, 70, Request{Kind: KindRange, Range: &Range{Key: "k", Revision: 2}}, getResp(3, k1)), ok},
+		{"serializable read may be stale", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(2, k1)), ok},
+		{"serializable read from the future", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 12, 15, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(3, k2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)), bad(CheckSerializable)},
+		{"serializable read of a state that never was", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(3, k1)), bad(CheckSerializable)},
+		{"watch from now sees what follows", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+		{"watch registered before its created revision", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			op(0, 1, 3, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 2, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 6, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+		{"watch from now on a member behind the cluster", new(hb).
+			op(0, 1, 3, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 10, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 15, Revision: 2, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 16, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+		{"watch misses an event", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(WatchResponse{Watcher: 1, Time: 45, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}), bad(CheckWatch)},
+		{"watch from a revision starts exactly there", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(WatchResponse{Watcher: 1, Time: 50, Request: &WatchRequest{Key: "k", Revision: 2}}).
+			watch(WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
+			watch(WatchResponse{Watcher: 1, Time: 56, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}), bad(CheckWatch)},
+		{"progress notification ahead of an event", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", ProgressNotify: true}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}).
+			watch(WatchResponse{Watcher: 1, Time: 26, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), bad(CheckWatch)},
+		{"wrong IsCreate", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1}}}), bad(CheckWatch)},
+		{"read older than a watched revision", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), nil).
+			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}).
+			op(1, 30, 40, getReq("k"), getResp(1)), bad(CheckLinearizability)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Check(context.Background(), &tc.h.h, Options{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range rep.Checks {
+				if want := tc.want[c.Name]; c.Verdict != want {
+					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
+				}
+				if c.Verdict == results.VerdictViolation {
+					t.Logf("%s: %s", c.Name, c.Detail)
+				}
+			}
+		})
+	}
+}
