@@ -36,6 +36,12 @@ bench:
 bench-vs-etcd:
 	ci/bench-vs-etcd.sh
 
+## bench-kube: requests per second the kube workload's generator issues per core with the large preset,
+## pinned to one CPU while etcd runs on the others; fails if it cannot sustain the preset on that core.
+.PHONY: bench-kube
+bench-kube:
+	ci/bench-kube.sh
+
 ## test-versions: every supported etcd line (3.4.13, 3.5, 3.6, 3.7), alone and mixed, on embed and docker.
 test-versions: build
 	ci/etcd-versions.sh bin/chaosbench

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT): the run stopped early, healed
@@ -84,6 +86,9 @@ type run struct {
 	runner    *workloads.Runner
 	clientLog *os.File
 	loadEnd   time.Duration
+	loadCPU   time.Duration // the generator's CPU time during the load
+	kube      *kube.Config  // the kube workload's configuration; nil for micro workloads
+	wl        workloads.Workload
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
@@ -111,7 +116,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if s.Cluster == "external" && len(etcdFlags) > 0 {
 		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
-	wl, err := workloads.NewMicro(s.Workload, s.Micro)
+	wl, kubeCfg, err := s.newWorkload()
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +126,12 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	}
 	if err := runOpts.Validate(); err != nil {
 		return nil, err
+	}
+	if kubeCfg != nil {
+		// Every simulated apiserver has its own connection, and the kube actors pace themselves. Request
+		// timeouts reach etcd as gRPC deadlines, as kube-apiserver's do.
+		runOpts.Rate, runOpts.Clients, runOpts.Conns = 0, kubeCfg.Apiservers, kubeCfg.Apiservers
+		runOpts.ServerDeadlines = true
 	}
 	if s.Seed == 0 {
 		s.Seed = newSeed()
@@ -132,7 +143,18 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, err
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images}
+	if s.DryRun {
+		// Nothing has started: the plan is all there is.
+		if err := s.writeDryRun(env.Out, kubeCfg); err != nil {
+			return nil, err
+		}
+		r := &run{s: s}
+		r.faults = faultPlan
+		r.faults.describe(env.Out)
+		return nil, nil
+	}
+
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images, kube: kubeCfg}
 	r.faults = faultPlan
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
@@ -151,6 +173,12 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	fmt.Fprintf(r.out, "chaosbench %s: workload %s on a %s cluster, seed %d\nresults: %s\n",
 		env.Version, s.Workload, s.clusterLabel(), s.Seed, r.dir)
 	r.faults.describe(r.out)
+	if kubeCfg != nil {
+		if err := kube.WritePlan(r.out, *kubeCfg, kubeCfg.Plan(s.endpointCount())); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(r.out)
+	}
 
 	loadErr := r.execute(ctx, wl, runOpts, etcdFlags)
 	return r.finish(ctx, loadErr)
@@ -226,6 +254,7 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 		return err
 	}
 
+	r.wl = wl
 	if err := wl.Setup(ctx, r.runner); err != nil {
 		return fmt.Errorf("set up workload %s: %w", wl.Name(), err)
 	}
@@ -242,8 +271,10 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 			return 0
 		},
 	})
+	cpuBefore := results.CPUTime()
 	err = wl.Run(ctx, r.runner)
 	r.loadEnd = r.rec.Now()
+	r.loadCPU = results.CPUTime() - cpuBefore
 	stopProgress()
 	r.faults.stop(ctx)
 	if err != nil {
@@ -282,6 +313,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	interrupted := ctx.Err() != nil
 	r.faults.stop(ctx)
 	var errs []error
+	if c, ok := r.wl.(interface{ Close() }); ok {
+		c.Close()
+	}
 	if r.collector != nil {
 		errs = append(errs, r.collector.Close(r.loadEnd))
 	}
@@ -343,6 +377,14 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		}
 	}
 	s.Total = results.Totals(s.Operations)
+	if begin, ok := r.beganAt(); ok && r.loadCPU > 0 {
+		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, requests(s.Operations))
+	}
+	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
+		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
+		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(r.kube.Plan(r.s.endpointCount()))
+		s.Schedule.Clients, s.Schedule.Conns = r.kube.Apiservers, r.kube.Apiservers
+	}
 	for _, op := range s.Operations {
 		s.Schedule.MissedBacklog += op.MissedBacklog
 		s.Schedule.MissedLag += op.MissedLag
@@ -405,6 +447,26 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
 	return s, runErr
+}
+
+// beganAt returns when the load began, if it did.
+func (r *run) beganAt() (time.Duration, bool) {
+	if r.rec == nil {
+		return 0, false
+	}
+	return r.rec.Began()
+}
+
+// requests counts the etcd requests among the operations: watch events and cache waits are not requests.
+func requests(ops map[string]*results.Operation) int64 {
+	var n int64
+	for name, op := range ops {
+		if strings.HasPrefix(name, "watch") || strings.HasPrefix(name, "cache-sync/") {
+			continue
+		}
+		n += op.Count
+	}
+	return n
 }
 
 // removeData deletes the members' data directories of a successful run; their logs stay.

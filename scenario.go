@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
 
 // Scenario is everything a run needs. JSON names match the flags.
@@ -54,6 +55,9 @@ type Scenario struct {
 	ScheduleSlack  time.Duration `json:"schedule-slack"`
 
 	Micro workloads.MicroOptions `json:"micro"`
+	Kube  kube.Options           `json:"kube"`
+	// DryRun prints the plan and starts nothing.
+	DryRun bool `json:"-"`
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
@@ -72,7 +76,7 @@ func DefaultScenario() Scenario {
 	return Scenario{
 		Cluster:        "embed",
 		Members:        3,
-		Workload:       "put",
+		Workload:       "kube",
 		Rate:           1000,
 		Clients:        64,
 		Conns:          8,
@@ -111,7 +115,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
 	bindVersionFlags(fs, s)
 
-	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(workloads.MicroNames, ", "))
+	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(WorkloadNames(), ", ")+" (kube: kube-apiserver's traffic, see the kube flags)")
 	fs.Float64Var(&s.Rate, "rate", s.Rate, "target operations per second (open loop); 0 runs closed loop, every client flat out")
 	fs.IntVar(&s.Clients, "clients", s.Clients, "concurrent clients (workers)")
 	fs.IntVar(&s.Conns, "conns", s.Conns, "gRPC connections shared by the clients round robin")
@@ -141,6 +145,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
 
+	bindKubeFlags(fs, s)
 	bindReportFlags(fs, s)
 	bindFaultFlags(fs, &s.Faults)
 	bindCheckFlags(fs, s)

@@ -44,6 +44,8 @@ type Summary struct {
 	Faults           []FaultWindow         `json:"faults,omitempty"`
 	Phases           map[string]*Phase     `json:"phases,omitempty"`
 	Checks           []Check               `json:"checks,omitempty"`
+	Kube             *Kube                 `json:"kube,omitempty"`
+	GeneratorLoad    *GeneratorLoad        `json:"generator_load,omitempty"`
 	Errors           []string              `json:"errors,omitempty"`
 
 	// Reports (issue 7): the run's time base (offsets in every file count from it), etcd's own metrics,
@@ -291,6 +293,14 @@ func WriteText(w io.Writer, s *Summary) error {
 		fmt.Fprintf(w, "schedule: target %.1f ops/s; %d slots started late (%.2f%%): %d with every client busy, %d from generator lag\n",
 			s.Schedule.TargetRate, s.Schedule.MissedBacklog+s.Schedule.MissedLag, s.Schedule.MissedPercent,
 			s.Schedule.MissedBacklog, s.Schedule.MissedLag)
+	}
+	if s.GeneratorLoad != nil {
+		writeGeneratorLoadText(w, s.GeneratorLoad)
+	}
+	if s.Kube != nil {
+		if err := writeKubeText(w, s.Kube); err != nil {
+			return err
+		}
 	}
 	if err := writeFaultsText(w, s); err != nil {
 		return err

@@ -63,6 +63,9 @@ func (r *Recorder) Began() (time.Duration, bool) {
 	return time.Duration(v - 1), v != 0
 }
 
+// Record hands one record to the sinks, for what is measured outside a request: watch events, waits.
+func (r *Recorder) Record(worker int, rec *results.Record) { r.record(worker, rec) }
+
 func (r *Recorder) record(worker int, rec *results.Record) {
 	for _, s := range r.sinks {
 		s.Record(worker, rec)

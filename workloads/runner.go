@@ -151,29 +151,42 @@ type OpFunc func(ctx context.Context, w *Worker, s *Slot)
 // Pace marks the start of the load (Recorder.Begin) and runs op on the worker pool until the schedule
 // ends (Duration or Total) or ctx is done, then waits for operations in flight.
 func (r *Runner) Pace(ctx context.Context, op OpFunc) {
+	r.rec.Begin()
+	r.Stream(ctx, r.opts.Rate, r.opts.Total, len(r.workers), func(ctx context.Context, i int, s *Slot) {
+		op(ctx, r.workers[i], s)
+	})
+}
+
+// Stream runs one schedule of operations on n goroutines (numbered 0 to n-1) from the start of the load
+// (Recorder.Begin, which it calls if no one has) until the run's Duration, total operations (0: no
+// limit) or ctx ends, and waits for them. With a rate the schedule is open-loop: slot k is due
+// rate*k seconds after the start, and a slot started late is marked as a miss; with rate 0 every goroutine
+// sends as fast as its operations return. Workloads with several independent streams (the kube workload's
+// actors) run one Stream each.
+func (r *Runner) Stream(ctx context.Context, rate float64, total int64, n int, op func(ctx context.Context, i int, s *Slot)) {
 	begin := r.rec.Begin()
 	var pacer Pacer
-	if r.opts.Rate > 0 {
-		pacer = Constant{Rate: r.opts.Rate}
+	if rate > 0 {
+		pacer = Constant{Rate: rate}
 	}
 	var next atomic.Uint64
 	var wg sync.WaitGroup
-	for _, w := range r.workers {
-		wg.Go(func() { r.work(ctx, w, pacer, begin, &next, op) })
+	for i := range n {
+		wg.Go(func() { r.work(ctx, i, pacer, begin, total, &next, op) })
 	}
 	wg.Wait()
 }
 
 // work claims slots in order from next, waits for each slot's time, and runs op. A slot claimed after its
-// time had a backlog (no worker was free); a slot claimed in time but started late lagged.
-func (r *Runner) work(ctx context.Context, w *Worker, pacer Pacer, begin time.Duration, next *atomic.Uint64, op OpFunc) {
+// time had a backlog (no goroutine was free); a slot claimed in time but started late lagged.
+func (r *Runner) work(ctx context.Context, i int, pacer Pacer, begin time.Duration, total int64, next *atomic.Uint64, op func(context.Context, int, *Slot)) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	slack := r.opts.ScheduleSlack
 	for ctx.Err() == nil {
 		n := next.Add(1) - 1
-		if r.opts.Total > 0 && n >= uint64(r.opts.Total) {
+		if total > 0 && n >= uint64(total) {
 			return
 		}
 		slot := Slot{N: n}
@@ -205,6 +218,6 @@ func (r *Runner) work(ctx context.Context, w *Worker, pacer Pacer, begin time.Du
 				slot.Miss = results.Lag
 			}
 		}
-		op(ctx, w, &slot)
+		op(ctx, i, &slot)
 	}
 }

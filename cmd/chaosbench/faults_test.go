@@ -117,7 +117,7 @@ func interruptDuringFault(t *testing.T, spec string, extra []string) {
 	out := filepath.Join(root, "run")
 	tmp := filepath.Join(root, "tmp")
 	os.MkdirAll(tmp, 0o755)
-	args := append([]string{"run", "--duration", "60s", "--rate", "200", "--clients", "16", "--conns", "4",
+	args := append([]string{"run", "--workload", "put", "--duration", "60s", "--rate", "200", "--clients", "16", "--conns", "4",
 		"--out", out, "--progress", "none", "--faults", spec}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
@@ -317,7 +317,7 @@ func listeningOwner(port int) string {
 // both, and exits 0 when the cluster recovered from each fault.
 func TestRunWithFaults(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "run", "--duration", "9s", "--rate", "300", "--clients", "16", "--conns", "4",
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "9s", "--rate", "300", "--clients", "16", "--conns", "4",
 		"--etcd-flag", "heartbeat-interval=50", "--etcd-flag", "election-timeout=500", "--fault-settle", "1s",
 		"--faults", "kill:leader@2s+1s,delay:follower=50ms@5s+1s,defrag@7s", "--out", out, "--progress", "none")
 	output, err := cmd.CombinedOutput()
@@ -358,7 +358,7 @@ func TestRunWithFaults(t *testing.T) {
 // (exit code 3), not a hang.
 func TestFaultNotRecoveredExitCode(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "run", "--duration", "5s", "--rate", "100", "--clients", "8", "--conns", "2",
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "5s", "--rate", "100", "--clients", "8", "--conns", "2",
 		"--faults", "kill:leader@1s+1s", "--fault-recovery-timeout", "1ms", "--out", out, "--progress", "none")
 	start := time.Now()
 	output, _ := cmd.CombinedOutput()
@@ -387,7 +387,7 @@ func TestKill9LeavesNoMount(t *testing.T) {
 		t.Skipf("needs FUSE: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "run", "--duration", "60s", "--rate", "100", "--slowfs", "on", "--faults", "none",
+	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--rate", "100", "--slowfs", "on", "--faults", "none",
 		"--out", out, "--progress", "none")
 	var output safeBuffer
 	ready := watchOutput(t, cmd, &output, "cluster ready")

@@ -132,12 +132,13 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
-// TestRunPut runs the real binary as the README tells a new user to, with 1, 3 and 5 members.
+// TestRunPut runs the real binary with the put micro workload on 1 and 5 members (TestRunKube runs the
+// default workload on 3).
 func TestRunPut(t *testing.T) {
-	for _, members := range []string{"1", "3", "5"} {
+	for _, members := range []string{"1", "5"} {
 		t.Run(members+" members", func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
-			cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "10s", "--members", members, "--out", out)
+			cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "4s", "--members", members, "--out", out)
 			output, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("chaosbench run: %v\n%s", err, output)
@@ -147,7 +148,7 @@ func TestRunPut(t *testing.T) {
 				t.Fatal(err)
 			}
 			put := s.Operations["put"]
-			if put == nil || put.Count < 9000 || put.Throughput < 900 || put.Response.P99 <= 0 || put.Response.P50 <= 0 || put.Service.P999 <= 0 {
+			if put == nil || put.Count < 3600 || put.Throughput < 900 || put.Response.P99 <= 0 || put.Response.P50 <= 0 || put.Service.P999 <= 0 {
 				t.Fatalf("summary put: %+v", put)
 			}
 			if s.Incomplete || s.Seed == 0 || s.Cluster.Members != atoi(members) || s.Versions.EtcdServer == "" {

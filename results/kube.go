@@ -1,0 +1,178 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Kube is the kube workload's part of a summary: the emulated cluster, the planned operation mix against the
+// measured one, what the operation table does not show (conflicts, relists, lease grants), and the
+// Kubernetes API latency SLOs applied to the etcd requests behind the API calls.
+type Kube struct {
+	// Cluster describes the emulated Kubernetes cluster in one line.
+	Cluster string `json:"cluster"`
+	// Mix compares each planned operation's measured rate with its plan.
+	Mix []KubeMix `json:"mix"`
+	// MixDeviationPercent is the largest deviation of a measured rate from its plan, among operations
+	// expected at least MixMinCount times during the measured period.
+	MixDeviationPercent float64 `json:"mix_deviation_percent"`
+	// Conflicts counts optimistic-concurrency conflicts per operation: updates and deletes whose
+	// ModRevision compare failed and that were retried with the object etcd returned.
+	Conflicts map[string]int64 `json:"conflicts,omitempty"`
+	// Relists counts watch caches that relisted because their watch revision was compacted; CacheLists
+	// counts every list the watch caches made, the initial ones included.
+	Relists    int64 `json:"relists"`
+	CacheLists int64 `json:"cache_lists"`
+	// EventLeaseGrants is the number of leases granted for events.
+	EventLeaseGrants int64 `json:"event_lease_grants"`
+	// Compactions is the number of compactions the simulated apiservers made.
+	Compactions int64 `json:"compactions"`
+	// SLO is the Kubernetes API call latency SLOs, per operation.
+	SLO []KubeSLO `json:"slo"`
+	// SLOPass is true when every operation met its SLO.
+	SLOPass bool `json:"slo_pass"`
+}
+
+// MixMinCount is how often an operation must be expected during the measured period for its rate to be
+// compared with the plan: rarer ones (compactions, count polls of a short run) are too few to compare.
+const MixMinCount = 100
+
+// KubeMix is one operation's planned and measured rate.
+type KubeMix struct {
+	Op       string   `json:"op"`
+	Actors   []string `json:"actors"`
+	Planned  float64  `json:"planned_per_s"`
+	Measured float64  `json:"measured_per_s"`
+	// DiffPercent is (measured - planned) / planned, in percent.
+	DiffPercent float64 `json:"diff_percent"`
+	// Compared is false for operations too rare to compare (see MixMinCount).
+	Compared bool `json:"compared"`
+}
+
+// KubeSLO is one operation judged by the SLO of its API call class.
+type KubeSLO struct {
+	Class   string  `json:"class"` // mutating, get or list
+	Op      string  `json:"op"`
+	Count   int64   `json:"count"`
+	P99MS   float64 `json:"p99_ms"`
+	LimitMS float64 `json:"limit_ms"`
+	Pass    bool    `json:"pass"`
+}
+
+// SLO limits of Kubernetes' API call latency SLIs (SIG scalability), in milliseconds.
+const (
+	sloMutatingMS = 1000
+	sloGetMS      = 1000
+	sloListMS     = 30000
+)
+
+// SLOClass returns the API call class an operation's verb belongs to ("" for none): create, update and
+// delete are mutating, get a single-object read, list a namespace or cluster scoped list.
+func SLOClass(op string) (class string, limitMS float64) {
+	verb, _, _ := strings.Cut(op, "/")
+	switch verb {
+	case "create", "update", "delete":
+		return "mutating", sloMutatingMS
+	case "get":
+		return "get", sloGetMS
+	case "list":
+		return "list", sloListMS
+	}
+	return "", 0
+}
+
+// JudgeSLO applies the SLOs to every operation with an API call class, on response time (from the
+// intended start) p99.
+func JudgeSLO(ops map[string]*Operation) ([]KubeSLO, bool) {
+	names := make([]string, 0, len(ops))
+	for name := range ops {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []KubeSLO
+	pass := true
+	for _, name := range names {
+		class, limit := SLOClass(name)
+		op := ops[name]
+		if class == "" || op.Count == 0 {
+			continue
+		}
+		ok := op.Response.P99 <= limit
+		pass = pass && ok
+		out = append(out, KubeSLO{Class: class, Op: name, Count: op.Count, P99MS: op.Response.P99, LimitMS: limit, Pass: ok})
+	}
+	return out, pass
+}
+
+// CompareMix compares measured operation rates with planned ones (several actors may plan the same
+// operation: their rates add up).
+func CompareMix(planned map[string]float64, actors map[string][]string, ops map[string]*Operation, measuredSeconds float64) ([]KubeMix, float64) {
+	names := make([]string, 0, len(planned))
+	for name := range planned {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []KubeMix
+	worst := 0.0
+	for _, name := range names {
+		m := KubeMix{Op: name, Actors: actors[name], Planned: planned[name]}
+		if op := ops[name]; op != nil && measuredSeconds > 0 {
+			m.Measured = float64(op.Count) / measuredSeconds
+		}
+		m.DiffPercent = 100 * (m.Measured - m.Planned) / m.Planned
+		m.Compared = m.Planned*measuredSeconds >= MixMinCount
+		if m.Compared {
+			worst = math.Max(worst, math.Abs(m.DiffPercent))
+		}
+		out = append(out, m)
+	}
+	return out, worst
+}
+
+// writeKubeText prints the kube workload's section of the text summary.
+func writeKubeText(w io.Writer, k *Kube) error {
+	fmt.Fprintf(w, "\nkube workload: %s\n", k.Cluster)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tplanned/s\tmeasured/s\tdiff\tconflicts\t")
+	for _, m := range k.Mix {
+		diff := "(too few)"
+		if m.Compared {
+			diff = fmt.Sprintf("%+.1f%%", m.DiffPercent)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%s\t%d\t\n", m.Op, m.Planned, m.Measured, diff, k.Conflicts[m.Op])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "operation mix: largest deviation from plan %.1f%%; watch cache relists %d (lists %d); event lease grants %d; compactions %d\n",
+		k.MixDeviationPercent, k.Relists, k.CacheLists, k.EventLeaseGrants, k.Compactions)
+	verdict := "PASS"
+	if !k.SLOPass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "Kubernetes SLOs (p99 over the run: mutating <= 1s, get <= 1s, list <= 30s): %s\n", verdict)
+	worst := map[string]KubeSLO{}
+	var classes []string
+	for _, s := range k.SLO {
+		cur, seen := worst[s.Class]
+		if !seen {
+			classes = append(classes, s.Class)
+		}
+		if !seen || s.P99MS/s.LimitMS > cur.P99MS/cur.LimitMS {
+			worst[s.Class] = s
+		}
+	}
+	for _, class := range classes {
+		s := worst[class]
+		mark := "pass"
+		if !s.Pass {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-8s worst %s p99 %s (limit %s): %s\n", class, s.Op, fmtMs(s.P99MS), fmtMs(s.LimitMS), mark)
+	}
+	return nil
+}

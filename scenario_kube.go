@@ -1,0 +1,75 @@
+package chaosbench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+)
+
+// WorkloadNames lists every workload: kube first (the default), then the micro workloads.
+func WorkloadNames() []string { return append([]string{"kube"}, workloads.MicroNames...) }
+
+// bindKubeFlags defines the kube workload's flags.
+func bindKubeFlags(fs *pflag.FlagSet, s *Scenario) {
+	k := &s.Kube
+	fs.StringVar(&k.Preset, "preset", k.Preset, "kube: cluster size class, "+strings.Join(kube.Presets, ", ")+" (about 50, 250, 1000 and 3000 nodes); other kube flags override it")
+	fs.IntVar(&k.Nodes, "nodes", k.Nodes, "kube: nodes (kubelets); 0: 100, or the preset's")
+	fs.IntVar(&k.PodsPerNode, "pods-per-node", k.PodsPerNode, "kube: pods per node, kept steady by the churn (0: 30)")
+	fs.IntVar(&k.Namespaces, "namespaces", k.Namespaces, "kube: namespaces holding the pods (0: one per ten nodes)")
+	fs.Float64Var(&k.Churn, "churn", k.Churn, "kube: pods created (and as many deleted) per second (0: nodes/20, at most 20)")
+	fs.Float64Var(&k.ListRate, "list-rate", k.ListRate, "kube: clients' paged lists of a namespace's pods per second, and as many consistent lists from the watch cache (0: nodes/200; negative: none)")
+	fs.IntVar(&k.Apiservers, "apiservers", k.Apiservers, "kube: simulated kube-apiservers, each with its own etcd client and watch caches (0: 3)")
+	fs.DurationVar(&k.EventTTL, "event-ttl", k.EventTTL, "kube: lifetime of events (kube-apiserver --event-ttl; 0: 1h)")
+	fs.DurationVar(&k.CompactionInterval, "compaction-interval", k.CompactionInterval, "kube: the apiservers' compaction interval (0: 5m, or a quarter of a run shorter than 20m)")
+	fs.StringVar(&k.ObjectSizes, "object-sizes", k.ObjectSizes, "kube: value sizes, resource=size or resource=min-max, e.g. pods=4k-16k,events=1k")
+	fs.StringSliceVar(&k.Actors, "actors", k.Actors, "kube: run only these actors ("+strings.Join(kube.Actors, ", ")+"; default all)")
+	fs.StringSliceVar(&k.SkipActors, "skip-actors", k.SkipActors, "kube: turn these actors off")
+	fs.BoolVar(&s.DryRun, "dry-run", s.DryRun, "print the planned request rates per actor and operation (kube) and exit without starting anything")
+}
+
+// newWorkload returns the scenario's workload, and for kube its resolved configuration.
+func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
+	if s.Workload != "kube" {
+		wl, err := workloads.NewMicro(s.Workload, s.Micro)
+		if err != nil && results.IsUsage(err) && !strings.Contains(err.Error(), "did you mean") && strings.Contains(err.Error(), "no such workload") {
+			return nil, nil, results.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
+		}
+		return wl, nil, err
+	}
+	if s.Total > 0 {
+		return nil, nil, results.Usagef("--total: the kube workload runs for --duration")
+	}
+	cfg, err := s.Kube.Resolve(s.Duration)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kube.New(cfg), &cfg, nil
+}
+
+// endpointCount is the number of client endpoints the cluster will have, for the plan's status polls.
+func (s *Scenario) endpointCount() int {
+	if s.Cluster == "external" {
+		return len(s.Endpoints)
+	}
+	return s.Members
+}
+
+// writeDryRun prints what a run of s would do, without starting anything.
+func (s *Scenario) writeDryRun(w io.Writer, cfg *kube.Config) error {
+	fmt.Fprintf(w, "dry run: workload %s on a %s cluster for %s\n", s.Workload, s.clusterDescription(), s.Duration)
+	if cfg == nil {
+		if s.Rate > 0 {
+			fmt.Fprintf(w, "%s at %g operations/s (open loop), %d clients over %d connections\n", s.Workload, s.Rate, s.Clients, s.Conns)
+		} else {
+			fmt.Fprintf(w, "%s closed loop: %d clients over %d connections\n", s.Workload, s.Clients, s.Conns)
+		}
+		return nil
+	}
+	return kube.WritePlan(w, *cfg, cfg.Plan(s.endpointCount()))
+}

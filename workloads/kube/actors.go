@@ -1,0 +1,248 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// Periods of the control plane's periodic writers and readers (Kubernetes defaults).
+const (
+	nodeLeaseRenew      = 10 * time.Second // kubelet --node-lease-renew-interval (lease duration 40 s)
+	nodeStatusReport    = 5 * time.Minute  // kubelet --node-status-report-frequency
+	electionRetryPeriod = 2 * time.Second  // leader election renew/retry period
+	masterLeaseRenew    = 10 * time.Second // endpoint reconciler interval (lease TTL 15 s)
+	masterLeaseTTL      = 15 * time.Second
+	countPollPeriod     = time.Minute      // --etcd-count-metric-poll-period
+	statusPollPeriod    = 30 * time.Second // the apiserver's DB size monitor
+	healthCheckPeriod   = time.Second      // etcd health checks, at most one a second
+	progressRequestWait = 100 * time.Millisecond
+	cacheSyncTimeout    = 3 * time.Second
+	kubectlPageSize     = 500
+)
+
+// streamGoroutines is how many requests of one periodic stream may be in flight at once. Periodic
+// writers of a real cluster are independent processes; a few goroutines per stream keep the schedule even
+// when some requests wait for a leader election.
+const streamGoroutines = 8
+
+// heartbeats renews every node's lease every 10 s, spread evenly, and writes each node's status every 5
+// minutes. Node i talks to apiserver i mod apiservers.
+func (w *Workload) heartbeats(ctx context.Context) {
+	nodes := w.cfg.Nodes
+	run := func(rate float64, name, res string, keyOf func(int) string) {
+		w.stream(ctx, name, rate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			node := int(s.N % uint64(nodes))
+			a := node % len(w.apiservers)
+			w.updateCached(ctx, w.apiservers[a], g.clients[a], s, res, keyOf(node), w.size(g.rand, res), 0)
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(float64(nodes)/nodeStatusReport.Seconds(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
+	}()
+	run(float64(nodes)/nodeLeaseRenew.Seconds(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
+	<-done
+}
+
+// election emulates leader election of kube-controller-manager and kube-scheduler, one replica of each per
+// apiserver: each component's leader updates its lease every 2 s, and each standby reads it every 2 s.
+func (w *Workload) election(ctx context.Context) {
+	comps := len(electedComponents)
+	standbys := len(w.apiservers) - 1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.stream(ctx, "election-standby", float64(comps*standbys)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(comps*standbys))
+			comp := i % comps
+			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's
+			get(ctx, g.clients[a], s, "get/"+ResLeases, key(ResLeases, nsSystem, electedComponents[comp]))
+		})
+	}()
+	w.stream(ctx, "election-leader", float64(comps)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		comp := int(s.N % uint64(comps))
+		a := comp % len(w.apiservers)
+		w.updateCached(ctx, w.apiservers[a], g.clients[a], s, ResLeases, key(ResLeases, nsSystem, electedComponents[comp]), w.size(g.rand, ResLeases), 0)
+	})
+	<-done
+}
+
+// masterLeases refreshes each apiserver's master lease (a Grant of 15 s and an update of its
+// /registry/masterleases/<ip> key on it) and its identity lease every 10 s.
+func (w *Workload) masterLeases(ctx context.Context) {
+	w.stream(ctx, "master-leases", float64(len(w.apiservers))/masterLeaseRenew.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		i := int(s.N % uint64(len(w.apiservers)))
+		a, c := w.apiservers[i], g.clients[i]
+		w.updateCached(ctx, a, c, s, ResLeases, key(ResLeases, nsSystem, apiserverLease(i)), w.size(g.rand, ResLeases), 0)
+		resp, err := c.Do(ctx, nil, "grant/"+ResMasterLeases, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
+		if err != nil {
+			return
+		}
+		k := masterLeaseKey(i)
+		if _, ok := a.known(ResMasterLeases, k); !ok {
+			// The first refresh creates the key.
+			v := c.NewValue(w.cfg.Sizes[ResMasterLeases].pick(g.rand))
+			if created, rev, err := create(ctx, c, nil, "create/"+ResMasterLeases, k, v, resp.Lease.ID); err == nil && created {
+				w.observe(a, c, ResMasterLeases, k, v, rev)
+				return
+			}
+		}
+		w.updateCached(ctx, a, c, nil, ResMasterLeases, k, w.size(g.rand, ResMasterLeases), resp.Lease.ID)
+	})
+}
+
+// lists sends clients' lists at the list rate: kubectl-style paged, consistent lists of a namespace's pods
+// (500 per page, later pages pinned to the first page's revision; a label-selector list is the same scan,
+// filtered in the apiserver), and as many consistent lists served from the watch cache: the apiserver
+// reads the current revision (Range limit=1 over the resource), then requests progress notifications
+// every 100 ms until its cache has caught up with it. The wait is recorded as cache-sync/pods.
+func (w *Workload) lists(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.stream(ctx, "list-from-cache", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(len(w.apiservers)))
+			w.listFromCache(ctx, w.apiservers[i], g.clients[i], s, ResPods)
+		})
+	}()
+	w.stream(ctx, "list", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		ns := namespaceName(int(s.N % uint64(w.cfg.Namespaces)))
+		p := prefix(ResPods) + ns + "/"
+		list(ctx, g.clients[int(s.N%uint64(len(w.apiservers)))], s, "list/"+ResPods, p, prefixEnd(p), kubectlPageSize, nil)
+	})
+	<-done
+}
+
+// listFromCache is the etcd side of a consistent list served from apiserver a's watch cache.
+func (w *Workload) listFromCache(ctx context.Context, a *apiserver, c *workloads.Client, s *workloads.Slot, res string) {
+	p := prefix(res)
+	resp, err := c.Do(ctx, s, "current-rv/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), Limit: 1, KeysOnly: true}})
+	if err != nil || !w.cfg.Active[ActorWatchCache] {
+		return
+	}
+	cache := a.caches[res].cache
+	start := c.Recorder().Now()
+	sctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	defer cancel()
+	for cache.revision() < resp.Revision && sctx.Err() == nil {
+		// The progress request goes on the watch caches' stream: the one require-leader watches share.
+		c.Call(sctx, nil, "progress", func(ctx context.Context) (int64, error) {
+			return 0, a.conn.RequestProgress(clientv3.WithRequireLeader(ctx))
+		})
+		wctx, wcancel := context.WithTimeout(sctx, progressRequestWait)
+		cache.waitFor(wctx, resp.Revision)
+		wcancel()
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	c.Call(ctx, &workloads.Slot{Intended: start}, "cache-sync/"+res, func(context.Context) (int64, error) {
+		return cache.revision(), sctx.Err()
+	})
+}
+
+// polls sends the apiserver's background reads: a count of every resource per apiserver every minute,
+// Maintenance.Status of every endpoint every 30 s, and a health check Get every second.
+func (w *Workload) polls(ctx context.Context) {
+	resources := append(append([]string{}, cachedResources...), ResEvents)
+	endpoints := w.r.Conns()[0].Endpoints()
+	as := len(w.apiservers)
+	streams := []struct {
+		name string
+		rate float64
+		op   func(ctx context.Context, s *workloads.Slot, g *goroutine)
+	}{
+		{"count", float64(as*len(resources)) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(as*len(resources)))
+			res := resources[i%len(resources)]
+			p := prefix(res)
+			g.clients[i/len(resources)].Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
+		}},
+		{"status", float64(as*len(endpoints)) / statusPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(as*len(endpoints)))
+			a, ep := w.apiservers[i/len(endpoints)], endpoints[i%len(endpoints)]
+			g.clients[a.id].Call(ctx, s, "status", func(ctx context.Context) (int64, error) {
+				st, err := a.conn.Status(ctx, ep)
+				if err != nil {
+					return 0, err
+				}
+				return st.Header.Revision, nil
+			})
+		}},
+		{"health", float64(as) / healthCheckPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(as))
+			get(ctx, g.clients[i], s, "get/health", "/registry/health")
+		}},
+	}
+	done := make(chan struct{}, len(streams))
+	for _, st := range streams {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			w.stream(ctx, st.name, st.rate, streamGoroutines, st.op)
+		}()
+	}
+	for range streams {
+		<-done
+	}
+}
+
+// compactKey is the apiserver's compaction bookkeeping key (no /registry prefix).
+const compactKey = "compact_rev_key"
+
+// compactor runs every apiserver's compactor: every interval, a transaction on compact_rev_key decides
+// which apiserver compacts (If Version(compact_rev_key) == the version it last saw Then Put the revision it
+// saw one interval earlier Else Get), and the winner compacts to that revision. Only one apiserver wins each
+// round, whatever their number.
+func (w *Workload) compactor(ctx context.Context) {
+	interval := w.cfg.CompactionInterval
+	rec := w.r.Recorder()
+	begin, _ := rec.Began()
+	end := begin + w.r.Options().Duration
+	done := make(chan struct{}, len(w.apiservers))
+	for _, a := range w.apiservers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c := a.client()
+			defer a.release(c)
+			var version, rev int64
+			for n := int64(1); ; n++ {
+				at := begin + time.Duration(n)*interval
+				if at >= end || !sleepUntil(ctx, rec, at) {
+					return
+				}
+				s := &workloads.Slot{N: uint64(n), Intended: at}
+				resp, err := c.Do(ctx, s, "compact-txn", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
+					Compares: []lin.Compare{{Key: compactKey, Target: lin.CompareVersion, Result: lin.Equal, Operand: version}},
+					Then:     []lin.Request{{Kind: lin.KindPut, Put: &lin.Put{Key: compactKey, Value: c.NewValue(16)}}},
+					Else:     []lin.Request{{Kind: lin.KindRange, Range: &lin.Range{Key: compactKey}}},
+				}})
+				if err != nil {
+					continue
+				}
+				if !resp.Txn.Succeeded {
+					if r := resp.Txn.Results; len(r) > 0 && r[0].Range != nil && len(r[0].Range.KVs) > 0 {
+						version = r[0].Range.KVs[0].Version
+					}
+					rev = resp.Revision
+					continue
+				}
+				version++
+				if rev != 0 {
+					if _, err := c.Do(ctx, nil, "compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: rev}}); err == nil {
+						w.stats.wins.Add(1)
+					}
+				}
+				rev = resp.Revision
+			}
+		}()
+	}
+	for range w.apiservers {
+		<-done
+	}
+}

@@ -1,0 +1,238 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// watchCachePage is the page size of the watch cache's initial list.
+const watchCachePage = 10000
+
+// object is what a watch cache keeps of an object: enough to update it without reading it first.
+type object struct {
+	modRev  int64
+	writeID uint64
+}
+
+// objectCache holds the latest state of one resource as an apiserver's watch cache sees it, and the
+// revision it has seen up to. Its memory is bounded by the resource's object count.
+type objectCache struct {
+	mu      sync.RWMutex
+	objects map[string]object
+	rev     int64
+	changed chan struct{} // closed and replaced whenever rev moves
+}
+
+func newObjectCache() *objectCache {
+	return &objectCache{objects: map[string]object{}, changed: make(chan struct{})}
+}
+
+// get returns the cached revision of an object.
+func (c *objectCache) get(k string) (object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.objects[k]
+	return o, ok
+}
+
+// len returns the number of cached objects.
+func (c *objectCache) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.objects)
+}
+
+// revision returns the revision the cache is current at.
+func (c *objectCache) revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// put records an object's new state unless the cache already holds a newer one.
+func (c *objectCache) put(k string, o object) {
+	c.mu.Lock()
+	if cur, ok := c.objects[k]; !ok || cur.modRev < o.modRev {
+		c.objects[k] = o
+	}
+	c.mu.Unlock()
+}
+
+// forget drops an object the apiserver deleted, when no watch keeps the cache current.
+func (c *objectCache) forget(k string) {
+	c.mu.Lock()
+	delete(c.objects, k)
+	c.mu.Unlock()
+}
+
+// apply applies a watch response: events in order, then the response's revision.
+func (c *objectCache) apply(resp *lin.WatchResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ev := range resp.Events {
+		if ev.Type == lin.EventDelete {
+			delete(c.objects, ev.KV.Key)
+		} else {
+			c.objects[ev.KV.Key] = object{modRev: ev.KV.ModRevision, writeID: ev.KV.Value.ID}
+		}
+	}
+	c.advance(resp.Revision)
+}
+
+// replace swaps in the result of a list at rev.
+func (c *objectCache) replace(objects map[string]object, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.objects = objects
+	c.advance(rev)
+}
+
+func (c *objectCache) advance(rev int64) {
+	if rev > c.rev {
+		c.rev = rev
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// waitFor waits until the cache is current at rev or later, or ctx ends.
+func (c *objectCache) waitFor(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		cur, ch := c.rev, c.changed
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// watchCache is one apiserver's cacher of one resource: a paged list, then a prefix watch from the list's
+// revision + 1 with previous values, progress notifications and require-leader; a watch that ends is
+// resumed from the last revision seen, and one that ends because that revision was compacted relists from
+// scratch, as kube-apiserver's reflector does.
+type watchCache struct {
+	res     string
+	prefix  string
+	client  *workloads.Client
+	cache   *objectCache
+	onEvent func(*watchCache, *lin.WatchResponse, lin.Event)
+	relists atomic.Int64
+	lists   atomic.Int64
+}
+
+// list replaces the cache's content with a consistent paged list; it is recorded as list/<resource>.
+func (w *watchCache) list(ctx context.Context) error {
+	objects := map[string]object{}
+	rev, _, err := list(ctx, w.client, nil, "list/"+w.res, w.prefix, prefixEnd(w.prefix), watchCachePage, func(kv lin.KV) {
+		objects[kv.Key] = object{modRev: kv.ModRevision, writeID: kv.Value.ID}
+	})
+	if err != nil {
+		return err
+	}
+	w.lists.Add(1)
+	w.cache.replace(objects, rev)
+	return nil
+}
+
+// run keeps the cache current until ctx ends: it watches from the cache's revision, resuming after errors
+// (with a short backoff, as the reflector's) and relisting after a compaction.
+func (w *watchCache) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		relist, err := w.watch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if relist {
+			w.relists.Add(1)
+			err = w.list(ctx)
+		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+var errWatchEnded = errors.New("watch ended")
+
+// watch runs one watch from the cache's revision + 1 until it ends. It reports whether the watch ended
+// because that revision was compacted.
+func (w *watchCache) watch(ctx context.Context) (relist bool, err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch := w.client.Watch(wctx, lin.WatchRequest{
+		Key: w.prefix, End: prefixEnd(w.prefix), Revision: w.cache.revision() + 1,
+		PrevKV: true, ProgressNotify: true, RequireLeader: true,
+	})
+	for resp := range watch.C {
+		if resp.CompactRevision > 0 {
+			return true, nil
+		}
+		if resp.Canceled || resp.Error != "" {
+			return false, errWatchEnded
+		}
+		w.cache.apply(&resp)
+		if w.onEvent != nil {
+			for _, ev := range resp.Events {
+				w.onEvent(w, &resp, ev)
+			}
+		}
+	}
+	return false, errWatchEnded
+}
+
+// deliveries measures watch delivery latency: from a write's acknowledgement to its event's arrival at each
+// apiserver's watch cache, recorded as watch-event/<resource>.
+type deliveries struct {
+	rec      *workloads.Recorder
+	delivery *workloads.Delivery
+}
+
+// acked records the acknowledgement of a write of a cached resource.
+func (d *deliveries) acked(c *workloads.Client, res string, k string, id uint64, rev int64) {
+	if d == nil {
+		return
+	}
+	at := d.rec.Now()
+	for range d.delivery.Acked(id, at) {
+		d.rec.Record(c.ID(), &results.Record{Op: "watch-event/" + res, Key: k, Intended: at, Start: at, End: at, Revision: rev, WriteID: id})
+	}
+}
+
+// failed forgets a write that did not happen.
+func (d *deliveries) failed(id uint64) {
+	if d != nil {
+		d.delivery.Forget(id)
+	}
+}
+
+// event records the arrival of an event at a watch cache.
+func (d *deliveries) event(w *watchCache, resp *lin.WatchResponse, ev lin.Event) {
+	if ev.Type != lin.EventPut || ev.KV.Value.ID == 0 {
+		return
+	}
+	at := time.Duration(resp.Time)
+	if ack, ok := d.delivery.Received(ev.KV.Value.ID, at); ok {
+		d.rec.Record(w.client.ID(), &results.Record{Op: "watch-event/" + w.res, Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
+	}
+}

@@ -1,0 +1,157 @@
+package kube
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// One pod's life as its writes reach etcd, as offsets from the pod's slot: the pod is created, the
+// scheduler binds it, the kubelet reports its status two or three times while events record each step,
+// and meanwhile the oldest pod is deleted gracefully (deletionTimestamp set, then the object removed once
+// the kubelet has stopped it).
+var (
+	bindAfter     = 100 * time.Millisecond
+	statusAfter   = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second}
+	eventsAfter   = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
+	deleteGrace   = 2 * time.Second
+	eventsPerPod  = float64(len(eventsAfter))
+	statusPerPod  = 2.5 // two or three, alternately
+	updatesPerPod = 1 + statusPerPod + 1
+)
+
+// step is one write of a pod's life.
+type step struct {
+	at time.Duration
+	do func(ctx context.Context, c *workloads.Client, s *workloads.Slot)
+}
+
+// churn creates --churn pods a second, each living the life above, and deletes as many of the oldest.
+// Pod n goes through apiserver n mod apiservers, as a load balancer spreads clients.
+func (w *Workload) churn(ctx context.Context) {
+	rec := w.r.Recorder()
+	begin, _ := rec.Began()
+	end := begin + w.r.Options().Duration
+	var lives sync.WaitGroup
+	w.stream(ctx, "churn", w.cfg.Churn, 1, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		a := w.apiservers[int(s.N%uint64(len(w.apiservers)))]
+		rng := w.r.Rand("pod", int(s.N))
+		slot := *s
+		lives.Go(func() { w.live(ctx, a, slot, end, w.podLife(a, s.N, rng)) })
+		if old, ok := w.pods.pop(); ok {
+			lives.Go(func() { w.live(ctx, a, slot, end, w.podDeletion(a, old, rng.Uint64())) })
+		}
+	})
+	lives.Wait()
+}
+
+// live runs a chain of dependent steps from slot s. Each step is due at its offset from the slot, or when
+// the step before it returns if that is later: a step waiting for the one before is not late.
+func (w *Workload) live(ctx context.Context, a *apiserver, s workloads.Slot, end time.Duration, steps []step) {
+	rec := w.r.Recorder()
+	c := a.client()
+	defer a.release(c)
+	prev := time.Duration(0)
+	for i, st := range steps {
+		at := s.Intended + st.at
+		if at >= end || !sleepUntil(ctx, rec, at) {
+			return
+		}
+		slot := &workloads.Slot{N: s.N, Intended: max(at, prev)}
+		if i == 0 {
+			slot.Miss = s.Miss
+		}
+		st.do(ctx, c, slot)
+		prev = rec.Now()
+	}
+}
+
+// podLife plans the writes of slot n's new pod, in time order.
+func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
+	p := pod{namespace: namespaceName(int(n % uint64(w.cfg.Namespaces))), name: "churn-" + strconv.FormatUint(n, 10), node: int(n % uint64(w.cfg.Nodes))}
+	podSize := w.size(rng, ResPods)
+	eventSize := w.size(rng, ResEvents)
+	k := p.key()
+	created := false
+	steps := []step{{0, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+		v := c.NewValue(podSize())
+		ok, rev, err := create(ctx, c, s, "create/"+ResPods, k, v, 0)
+		if err != nil || !ok {
+			w.delivery.failed(v.ID)
+			return
+		}
+		created = true
+		w.observe(a, c, ResPods, k, v, rev)
+		w.pods.push(p)
+	}}}
+	update := func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+		if created {
+			w.updateCached(ctx, a, c, s, ResPods, k, podSize, 0)
+		}
+	}
+	steps = append(steps, step{bindAfter, update})
+	for _, at := range statusAfter[:2+int(n%2)] {
+		steps = append(steps, step{at, update})
+	}
+	for i, at := range eventsAfter {
+		name := p.name + "." + strconv.Itoa(i)
+		steps = append(steps, step{at, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+			lease, err := a.events.lease(ctx, c)
+			if err != nil {
+				return
+			}
+			create(ctx, c, s, "create/"+ResEvents, key(ResEvents, p.namespace, name), c.NewValue(eventSize()), lease)
+		}})
+	}
+	sortSteps(steps)
+	return steps
+}
+
+// podDeletion plans a graceful deletion: the deletion timestamp is set at once, and the object removed
+// after the grace period.
+func (w *Workload) podDeletion(a *apiserver, old pod, seed uint64) []step {
+	podSize := w.size(rand.New(rand.NewPCG(seed, 0)), ResPods)
+	ok := false
+	return []step{
+		{0, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+			ok = w.updateCached(ctx, a, c, s, ResPods, old.key(), podSize, 0) == nil
+		}},
+		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+			if ok {
+				w.deleteCached(ctx, a, c, s, ResPods, old.key())
+			}
+		}},
+	}
+}
+
+// deleteCached deletes an object through apiserver a, from the revision a's watch cache holds.
+func (w *Workload) deleteCached(ctx context.Context, a *apiserver, c *workloads.Client, s *workloads.Slot, res, k string) {
+	op := "delete/" + res
+	known, ok := a.known(res, k)
+	if !ok {
+		resp, err := get(ctx, c, nil, "get/"+res, k)
+		if err != nil || len(resp.Range.KVs) == 0 {
+			return
+		}
+		known = resp.Range.KVs[0].ModRevision
+	}
+	conflicts, err := remove(ctx, c, s, op, k, known)
+	w.stats.conflict(op, conflicts)
+	if err == nil && w.delivery == nil {
+		a.caches[res].cache.forget(k)
+	}
+}
+
+// sortSteps orders steps by time, keeping the planned order of simultaneous ones (insertion sort: a
+// life has a dozen steps).
+func sortSteps(steps []step) {
+	for i := 1; i < len(steps); i++ {
+		for j := i; j > 0 && steps[j].at < steps[j-1].at; j-- {
+			steps[j], steps[j-1] = steps[j-1], steps[j]
+		}
+	}
+}

@@ -1,0 +1,194 @@
+// Package kube emulates the etcd traffic of kube-apiservers serving a Kubernetes cluster of a given size:
+// the watch caches' paged lists and prefix watches, kubelets' node-lease heartbeats and status updates, pod
+// churn through optimistic-concurrency transactions, events on shared leases, leader election, clients'
+// paged and consistent lists, count and status polls, the apiserver's compactor and master leases.
+//
+// Every request has the shape kube-apiserver's storage layer gives it (see the reference in the README):
+// creates are Txn(ModRevision == 0), updates are Txn(ModRevision == known) Then Put Else Get with the known
+// revision taken from the simulated apiserver's watch cache, lists are paged Ranges pinned to the first
+// page's revision. Operations are named verb/resource after the apiserver's etcd request metrics
+// (create/pods, update/leases, list/pods, get/minions, watch-event/pods, grant/leases, compact, ...), so
+// that results read like an apiserver's etcd dashboards.
+//
+// Rates follow from the cluster's size (Options), and Plan states them before the run: the measured
+// operation mix of a run matches its plan.
+package kube
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// Actor names, in the order plans list them.
+const (
+	ActorWatchCache   = "watch-cache"
+	ActorHeartbeats   = "heartbeats"
+	ActorChurn        = "churn"
+	ActorElection     = "election"
+	ActorLists        = "lists"
+	ActorPolls        = "polls"
+	ActorCompactor    = "compactor"
+	ActorMasterLeases = "master-leases"
+)
+
+// Actors lists every actor.
+var Actors = []string{ActorWatchCache, ActorHeartbeats, ActorChurn, ActorElection, ActorLists, ActorPolls, ActorCompactor, ActorMasterLeases}
+
+// Presets names the size presets, after etcd's cluster size classes.
+var Presets = []string{"small", "medium", "large", "xlarge"}
+
+// Options sizes the emulated Kubernetes cluster. Zero values are derived from the others (see Resolve).
+type Options struct {
+	// Preset fills Nodes (and the values derived from it) from a size class: small (50 nodes), medium
+	// (250), large (1000) or xlarge (3000). Explicit settings override the preset.
+	Preset string `json:"preset,omitempty"`
+	// Nodes is the number of kubelets: node objects, node leases, heartbeats.
+	Nodes int `json:"nodes"`
+	// PodsPerNode sets the preloaded pod count (Nodes * PodsPerNode), which churn keeps steady.
+	PodsPerNode int `json:"pods-per-node"`
+	// Namespaces holds the pods, spread evenly (0: one per ten nodes).
+	Namespaces int `json:"namespaces"`
+	// Churn is the pod churn in pods per second: each creates one pod and deletes an old one (0: one per
+	// twenty nodes, at most 20/s, Kubernetes' tested churn limit).
+	Churn float64 `json:"churn"`
+	// ListRate is clients' paged, consistent lists of a namespace's pods per second (kubectl get pods,
+	// label-selector lists) and as many consistent lists served from the watch cache (0: one per 200 nodes;
+	// negative: none).
+	ListRate float64 `json:"list-rate"`
+	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
+	Apiservers int `json:"apiservers"`
+	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).
+	EventTTL time.Duration `json:"event-ttl"`
+	// CompactionInterval is the apiserver's --etcd-compaction-interval (0: 5 minutes, or a quarter of a
+	// shorter run, at least 10 s).
+	CompactionInterval time.Duration `json:"compaction-interval"`
+	// ObjectSizes overrides value size distributions, resource=size or resource=min-max, comma-separated
+	// (e.g. pods=4k-16k,events=1k); see DefaultSizes.
+	ObjectSizes string `json:"object-sizes,omitempty"`
+	// Actors selects the actors to run (empty: all); SkipActors turns some off.
+	Actors     []string `json:"actors,omitempty"`
+	SkipActors []string `json:"skip-actors,omitempty"`
+}
+
+// presetNodes are the node counts of the presets.
+var presetNodes = map[string]int{"small": 50, "medium": 250, "large": 1000, "xlarge": 3000}
+
+// Config is Options resolved for one run: every value set, sizes parsed, actors chosen.
+type Config struct {
+	Options
+	Sizes  Sizes
+	Active map[string]bool
+	// Duration is the length of the load the plan is for.
+	Duration time.Duration
+}
+
+// Resolve fills derived values and checks the options for a run of the given length. Every problem is a
+// usage error naming the flag.
+func (o Options) Resolve(duration time.Duration) (Config, error) {
+	if o.Preset != "" {
+		n, ok := presetNodes[o.Preset]
+		if !ok {
+			return Config{}, results.Usagef("--preset %q: %s", o.Preset, strings.Join(Presets, ", "))
+		}
+		if o.Nodes == 0 {
+			o.Nodes = n
+		}
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 100
+	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = 30
+	}
+	if o.Apiservers == 0 {
+		o.Apiservers = 3
+	}
+	switch {
+	case o.Nodes < 1:
+		return Config{}, results.Usagef("--nodes %d: need at least one node", o.Nodes)
+	case o.PodsPerNode < 1 || o.PodsPerNode > 1000:
+		return Config{}, results.Usagef("--pods-per-node %d: between 1 and 1000", o.PodsPerNode)
+	case o.Apiservers < 1 || o.Apiservers > 64:
+		return Config{}, results.Usagef("--apiservers %d: between 1 and 64", o.Apiservers)
+	case o.Namespaces < 0:
+		return Config{}, results.Usagef("--namespaces %d: must not be negative", o.Namespaces)
+	case o.Churn < 0:
+		return Config{}, results.Usagef("--churn %v: must not be negative", o.Churn)
+	case o.EventTTL < 0 || o.CompactionInterval < 0:
+		return Config{}, results.Usagef("--event-ttl and --compaction-interval must not be negative")
+	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
+		return Config{}, results.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
+	}
+	if o.Namespaces == 0 {
+		o.Namespaces = max(1, (o.Nodes+9)/10)
+	}
+	if o.Namespaces > o.Pods() {
+		return Config{}, results.Usagef("--namespaces %d: more namespaces than pods (%d)", o.Namespaces, o.Pods())
+	}
+	if o.Churn == 0 {
+		o.Churn = math.Min(20, math.Max(1, float64(o.Nodes)/20))
+	}
+	if o.ListRate == 0 {
+		o.ListRate = float64(o.Nodes) / 200
+	}
+	if o.ListRate < 0 {
+		o.ListRate = 0
+	}
+	if o.EventTTL == 0 {
+		o.EventTTL = time.Hour
+	}
+	if o.EventTTL < 2*time.Second {
+		return Config{}, results.Usagef("--event-ttl %s: at least 2s", o.EventTTL)
+	}
+	if o.CompactionInterval == 0 {
+		o.CompactionInterval = 5 * time.Minute
+		if duration > 0 && duration < 20*time.Minute {
+			o.CompactionInterval = max(10*time.Second, (duration / 4).Round(time.Second))
+		}
+	}
+	sizes, err := ParseSizes(o.ObjectSizes)
+	if err != nil {
+		return Config{}, err
+	}
+	active := map[string]bool{}
+	for _, a := range Actors {
+		active[a] = len(o.Actors) == 0
+	}
+	for _, a := range o.Actors {
+		if !slices.Contains(Actors, a) {
+			return Config{}, unknownActor("--actors", a)
+		}
+		active[a] = true
+	}
+	for _, a := range o.SkipActors {
+		if !slices.Contains(Actors, a) {
+			return Config{}, unknownActor("--skip-actors", a)
+		}
+		active[a] = false
+	}
+	return Config{Options: o, Sizes: sizes, Active: active, Duration: duration}, nil
+}
+
+func unknownActor(flag, name string) error {
+	if s := results.Suggest(name, Actors); s != "" {
+		return results.Usagef("%s %s: no such actor (did you mean %s?)", flag, name, s)
+	}
+	return results.Usagef("%s %s: no such actor (have %s)", flag, name, strings.Join(Actors, ", "))
+}
+
+// Pods is the steady pod count.
+func (o Options) Pods() int { return o.Nodes * o.PodsPerNode }
+
+// String describes the emulated cluster in one line.
+func (c Config) String() string {
+	s := fmt.Sprintf("%d nodes, %d pods in %d namespaces, churn %g pods/s, %d apiservers", c.Nodes, c.Pods(), c.Namespaces, c.Churn, c.Apiservers)
+	if c.Preset != "" {
+		s = c.Preset + ": " + s
+	}
+	return s
+}

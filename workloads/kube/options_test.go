@@ -1,0 +1,202 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+func TestResolveDerivesFromClusterSize(t *testing.T) {
+	cases := []struct {
+		opts                   Options
+		nodes, pods, ns        int
+		churn, listRate        float64
+		compaction, wantPreset string
+	}{
+		{Options{}, 100, 3000, 10, 5, 0.5, "15s", ""},
+		{Options{Preset: "small"}, 50, 1500, 5, 2.5, 0.25, "15s", "small"},
+		{Options{Preset: "medium"}, 250, 7500, 25, 12.5, 1.25, "15s", "medium"},
+		{Options{Preset: "large"}, 1000, 30000, 100, 20, 5, "15s", "large"},
+		{Options{Preset: "xlarge", Churn: 3, ListRate: -1}, 3000, 90000, 300, 3, 0, "15s", "xlarge"},
+		{Options{Nodes: 10, PodsPerNode: 110, Namespaces: 2}, 10, 1100, 2, 1, 0.05, "15s", ""},
+	}
+	for _, c := range cases {
+		cfg, err := c.opts.Resolve(time.Minute)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.opts, err)
+		}
+		if cfg.Nodes != c.nodes || cfg.Pods() != c.pods || cfg.Namespaces != c.ns || cfg.Churn != c.churn ||
+			cfg.ListRate != c.listRate || cfg.CompactionInterval.String() != c.compaction || cfg.Preset != c.wantPreset {
+			t.Errorf("%+v resolved to %s, lists %g, compaction %s", c.opts, cfg, cfg.ListRate, cfg.CompactionInterval)
+		}
+	}
+	long, _ := Options{}.Resolve(time.Hour)
+	if long.CompactionInterval != 5*time.Minute || long.EventTTL != time.Hour {
+		t.Errorf("an hour's run compacts every %s, events live %s; want kube-apiserver's 5m and 1h", long.CompactionInterval, long.EventTTL)
+	}
+}
+
+func TestResolveRejectsBadOptions(t *testing.T) {
+	cases := []struct {
+		opts Options
+		want string
+	}{
+		{Options{Preset: "huge"}, "--preset \"huge\""},
+		{Options{Nodes: -1}, "--nodes -1"},
+		{Options{PodsPerNode: 5000}, "--pods-per-node 5000"},
+		{Options{Apiservers: 100}, "--apiservers 100"},
+		{Options{Nodes: 1, PodsPerNode: 2, Namespaces: 5}, "more namespaces than pods"},
+		{Options{Churn: -1}, "--churn -1"},
+		{Options{EventTTL: time.Second}, "--event-ttl 1s"},
+		{Options{CompactionInterval: time.Millisecond}, "--compaction-interval 1ms"},
+		{Options{ObjectSizes: "pods=4k-2k"}, "min before max"},
+		{Options{ObjectSizes: "pod=4k"}, "did you mean pods"},
+		{Options{ObjectSizes: "pods"}, "is not resource=size"},
+		{Options{ObjectSizes: "events=2m"}, "1.5 MiB"},
+		{Options{ObjectSizes: "events=lots"}, "bad size"},
+		{Options{Actors: []string{"churm"}}, "did you mean churn"},
+		{Options{SkipActors: []string{"nope"}}, "no such actor"},
+	}
+	for _, c := range cases {
+		_, err := c.opts.Resolve(time.Minute)
+		if err == nil || !results.IsUsage(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want a usage error with %q", c.opts, err, c.want)
+		}
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	s, err := ParseSizes("pods=4k-16k, events=1k,configmaps=1.5k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s[ResPods] != (SizeRange{4096, 16384}) || s[ResEvents] != (SizeRange{1024, 1024}) || s[ResConfigMaps] != (SizeRange{1536, 1536}) {
+		t.Fatalf("parsed %v", s)
+	}
+	if s[ResNodes] != DefaultSizes()[ResNodes] {
+		t.Fatal("unnamed resources must keep their defaults")
+	}
+	if back, err := ParseSizes(s.String()); err != nil || back.String() != s.String() {
+		t.Fatalf("%s does not parse back: %v %v", s, back, err)
+	}
+}
+
+func TestPlanFollowsKubernetesPeriods(t *testing.T) {
+	cfg, err := Options{Nodes: 600, Apiservers: 3, Churn: 10}.Resolve(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]float64{}
+	for _, p := range cfg.Plan(3) {
+		rates[p.Actor+" "+p.Op] += p.Rate
+	}
+	want := map[string]float64{
+		"heartbeats update/leases":         60,   // 600 node leases every 10 s
+		"heartbeats update/minions":        2,    // 600 node statuses every 5 min
+		"churn create/pods":                10,   //
+		"churn update/pods":                45,   // bind, 2.5 statuses, deletion timestamp
+		"churn create/events":              50,   // 5 events per pod
+		"churn grant/leases":               0.05, // 3 apiservers, 1 lease per 60 s each
+		"election update/leases":           1,    // 2 leaders every 2 s
+		"election get/leases":              2,    // 2 standbys of 2 components every 2 s
+		"master-leases grant/masterleases": 0.3,  // 3 apiservers every 10 s
+		"polls get/health":                 3,
+		"polls status":                     0.3, // 3 apiservers x 3 endpoints every 30 s
+		"compactor compact-txn":            0.01,
+		"lists list/pods":                  3, // 3 lists/s of namespaces of 300 pods: one page of 500
+		"watch-cache watch-event/pods":     3 * (10 + 45),
+	}
+	for k, v := range want {
+		if math.Abs(rates[k]-v) > 1e-9 {
+			t.Errorf("%s: planned %g/s, want %g", k, rates[k], v)
+		}
+	}
+	// An events flood beyond 1000 per minute and apiserver grants per 1000 events.
+	flood, _ := Options{Nodes: 1000, Churn: 20, Apiservers: 1}.Resolve(time.Hour)
+	for _, p := range flood.Plan(1) {
+		if p.Op == "grant/leases" && math.Abs(p.Rate-0.1) > 1e-9 {
+			t.Errorf("100 events/s on one apiserver: %g grants/s, want 0.1", p.Rate)
+		}
+	}
+	// Actors turned off plan nothing.
+	quiet, _ := Options{SkipActors: []string{ActorChurn, ActorWatchCache}}.Resolve(time.Hour)
+	for _, p := range quiet.Plan(3) {
+		if p.Actor == ActorChurn || p.Actor == ActorWatchCache {
+			t.Errorf("skipped actor planned: %+v", p)
+		}
+	}
+	var out bytes.Buffer
+	if err := WritePlan(&out, cfg, cfg.Plan(3)); err != nil || !strings.Contains(out.String(), "update/leases") || !strings.Contains(out.String(), "total") {
+		t.Fatalf("plan output:\n%s", out.String())
+	}
+}
+
+// TestRunMatchesPlan runs every actor against real etcd and compares the measured rates of the frequent
+// operations with the plan, within 10%. The run is short, so the steps of pod lives that fall after its end
+// (deletions 2 s after the deletion timestamp, events up to 2.5 s and statuses up to 5 s after the create)
+// are cut: their rates may fall short by that share of the run too. The README's 5-minute run shows the
+// full-length figures.
+func TestRunMatchesPlan(t *testing.T) {
+	const duration = 12 * time.Second
+	cfg, err := Options{Nodes: 200, PodsPerNode: 10, Apiservers: 2, ListRate: 2}.Resolve(duration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, cfg.Apiservers, duration)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := New(cfg)
+	if err := w.Setup(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tick, stop := context.WithCancel(ctx)
+	go e.col.Run(tick)
+	if err := w.Run(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	end := e.runner.Recorder().Now()
+	stop()
+	if err := e.col.Close(end); err != nil {
+		t.Fatal(err)
+	}
+	from, _ := e.col.MeasureFrom()
+	measured := (end - from).Seconds()
+	ops := e.col.Operations(end - from)
+	k := w.Summary(ops, measured, 1)
+	cut := map[string]time.Duration{
+		"delete/pods": deleteGrace, "create/events": eventsAfter[len(eventsAfter)-1],
+		"update/pods": statusAfter[len(statusAfter)-1], "watch-event/pods": statusAfter[len(statusAfter)-1],
+	}
+	for _, m := range k.Mix {
+		if m.Compared && math.Abs(m.DiffPercent) > 10+100*cut[m.Op].Seconds()/measured {
+			t.Errorf("%s: measured %.2f/s, planned %.2f/s (%+.1f%%)", m.Op, m.Measured, m.Planned, m.DiffPercent)
+		}
+	}
+	compared := 0
+	for _, m := range k.Mix {
+		if m.Compared {
+			compared++
+		}
+	}
+	if compared < 6 {
+		t.Fatalf("only %d operations frequent enough to compare: %+v", compared, k.Mix)
+	}
+	for _, op := range []string{"create/pods", "update/pods", "delete/pods", "create/events", "update/leases", "list/pods", "get/leases", "watch-event/pods", "current-rv/pods", "get/health", "grant/leases"} {
+		if ops[op] == nil || ops[op].Count == 0 || ops[op].Errors > 0 {
+			t.Errorf("%s: %+v", op, ops[op])
+		}
+	}
+	if !k.SLOPass || len(k.SLO) == 0 || k.EventLeaseGrants < 2 || k.CacheLists < int64(cfg.Apiservers*len(cachedResources)) {
+		t.Errorf("summary: SLO pass %v (%d rows), %d event lease grants, %d cache lists", k.SLOPass, len(k.SLO), k.EventLeaseGrants, k.CacheLists)
+	}
+	// Steady state: as many pods as before, give or take the deletions cut by the end of the run.
+	if got, want := w.pods.len(), cfg.Pods(); got < want-int(cfg.Churn*3) || got > want+int(cfg.Churn*3) {
+		t.Errorf("%d pods in the queue after the run, want about %d", got, want)
+	}
+}

@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"sync/atomic"
+
+	"fmt"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+)
+
+// PlannedOp is the rate an actor is planned to send one operation at.
+type PlannedOp struct {
+	Actor string  `json:"actor"`
+	Op    string  `json:"op"`
+	Rate  float64 `json:"rate"` // per second
+}
+
+// Plan returns the planned request rates of the active actors, per operation, for a cluster with the given
+// number of client endpoints (Maintenance.Status polls each). Watch events are the rates at which watch
+// caches receive writes. Operations whose count depends on etcd (conflict retries, progress requests,
+// relists, lookups of objects missing from a cache) are not planned.
+func (c Config) Plan(endpoints int) []PlannedOp {
+	var plan []PlannedOp
+	add := func(actor, op string, rate float64) {
+		if c.Active[actor] && rate > 0 {
+			plan = append(plan, PlannedOp{actor, op, rate})
+		}
+	}
+	n, a := float64(c.Nodes), float64(c.Apiservers)
+	comps := float64(len(electedComponents))
+	writes := map[string]float64{} // puts of cached resources per second, for watch events
+
+	nodeLeases, nodeStatus := n/nodeLeaseRenew.Seconds(), n/nodeStatusReport.Seconds()
+	add(ActorHeartbeats, "update/"+ResLeases, nodeLeases)
+	add(ActorHeartbeats, "update/"+ResNodes, nodeStatus)
+	if c.Active[ActorHeartbeats] {
+		writes[ResLeases] += nodeLeases
+		writes[ResNodes] += nodeStatus
+	}
+
+	churn := c.Churn
+	add(ActorChurn, "create/"+ResPods, churn)
+	add(ActorChurn, "update/"+ResPods, churn*updatesPerPod)
+	add(ActorChurn, "delete/"+ResPods, churn)
+	add(ActorChurn, "create/"+ResEvents, churn*eventsPerPod)
+	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
+	if c.Active[ActorChurn] {
+		writes[ResPods] += churn * (1 + updatesPerPod)
+	}
+
+	add(ActorElection, "update/"+ResLeases, comps/electionRetryPeriod.Seconds())
+	add(ActorElection, "get/"+ResLeases, comps*(a-1)/electionRetryPeriod.Seconds())
+	if c.Active[ActorElection] {
+		writes[ResLeases] += comps / electionRetryPeriod.Seconds()
+	}
+
+	masters := a / masterLeaseRenew.Seconds()
+	add(ActorMasterLeases, "update/"+ResLeases, masters)
+	add(ActorMasterLeases, "grant/"+ResMasterLeases, masters)
+	add(ActorMasterLeases, "update/"+ResMasterLeases, masters)
+	if c.Active[ActorMasterLeases] {
+		writes[ResLeases] += masters
+		writes[ResMasterLeases] += masters
+	}
+
+	add(ActorLists, "list/"+ResPods, c.ListRate*float64(c.pagesPerNamespaceList()))
+	add(ActorLists, "current-rv/"+ResPods, c.ListRate)
+	if c.Active[ActorWatchCache] {
+		add(ActorLists, "cache-sync/"+ResPods, c.ListRate)
+	}
+
+	for _, res := range append(append([]string{}, cachedResources...), ResEvents) {
+		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
+	}
+	add(ActorPolls, "status", a*float64(endpoints)/statusPollPeriod.Seconds())
+	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
+
+	interval := c.CompactionInterval.Seconds()
+	add(ActorCompactor, "compact-txn", a/interval)
+	add(ActorCompactor, "compact", 1/interval)
+
+	for _, res := range cachedResources {
+		add(ActorWatchCache, "watch-event/"+res, a*writes[res])
+	}
+	return plan
+}
+
+// eventGrantRate is the rate of event lease grants: each apiserver's lease manager grants a lease per
+// reuse period (60 s for the default hour-long TTL) or per 1000 events, whichever comes first.
+func (c Config) eventGrantRate() float64 {
+	ttl := c.EventTTL
+	reuse := min(time.Duration(leaseReuseFraction*float64(ttl)), leaseReuseMax)
+	perApiserver := c.Churn * eventsPerPod / float64(c.Apiservers)
+	return float64(c.Apiservers) * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
+}
+
+// pagesPerNamespaceList is the mean number of 500-object pages of a namespace's pod list.
+func (c Config) pagesPerNamespaceList() int {
+	perNamespace := (c.Pods() + c.Namespaces - 1) / c.Namespaces
+	return max(1, (perNamespace+kubectlPageSize-1)/kubectlPageSize)
+}
+
+// PlanTotal is the total planned rate of etcd requests (watch events excluded).
+func PlanTotal(plan []PlannedOp) float64 {
+	var t float64
+	for _, p := range plan {
+		if p.Actor != ActorWatchCache {
+			t += p.Rate
+		}
+	}
+	return t
+}
+
+// WritePlan prints the plan as a table: actor, operation, requests per second.
+func WritePlan(w io.Writer, c Config, plan []PlannedOp) error {
+	fmt.Fprintf(w, "kube workload: %s\n", c)
+	fmt.Fprintf(w, "objects: %d pods, %d nodes and leases, %d namespaces; sizes %s\n", c.Pods(), c.Nodes, c.Namespaces+3, c.Sizes)
+	fmt.Fprintf(w, "compaction every %s, events live %s, lists %g/s\n\n", c.CompactionInterval, c.EventTTL, c.ListRate)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "actor\toperation\trate/s\t")
+	for _, p := range plan {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", p.Actor, p.Op, formatRate(p.Rate))
+	}
+	fmt.Fprintf(tw, "total\tetcd requests\t%s\t\n", formatRate(PlanTotal(plan)))
+	return tw.Flush()
+}
+
+func formatRate(r float64) string {
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f", r)
+	case r >= 1:
+		return fmt.Sprintf("%.2f", r)
+	}
+	return fmt.Sprintf("%.4f", r)
+}
+
+// Summary is the workload's part of the run summary: the plan against the measured operations, the
+// workload's own counters and the SLO verdict. ops are the run's measured operations.
+func (w *Workload) Summary(ops map[string]*results.Operation, measuredSeconds float64, endpoints int) *results.Kube {
+	planned := map[string]float64{}
+	actors := map[string][]string{}
+	for _, p := range w.cfg.Plan(endpoints) {
+		planned[p.Op] += p.Rate
+		actors[p.Op] = append(actors[p.Op], p.Actor)
+	}
+	k := &results.Kube{Cluster: w.cfg.String(), Conflicts: map[string]int64{}, Compactions: w.stats.wins.Load()}
+	k.Mix, k.MixDeviationPercent = results.CompareMix(planned, actors, ops, measuredSeconds)
+	w.stats.conflicts.Range(func(op, n any) bool {
+		k.Conflicts[op.(string)] = n.(*atomic.Int64).Load()
+		return true
+	})
+	for _, a := range w.apiservers {
+		for _, wc := range a.caches {
+			k.Relists += wc.relists.Load()
+			k.CacheLists += wc.lists.Load()
+		}
+		k.EventLeaseGrants += int64(a.events.granted())
+	}
+	k.SLO, k.SLOPass = results.JudgeSLO(ops)
+	return k
+}

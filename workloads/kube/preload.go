@@ -1,0 +1,170 @@
+package kube
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
+)
+
+// Objects a cluster of any size has besides its pods and nodes.
+const (
+	configMapsPerNamespace = 2 // kube-root-ca.crt and an application's
+	secretsPerNamespace    = 2
+	largeConfigMaps        = 5
+)
+
+// Leader-elected components: each has a lease in kube-system, renewed by its leader.
+var electedComponents = []string{"kube-controller-manager", "kube-scheduler"}
+
+// pod is a pod the churn can delete.
+type pod struct {
+	namespace, name string
+	node            int
+}
+
+func (p pod) key() string { return key(ResPods, p.namespace, p.name) }
+
+// podQueue holds the live pods oldest first; churn deletes from the front and adds at the back, so that
+// the pod count stays steady. Its memory is bounded by the pod count.
+type podQueue struct {
+	mu   sync.Mutex
+	pods []pod
+	head int
+}
+
+func (q *podQueue) push(p pod) {
+	q.mu.Lock()
+	q.pods = append(q.pods, p)
+	q.mu.Unlock()
+}
+
+func (q *podQueue) pop() (pod, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.head == len(q.pods) {
+		return pod{}, false
+	}
+	p := q.pods[q.head]
+	q.head++
+	if q.head > len(q.pods)/2 && q.head > 1024 {
+		q.pods = append(q.pods[:0:0], q.pods[q.head:]...)
+		q.head = 0
+	}
+	return p, true
+}
+
+func (q *podQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pods) - q.head
+}
+
+// preloadBatch bounds the objects and bytes of one preload transaction.
+const (
+	preloadBatch      = 128
+	preloadBatchBytes = 1 << 20
+)
+
+// preloader writes objects in transactions of creates.
+type preloader struct {
+	c     *workloads.Client
+	puts  []lin.Request
+	cmps  []lin.Compare
+	bytes int
+}
+
+func (p *preloader) add(ctx context.Context, k string, size int) error {
+	if len(p.puts) == preloadBatch || (p.bytes+size > preloadBatchBytes && len(p.puts) > 0) {
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+	}
+	p.puts = append(p.puts, lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: k, Value: p.c.NewValue(size)}})
+	p.cmps = append(p.cmps, lin.Compare{Key: k, Target: lin.CompareModRevision, Result: lin.Equal})
+	p.bytes += size
+	return nil
+}
+
+// flush sends the batch as one transaction: if none of its objects exists, create them all.
+func (p *preloader) flush(ctx context.Context) error {
+	if len(p.puts) == 0 {
+		return nil
+	}
+	_, err := p.c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Compares: p.cmps, Then: p.puts}})
+	p.puts, p.cmps, p.bytes = p.puts[:0:0], p.cmps[:0:0], 0
+	return err
+}
+
+// preload creates the cluster's objects: namespaces, nodes and their leases, pods, configmaps (a few
+// large), secrets, and the control plane's leases. It returns the pods, oldest first.
+func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
+	c := w.apiservers[0].client()
+	defer w.apiservers[0].release(c)
+	rng := w.r.Rand("preload", 0)
+	sz := func(res string) int { return w.cfg.Sizes[res].pick(rng) }
+	p := &preloader{c: c}
+	namespaces := []string{"default", nsSystem, nsNodeLease}
+	for i := range w.cfg.Namespaces {
+		namespaces = append(namespaces, namespaceName(i))
+	}
+	for _, ns := range namespaces {
+		if err := p.add(ctx, key(ResNamespaces, "", ns), sz(ResNamespaces)); err != nil {
+			return nil, err
+		}
+		for i := range configMapsPerNamespace {
+			if err := p.add(ctx, key(ResConfigMaps, ns, "config-"+strconv.Itoa(i)), sz(ResConfigMaps)); err != nil {
+				return nil, err
+			}
+		}
+		for i := range secretsPerNamespace {
+			if err := p.add(ctx, key(ResSecrets, ns, "secret-"+strconv.Itoa(i)), sz(ResSecrets)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range largeConfigMaps {
+		if err := p.add(ctx, key(ResConfigMaps, nsSystem, "large-"+strconv.Itoa(i)), sz(resLargeConfigMaps)); err != nil {
+			return nil, err
+		}
+	}
+	for i := range w.cfg.Nodes {
+		if err := p.add(ctx, key(ResNodes, "", nodeName(i)), sz(ResNodes)); err != nil {
+			return nil, err
+		}
+		if err := p.add(ctx, key(ResLeases, nsNodeLease, nodeName(i)), sz(ResLeases)); err != nil {
+			return nil, err
+		}
+	}
+	for _, comp := range electedComponents {
+		if err := p.add(ctx, key(ResLeases, nsSystem, comp), sz(ResLeases)); err != nil {
+			return nil, err
+		}
+	}
+	for i := range w.cfg.Apiservers {
+		if err := p.add(ctx, key(ResLeases, nsSystem, apiserverLease(i)), sz(ResLeases)); err != nil {
+			return nil, err
+		}
+	}
+	q := &podQueue{}
+	for i := range w.cfg.Pods() {
+		pd := pod{namespace: namespaceName(i % w.cfg.Namespaces), name: "pod-" + strconv.Itoa(i), node: i % w.cfg.Nodes}
+		if err := p.add(ctx, pd.key(), sz(ResPods)); err != nil {
+			return nil, err
+		}
+		q.push(pd)
+	}
+	if err := p.flush(ctx); err != nil {
+		return nil, err
+	}
+	// Shuffle the deletion order, seeded: churn removes pods of every namespace and node.
+	rng.Shuffle(len(q.pods), func(i, j int) { q.pods[i], q.pods[j] = q.pods[j], q.pods[i] })
+	return q, nil
+}
+
+func apiserverLease(i int) string { return "apiserver-" + strconv.Itoa(i) }
+
+// masterLeaseKey is the apiserver's endpoint reconciler key: its advertised IP.
+func masterLeaseKey(i int) string { return key(ResMasterLeases, "", "10.0.0."+strconv.Itoa(i+1)) }
