@@ -366,7 +366,11 @@ func (d *diagnosis) cpuAndGenerator() {
 		meanService += op.Service.Mean * float64(op.Count)
 	}
 	meanService /= float64(d.s.Total.Count)
-	if need := sched.TargetRate * meanService / 1000; need > float64(sched.Clients) {
+	if d.s.Kube != nil {
+		// The kube workload's streams have as many clients as the cluster they emulate: when they are all
+		// busy, the cluster is too slow for that cluster's traffic.
+		msg += ": the cluster could not keep up with the emulated Kubernetes cluster's traffic (response times include the wait)"
+	} else if need := sched.TargetRate * meanService / 1000; need > float64(sched.Clients) {
 		msg += fmt.Sprintf(": at %.0f ops/s and %s mean service time the schedule needs about %.0f clients in flight, more than --clients %d; raise --clients, or the cluster cannot sustain this rate",
 			sched.TargetRate, fmtMs(meanService), math.Ceil(need), sched.Clients)
 	} else {

@@ -25,20 +25,20 @@ const (
 	kubectlPageSize     = 500
 )
 
-// streamGoroutines is how many requests of one periodic stream may be in flight at once. Periodic
-// writers of a real cluster are independent processes; a few goroutines per stream keep the schedule even
-// when some requests wait for a leader election.
-const streamGoroutines = 8
+// streamGoroutines is how many requests of a stream of the control plane's few clients (controllers'
+// leader election, apiservers' own polls, clients' lists) may be in flight at once: enough for every
+// request of a 10-second outage at their rates. Kubelets' streams have one goroutine per node.
+const streamGoroutines = 32
 
 // heartbeats renews every node's lease every 10 s, spread evenly, and writes each node's status every 5
 // minutes. Node i talks to apiserver i mod apiservers.
 func (w *Workload) heartbeats(ctx context.Context) {
 	nodes := w.cfg.Nodes
 	run := func(rate float64, name, res string, keyOf func(int) string) {
-		w.stream(ctx, name, rate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		w.stream(ctx, name, rate, nodes, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			node := int(s.N % uint64(nodes))
 			a := node % len(w.apiservers)
-			w.updateCached(ctx, w.apiservers[a], g.clients[a], s, res, keyOf(node), w.size(g.rand, res), 0)
+			w.updateCached(ctx, w.apiservers[a], g.client(a), s, res, keyOf(node), w.size(g.rand, res), 0)
 		})
 	}
 	done := make(chan struct{})
@@ -62,13 +62,13 @@ func (w *Workload) election(ctx context.Context) {
 			i := int(s.N % uint64(comps*standbys))
 			comp := i % comps
 			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's
-			get(ctx, g.clients[a], s, "get/"+ResLeases, key(ResLeases, nsSystem, electedComponents[comp]))
+			get(ctx, g.client(a), s, "get/"+ResLeases, key(ResLeases, nsSystem, electedComponents[comp]))
 		})
 	}()
 	w.stream(ctx, "election-leader", float64(comps)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		comp := int(s.N % uint64(comps))
 		a := comp % len(w.apiservers)
-		w.updateCached(ctx, w.apiservers[a], g.clients[a], s, ResLeases, key(ResLeases, nsSystem, electedComponents[comp]), w.size(g.rand, ResLeases), 0)
+		w.updateCached(ctx, w.apiservers[a], g.client(a), s, ResLeases, key(ResLeases, nsSystem, electedComponents[comp]), w.size(g.rand, ResLeases), 0)
 	})
 	<-done
 }
@@ -78,7 +78,7 @@ func (w *Workload) election(ctx context.Context) {
 func (w *Workload) masterLeases(ctx context.Context) {
 	w.stream(ctx, "master-leases", float64(len(w.apiservers))/masterLeaseRenew.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		i := int(s.N % uint64(len(w.apiservers)))
-		a, c := w.apiservers[i], g.clients[i]
+		a, c := w.apiservers[i], g.client(i)
 		w.updateCached(ctx, a, c, s, ResLeases, key(ResLeases, nsSystem, apiserverLease(i)), w.size(g.rand, ResLeases), 0)
 		resp, err := c.Do(ctx, nil, "grant/"+ResMasterLeases, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
 		if err != nil {
@@ -108,13 +108,13 @@ func (w *Workload) lists(ctx context.Context) {
 		defer close(done)
 		w.stream(ctx, "list-from-cache", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(len(w.apiservers)))
-			w.listFromCache(ctx, w.apiservers[i], g.clients[i], s, ResPods)
+			w.listFromCache(ctx, w.apiservers[i], g.client(i), s, ResPods)
 		})
 	}()
 	w.stream(ctx, "list", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		ns := namespaceName(int(s.N % uint64(w.cfg.Namespaces)))
 		p := prefix(ResPods) + ns + "/"
-		list(ctx, g.clients[int(s.N%uint64(len(w.apiservers)))], s, "list/"+ResPods, p, prefixEnd(p), kubectlPageSize, nil)
+		list(ctx, g.client(int(s.N%uint64(len(w.apiservers)))), s, "list/"+ResPods, p, prefixEnd(p), kubectlPageSize, nil)
 	})
 	<-done
 }
@@ -162,12 +162,12 @@ func (w *Workload) polls(ctx context.Context) {
 			i := int(s.N % uint64(as*len(resources)))
 			res := resources[i%len(resources)]
 			p := prefix(res)
-			g.clients[i/len(resources)].Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
+			g.client(i/len(resources)).Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
 		}},
 		{"status", float64(as*len(endpoints)) / statusPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(endpoints)))
 			a, ep := w.apiservers[i/len(endpoints)], endpoints[i%len(endpoints)]
-			g.clients[a.id].Call(ctx, s, "status", func(ctx context.Context) (int64, error) {
+			g.client(a.id).Call(ctx, s, "status", func(ctx context.Context) (int64, error) {
 				st, err := a.conn.Status(ctx, ep)
 				if err != nil {
 					return 0, err
@@ -177,7 +177,7 @@ func (w *Workload) polls(ctx context.Context) {
 		}},
 		{"health", float64(as) / healthCheckPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as))
-			get(ctx, g.clients[i], s, "get/health", "/registry/health")
+			get(ctx, g.client(i), s, "get/health", "/registry/health")
 		}},
 	}
 	done := make(chan struct{}, len(streams))

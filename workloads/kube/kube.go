@@ -213,31 +213,48 @@ func (w *Workload) actors() []actor {
 }
 
 // stream runs one open-loop schedule at rate on n goroutines: op gets the slot and the goroutine's own
-// random source and recording clients, one per apiserver.
+// random source and recording clients. n bounds the requests of the stream in flight: a stream of
+// independent clients (kubelets, controllers) gets one goroutine per client, so that a slow request holds
+// up its own client only, as in a real cluster.
 func (w *Workload) stream(ctx context.Context, name string, rate float64, n int, op func(ctx context.Context, s *workloads.Slot, g *goroutine)) {
 	if rate <= 0 {
 		return
 	}
 	gs := make([]*goroutine, n)
 	for i := range gs {
-		g := &goroutine{rand: w.r.Rand(name, i)}
-		for _, a := range w.apiservers {
-			g.clients = append(g.clients, a.client())
-		}
-		gs[i] = g
+		gs[i] = &goroutine{w: w, rand: w.r.Rand(name, i)}
 	}
 	w.r.Stream(ctx, rate, 0, n, func(ctx context.Context, i int, s *workloads.Slot) { op(ctx, s, gs[i]) })
 	for _, g := range gs {
-		for i, c := range g.clients {
-			w.apiservers[i].release(c)
-		}
+		g.release()
 	}
 }
 
-// goroutine is what one goroutine of a stream owns.
+// goroutine is what one goroutine of a stream owns: a random source, and a recording client per apiserver
+// it has talked to.
 type goroutine struct {
+	w       *Workload
 	rand    *rand.Rand
-	clients []*workloads.Client // by apiserver
+	clients []*workloads.Client // by apiserver, taken from its pool on first use
+}
+
+// client returns the goroutine's client of apiserver a.
+func (g *goroutine) client(a int) *workloads.Client {
+	if g.clients == nil {
+		g.clients = make([]*workloads.Client, len(g.w.apiservers))
+	}
+	if g.clients[a] == nil {
+		g.clients[a] = g.w.apiservers[a].client()
+	}
+	return g.clients[a]
+}
+
+func (g *goroutine) release() {
+	for a, c := range g.clients {
+		if c != nil {
+			g.w.apiservers[a].release(c)
+		}
+	}
 }
 
 // size draws a value size for a resource.
