@@ -87,6 +87,7 @@ type run struct {
 	clientLog *os.File
 	loadEnd   time.Duration
 	loadCPU   time.Duration // the generator's CPU time during the load
+	liveHeap  int64         // the generator's live heap at the end of the load
 	kube      *kube.Config  // the kube workload's configuration; nil for micro workloads
 	wl        workloads.Workload
 
@@ -275,6 +276,7 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	err = wl.Run(ctx, r.runner)
 	r.loadEnd = r.rec.Now()
 	r.loadCPU = results.CPUTime() - cpuBefore
+	r.liveHeap = results.LiveHeap()
 	stopProgress()
 	r.faults.stop(ctx)
 	if err != nil {
@@ -378,7 +380,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	s.Total = results.Totals(s.Operations)
 	if begin, ok := r.beganAt(); ok && r.loadCPU > 0 {
-		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, requests(s.Operations))
+		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, requests(s.Operations), r.liveHeap)
 	}
 	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
