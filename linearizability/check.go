@@ -135,6 +135,7 @@ func Check(ctx context.Context, h *History, opts Options) (*Report, error) {
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}
+	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
 	c.checkRealTime()

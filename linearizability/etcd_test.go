@@ -324,15 +324,19 @@ var expectedKinds = map[anomaly]struct {
 }
 
 // TestInjectedAnomaliesAreCaught puts the injector between the recording client and real etcd, one kind
-// of anomaly at a time, and requires the checker to report it in the right check.
+// of anomaly at a time, and requires the checker to report it in the right check. The cases share one
+// cluster, each with keys of its own: a history owns its keys (see the package documentation), and keys
+// of an earlier case, leases included, change only outside them.
 func TestInjectedAnomaliesAreCaught(t *testing.T) {
+	c := startCluster(t, 1)
 	for _, kind := range anomalies {
 		t.Run(string(kind), func(t *testing.T) {
-			c := startCluster(t, 1)
 			in := newInjector(kind, 1, 500*time.Millisecond, 5)
 			cfg := clientConfig(c)
 			cfg.DialOptions = append(cfg.DialOptions, in.dialOptions()...)
-			dir := recordTraffic(t, cfg, defaultTraffic(2), 2500*time.Millisecond, nil)
+			tr := defaultTraffic(2)
+			tr.prefix = "/" + string(kind) + "/"
+			dir := recordTraffic(t, cfg, tr, 2500*time.Millisecond, nil)
 			if in.injected() == 0 {
 				t.Fatalf("the injector found no chance to inject a %s", kind)
 			}

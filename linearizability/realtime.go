@@ -3,6 +3,8 @@ package linearizability
 import (
 	"fmt"
 	"slices"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // placed is an operation at its place in etcd's revision order: a write at 2×its revision, anything that
@@ -185,6 +187,29 @@ func (c *checker) compactedBefore(t int64) (int64, int) {
 		}
 	}
 	return best, who
+}
+
+// addFaultCompactions adds the compactions that compact faults may have made (faults.jsonl windows of
+// kind "compact") to those the history records. A fault compacts through a client of its own, so its
+// compactions are not in the history, yet they change what etcd may answer: a watch event whose previous
+// value was compacted before etcd read it goes without one (etcd-io/etcd#10681). Each window may have
+// compacted, any time from its start on, to any revision that existed before it ended: below the first
+// revision written by an acknowledged write sent after the end. Such a compaction is never acknowledged,
+// so it only excuses, never convicts.
+func (c *checker) addFaultCompactions(windows []results.FaultWindow) {
+	for _, w := range windows {
+		if w.Fault != "compact" {
+			continue
+		}
+		end := max(w.EndNs, w.StartNs)
+		rev := int64(infinity)
+		for i := range c.ops {
+			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && c.h.Operations[i].Call > end {
+				rev = min(rev, oi.rev-1)
+			}
+		}
+		c.compactions = append(c.compactions, compaction{rev: rev, call: w.StartNs, ret: infinity})
+	}
 }
 
 // checkCompactedReads checks that a linearizable read at a revision below an acknowledged compaction fails.

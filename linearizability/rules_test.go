@@ -219,3 +219,57 @@ func TestRules(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultCompactionExplainsMissingPrevKV: a compact fault compacts through a client of its own, so the
+// history does not show it; its window in faults.jsonl does. A watch event that lacks the previous value it
+// asked for is etcd's answer when that value was compacted before etcd read it (etcd-io/etcd#10681): a
+// compact window open before the event excuses it, nothing else does.
+func TestFaultCompactionExplainsMissingPrevKV(t *testing.T) {
+	k1 := kv("k", 1, 2, 2, 1)
+	k2 := kv("k", 2, 2, 3, 2)
+	history := func() *History {
+		b := new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", PrevKV: true}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}).
+			// The previous value (revision 2) was compacted before etcd read it for this event.
+			watch(WatchResponse{Watcher: 1, Time: 60, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}).
+			op(0, 70, 80, putReq("k", 3), putResp(4))
+		return &b.h
+	}
+	compact := func(start, end int64) results.FaultWindow {
+		return results.FaultWindow{Fault: "compact", Spec: "compact@1s", StartNs: start * msec, EndNs: end * msec, Outcome: "recovered"}
+	}
+	for _, tc := range []struct {
+		name   string
+		faults []results.FaultWindow
+		want   string
+	}{
+		{"no compaction", nil, results.VerdictViolation},
+		{"compact window before the event", []results.FaultWindow{compact(45, 50)}, results.VerdictOK},
+		{"compact window open at the event", []results.FaultWindow{compact(50, 90)}, results.VerdictOK},
+		{"compact window after the event", []results.FaultWindow{compact(65, 90)}, results.VerdictViolation},
+		{"another fault before the event", []results.FaultWindow{{Fault: "defrag", StartNs: 45 * msec, EndNs: 50 * msec}}, results.VerdictViolation},
+		// Ended before revision 3 was written: it compacted to revision 2 at most, which keeps the value
+		// etcd reads at revision 2 for the event at 3.
+		{"compact window before the value's successor", []results.FaultWindow{compact(22, 25)}, results.VerdictViolation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Check(context.Background(), history(), Options{Timeout: 10 * time.Second, Faults: tc.faults})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range rep.Checks {
+				want := results.VerdictOK
+				if c.Name == CheckWatch {
+					want = tc.want
+				}
+				if c.Verdict != want {
+					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
+				}
+			}
+		})
+	}
+}
