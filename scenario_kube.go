@@ -3,6 +3,7 @@ package chaosbench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -35,11 +36,14 @@ func bindKubeFlags(fs *pflag.FlagSet, s *Scenario) {
 
 // newWorkload returns the scenario's workload, and for kube its resolved configuration.
 func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
+	if !slices.Contains(WorkloadNames(), s.Workload) {
+		if sug := results.Suggest(s.Workload, WorkloadNames()); sug != "" {
+			return nil, nil, results.Usagef("--workload %s: no such workload (did you mean %s?)", s.Workload, sug)
+		}
+		return nil, nil, results.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
+	}
 	if s.Workload != "kube" {
 		wl, err := workloads.NewMicro(s.Workload, s.Micro)
-		if err != nil && results.IsUsage(err) && !strings.Contains(err.Error(), "did you mean") && strings.Contains(err.Error(), "no such workload") {
-			return nil, nil, results.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
-		}
 		return wl, nil, err
 	}
 	if s.Total > 0 {

@@ -93,6 +93,11 @@ func TestBadInput(t *testing.T) {
 		{"check not a run", []string{"check", dir}, "not a run directory"},
 		{"check timeout", []string{"check", "--timeout", "-1s", dir}, "--timeout -1s"},
 		{"check-timeout", []string{"run", "--check-timeout", "-1s"}, "--check-timeout -1s"},
+		{"workload typo", []string{"run", "--workload", "kub"}, "did you mean kube"},
+		{"kube total", []string{"run", "--total", "100"}, "the kube workload runs for --duration"},
+		{"kube preset", []string{"run", "--preset", "huge"}, `--preset "huge"`},
+		{"kube actor", []string{"run", "--skip-actors", "churm"}, "did you mean churn"},
+		{"kube sizes", []string{"run", "--object-sizes", "pods=3m"}, "1.5 MiB request limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
