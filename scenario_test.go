@@ -89,7 +89,7 @@ func TestScenarioFileErrors(t *testing.T) {
 func TestOutDir(t *testing.T) {
 	at := time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC)
 	s := DefaultScenario()
-	if got := s.OutDir(at); got != filepath.Join("results", "20261121-100405-put") {
+	if got := s.OutDir(at); got != filepath.Join("results", "20261121-100405-kube") {
 		t.Fatalf("default out dir %q", got)
 	}
 	s.Name, s.Out = "nightly", ""
