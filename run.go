@@ -76,14 +76,16 @@ type run struct {
 	mu     sync.Mutex
 	events []string // member crashes and other notes for the summary
 
-	cluster   clusters.Cluster
-	images    []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
-	history   *lin.Writer
-	collector *results.Collector
-	rec       *workloads.Recorder
-	runner    *workloads.Runner
-	clientLog *os.File
-	loadEnd   time.Duration
+	cluster clusters.Cluster
+	images  []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
+	// moreImages are the releases the fault schedule moves members to (upgrades, downgrades).
+	moreImages []clusters.EtcdImage
+	history    *lin.Writer
+	collector  *results.Collector
+	rec        *workloads.Recorder
+	runner     *workloads.Runner
+	clientLog  *os.File
+	loadEnd    time.Duration
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
@@ -104,7 +106,12 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	etcdFlags, images, err := s.resolveMembers(ctx, env.Out)
+	// Faults: the schedule is checked against the cluster it targets before anything starts or is built.
+	faultPlan, err := planFaults(&s)
+	if err != nil {
+		return nil, err
+	}
+	etcdFlags, images, err := s.resolveMembers(ctx, env.Out, faultPlan.versions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +133,9 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		s.Seed = newSeed()
 	}
 	runOpts.Seed = s.Seed
-	// Faults: the schedule is checked against the cluster it targets before anything starts.
-	faultPlan, err := planFaults(&s)
-	if err != nil {
-		return nil, err
-	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images}
+	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
+	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
 	r.faults = faultPlan
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.

@@ -24,6 +24,8 @@ type faultRun struct {
 	slowfs bool
 	track  bool
 	client bool
+	// proxies: a docker cluster routes peer traffic through host proxies for the schedule's network faults.
+	proxies bool
 
 	phases *results.Phases
 	runner *faults.Runner
@@ -57,7 +59,7 @@ func planFaults(s *Scenario) (*faultRun, error) {
 			specs = append(specs, spec)
 			continue
 		}
-		if s.Cluster != "embed" {
+		if s.Cluster == "external" {
 			p.note = "no default faults on an external cluster"
 			continue
 		}
@@ -102,6 +104,21 @@ func planFaults(s *Scenario) (*faultRun, error) {
 		p.track = p.slowfs && sched.NeedsUnsyncedTracking()
 		caps.TrackUnsynced = p.track
 	}
+	if s.Cluster == "docker" {
+		// Members are containers whose processes chaosbench controls (kill, stop, pause through the Docker
+		// engine), whose peer traffic goes through proxies on the host when the schedule has network
+		// faults, and whose release can change (rolling upgrades). Disks are slowed by strace on the
+		// member's host PID: a slowfs mount bind-mounted into a container would serve its data through a
+		// FUSE helper on the host for the whole run.
+		caps.Members, caps.Process, caps.Proxies, caps.Images = s.Members, true, true, true
+		p.proxies = sched.NeedsProxies()
+		caps.DiskReason = "docker members' data directories are not served through slowfs"
+		if faults.StraceAvailable() == nil {
+			caps.Disk = "strace"
+		} else {
+			caps.DiskReason += ", and there is no strace in PATH"
+		}
+	}
 	if err := sched.Validate(caps, s.Duration); err != nil {
 		return nil, err
 	}
@@ -109,6 +126,14 @@ func planFaults(s *Scenario) (*faultRun, error) {
 }
 
 func (p *faultRun) active() bool { return p != nil && !p.sched.Empty() }
+
+// versions lists the releases the schedule moves members to: their images are built before the run.
+func (p *faultRun) versions() []string {
+	if p == nil {
+		return nil
+	}
+	return p.sched.Versions()
+}
 
 // describe prints the plan: the schedule, or why there is none.
 func (p *faultRun) describe(w io.Writer) {
@@ -142,6 +167,16 @@ func (p *faultRun) configure(o *clusters.EmbedOptions, seed int64) {
 		o.SlowFS = &clusters.SlowFSOptions{TrackUnsynced: p.track}
 	}
 	o.ClientProxies = p.client
+}
+
+// configureDocker adds what the schedule needs to a docker cluster: peer proxies, the images members move
+// to, seeds.
+func (p *faultRun) configureDocker(o *clusters.DockerOptions, seed int64, moreImages []clusters.EtcdImage) {
+	o.Seed = uint64(seed)
+	o.MoreImages = moreImages
+	if p != nil {
+		o.PeerProxies = p.proxies
+	}
 }
 
 // start creates the phase split and the runner, which waits for the load to begin; it returns the sinks
