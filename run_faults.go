@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -49,8 +50,11 @@ func planFaults(s *Scenario) (*faultRun, error) {
 	if o.HealthTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Settle < 0 {
 		return nil, results.Usagef("--fault-health-timeout and --fault-recovery-timeout must be positive, --fault-settle not negative")
 	}
-	if s.Cluster != "embed" && (o.SlowFS == "on" || o.ClientProxies) {
-		return nil, results.Usagef("--slowfs and --client-proxies are for embedded clusters")
+	if s.Cluster == "external" && o.SlowFS == "on" {
+		return nil, results.Usagef("--slowfs is for clusters chaosbench starts")
+	}
+	if s.Cluster != "embed" && o.ClientProxies {
+		return nil, results.Usagef("--client-proxies is for embedded clusters")
 	}
 	p := &faultRun{opts: o}
 	var specs []string
@@ -79,10 +83,25 @@ func planFaults(s *Scenario) (*faultRun, error) {
 
 	caps := faults.Capabilities{Backend: s.Cluster}
 	if s.Cluster == "embed" {
-		caps.Members, caps.Process, caps.Proxies = s.Members, true, true
+		caps.Members, caps.Process, caps.Proxies, caps.Replace = s.Members, true, true, true
 		p.client = o.ClientProxies || sched.NeedsClientProxies()
 		caps.ClientProxies = p.client
+	}
+	if s.Cluster == "docker" {
+		// Members are containers whose processes chaosbench controls (kill, stop, pause through the Docker
+		// engine), whose peer traffic goes through proxies on the host when the schedule has network
+		// faults, and whose release can change (rolling upgrades).
+		caps.Members, caps.Process, caps.Proxies, caps.Images = s.Members, true, true, true
+		p.proxies = sched.NeedsProxies()
+	}
+	if s.Cluster != "external" {
 		fuseErr := slowfs.Available()
+		if fuseErr == nil && s.Cluster == "docker" && os.Getuid() != 0 {
+			// dockerd (root) must reach the FUSE mount to bind it into the container, and a FUSE mount
+			// admits only its owner unless mounted with allow_other, which needs user_allow_other in
+			// /etc/fuse.conf: chaosbench does not depend on that, so containers get slowfs only as root.
+			fuseErr = errors.New("slowfs under containers needs chaosbench to run as root (dockerd must reach the FUSE mount)")
+		}
 		switch {
 		case o.SlowFS == "on" && fuseErr != nil:
 			return nil, results.Usagef("--slowfs on: %v", fuseErr)
@@ -103,21 +122,6 @@ func planFaults(s *Scenario) (*faultRun, error) {
 		}
 		p.track = p.slowfs && sched.NeedsUnsyncedTracking()
 		caps.TrackUnsynced = p.track
-	}
-	if s.Cluster == "docker" {
-		// Members are containers whose processes chaosbench controls (kill, stop, pause through the Docker
-		// engine), whose peer traffic goes through proxies on the host when the schedule has network
-		// faults, and whose release can change (rolling upgrades). Disks are slowed by strace on the
-		// member's host PID: a slowfs mount bind-mounted into a container would serve its data through a
-		// FUSE helper on the host for the whole run.
-		caps.Members, caps.Process, caps.Proxies, caps.Images = s.Members, true, true, true
-		p.proxies = sched.NeedsProxies()
-		caps.DiskReason = "docker members' data directories are not served through slowfs"
-		if faults.StraceAvailable() == nil {
-			caps.Disk = "strace"
-		} else {
-			caps.DiskReason += ", and there is no strace in PATH"
-		}
 	}
 	if err := sched.Validate(caps, s.Duration); err != nil {
 		return nil, err
@@ -174,8 +178,12 @@ func (p *faultRun) configure(o *clusters.EmbedOptions, seed int64) {
 func (p *faultRun) configureDocker(o *clusters.DockerOptions, seed int64, moreImages []clusters.EtcdImage) {
 	o.Seed = uint64(seed)
 	o.MoreImages = moreImages
-	if p != nil {
-		o.PeerProxies = p.proxies
+	if p == nil {
+		return
+	}
+	o.PeerProxies = p.proxies
+	if p.slowfs {
+		o.SlowFS = &clusters.SlowFSOptions{TrackUnsynced: p.track}
 	}
 }
 

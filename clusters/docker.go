@@ -82,6 +82,10 @@ type DockerOptions struct {
 	PeerProxies bool
 	// Seed seeds the jitter of the proxies, so that a run's faults replay with its seed.
 	Seed uint64
+	// SlowFS, when set, serves every member's data directory through a slowfs mount on the host,
+	// bind-mounted into its container (see docker_disk.go), so that disk faults can slow its fsyncs and
+	// writes and drop its unsynced writes.
+	SlowFS *SlowFSOptions
 	// MoreImages are images members may be moved to during the run (rolling upgrades and downgrades, see
 	// Docker.SetImage); they are built at start like Images.
 	MoreImages []EtcdImage
@@ -108,6 +112,8 @@ type Docker struct {
 	reaper    *reaper
 	proxies   []*proxy.Proxy // one per member when PeerProxies, else nil
 	pxLogs    []*os.File
+
+	spawner *spawner // starts the slowfs helpers, when SlowFS is set
 
 	staleMu sync.Mutex
 	stale   []string // containers of earlier images of members that could not be removed at once
@@ -157,6 +163,9 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		return nil, err
 	}
 	c := &Docker{opts: opts, docker: d, id: newClusterID()}
+	if opts.SlowFS != nil {
+		c.spawner = newSpawner()
+	}
 	c.watchCtx, c.stopWatches = context.WithCancel(context.Background())
 	if c.eventFile, err = os.OpenFile(filepath.Join(dir, "docker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		d.Close()
@@ -355,6 +364,11 @@ func (c *Docker) layout(ctx context.Context) error {
 		// user, so the run directory stays removable without root.
 		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
 			return fmt.Errorf("create data dir of %s: %w", name, err)
+		}
+		if c.opts.SlowFS != nil {
+			if err := c.mountDisk(ctx, m); err != nil {
+				return err
+			}
 		}
 		args := []string{
 			"--name=" + name,
@@ -587,6 +601,10 @@ func (c *Docker) Close(ctx context.Context) error {
 		defer cancel()
 		for _, m := range c.members {
 			errs = append(errs, m.remove(rctx))
+		}
+		errs = append(errs, c.unmountDisks(rctx)...)
+		if c.spawner != nil {
+			c.spawner.close()
 		}
 		c.staleMu.Lock()
 		for _, id := range c.stale {

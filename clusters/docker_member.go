@@ -21,6 +21,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // containerMember is a member running in a container. Its lifecycle goes through the Docker client that
@@ -48,6 +50,7 @@ type containerMember struct {
 	stopping bool // an exit was asked for: not a crash
 	pid      int  // host PID of the member process while it runs
 	exited   chan struct{}
+	disk     *slowfs.FS // the slowfs mount on dataDir, when the cluster uses slowfs
 }
 
 var _ Process = (*containerMember)(nil)
@@ -396,7 +399,10 @@ func (m *containerMember) setImage(ctx context.Context, img EtcdImage) error {
 		m.gen--
 		m.ctr = old
 		if wasRunning {
-			err = errors.Join(err, m.Start(ctx))
+			// Even when ctx ended (the run stops): a member left stopped would be a fault never healed.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			err = errors.Join(err, m.Start(sctx))
+			cancel()
 		}
 		return fmt.Errorf("move %s to %s: %w", m.name, img.Label(), err)
 	}

@@ -428,6 +428,8 @@ type Capabilities struct {
 	TrackUnsynced bool
 	// Images: members can be moved to another etcd release (rolling upgrades and downgrades).
 	Images bool
+	// Replace: members can be removed, wiped and added back (embedded clusters).
+	Replace bool
 }
 
 // Versions lists the etcd releases the schedule's upgrades and downgrades move members to, in order of
@@ -517,6 +519,9 @@ func (caps Capabilities) allows(e Entry) error {
 	case needProcess, needReplace:
 		if !caps.Process {
 			return fmt.Errorf("needs control of member processes, which a %s cluster does not offer", caps.Backend)
+		}
+		if info.needs == needReplace && !caps.Replace {
+			return fmt.Errorf("replacing members is not supported on a %s cluster", caps.Backend)
 		}
 	case needProxy:
 		if !caps.Proxies {

@@ -43,8 +43,8 @@ func TestBadFaultSpecs(t *testing.T) {
 		{"upgrade to an old release", []string{"--faults", "upgrade=v3.3.1@5s"}, "3.4.13 and 3.5 or later"},
 		{"upgrade of processes", []string{"--faults", "upgrade=v3.6.16@5s"}, "needs a docker cluster"},
 		{"docker clients cut", []string{"--cluster", "docker", "--faults", "partition:leader=clients@5s"}, "client proxies"},
-		{"docker disk jitter", []string{"--cluster", "docker", "--faults", "slowdisk:leader=50ms~5ms@5s"}, "not served through slowfs"},
-		{"docker slowfs", []string{"--cluster", "docker", "--slowfs", "on"}, "are for embedded clusters"},
+		{"docker replace", []string{"--cluster", "docker", "--faults", "replace@5s"}, "not supported on a docker cluster"},
+		{"docker client proxies", []string{"--cluster", "docker", "--client-proxies"}, "--client-proxies is for embedded clusters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
