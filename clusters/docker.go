@@ -163,13 +163,13 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		return nil, err
 	}
 	c := &Docker{opts: opts, docker: d, id: newClusterID()}
-	if opts.SlowFS != nil {
-		c.spawner = newSpawner()
-	}
 	c.watchCtx, c.stopWatches = context.WithCancel(context.Background())
 	if c.eventFile, err = os.OpenFile(filepath.Join(dir, "docker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("docker log: %w", err)
+	}
+	if opts.SlowFS != nil {
+		c.spawner = newSpawner() // closed by Close, from here on the only way out
 	}
 	c.events = log.New(c.eventFile, "", log.LstdFlags|log.Lmicroseconds)
 	c.labels = map[string]string{
