@@ -78,18 +78,20 @@ type run struct {
 	mu     sync.Mutex
 	events []string // member crashes and other notes for the summary
 
-	cluster   clusters.Cluster
-	images    []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
-	history   *lin.Writer
-	collector *results.Collector
-	rec       *workloads.Recorder
-	runner    *workloads.Runner
-	clientLog *os.File
-	loadEnd   time.Duration
-	loadCPU   time.Duration // the generator's CPU time during the load
-	liveHeap  int64         // the generator's live heap at the end of the load
-	kube      *kube.Config  // the kube workload's configuration; nil for micro workloads
-	wl        workloads.Workload
+	cluster clusters.Cluster
+	images  []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
+	// moreImages are the releases the fault schedule moves members to (upgrades, downgrades).
+	moreImages []clusters.EtcdImage
+	history    *lin.Writer
+	collector  *results.Collector
+	rec        *workloads.Recorder
+	runner     *workloads.Runner
+	clientLog  *os.File
+	loadEnd    time.Duration
+	loadCPU    time.Duration // the generator's CPU time during the load
+	liveHeap   int64         // the generator's live heap at the end of the load
+	kube       *kube.Config  // the kube workload's configuration; nil for micro workloads
+	wl         workloads.Workload
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
@@ -110,12 +112,10 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	etcdFlags, images, err := s.resolveMembers(ctx, env.Out)
+	// Faults: the schedule is checked against the cluster it targets before anything starts or is built.
+	faultPlan, err := planFaults(&s)
 	if err != nil {
 		return nil, err
-	}
-	if s.Cluster == "external" && len(etcdFlags) > 0 {
-		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 	wl, kubeCfg, err := s.newWorkload()
 	if err != nil {
@@ -138,11 +138,6 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		s.Seed = newSeed()
 	}
 	runOpts.Seed = s.Seed
-	// Faults: the schedule is checked against the cluster it targets before anything starts.
-	faultPlan, err := planFaults(&s)
-	if err != nil {
-		return nil, err
-	}
 
 	if s.DryRun {
 		// Nothing has started: the plan is all there is.
@@ -155,7 +150,16 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, nil
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), images: images, kube: kubeCfg}
+	etcdFlags, images, err := s.resolveMembers(ctx, env.Out, faultPlan.versions()...)
+	if err != nil {
+		return nil, err
+	}
+	if s.Cluster == "external" && len(etcdFlags) > 0 {
+		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
+	}
+
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), kube: kubeCfg}
+	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
 	r.faults = faultPlan
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.

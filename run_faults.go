@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ type faultRun struct {
 	slowfs bool
 	track  bool
 	client bool
+	// proxies: a docker cluster routes peer traffic through host proxies for the schedule's network faults.
+	proxies bool
 
 	phases *results.Phases
 	runner *faults.Runner
@@ -47,8 +50,11 @@ func planFaults(s *Scenario) (*faultRun, error) {
 	if o.HealthTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Settle < 0 {
 		return nil, results.Usagef("--fault-health-timeout and --fault-recovery-timeout must be positive, --fault-settle not negative")
 	}
-	if s.Cluster != "embed" && (o.SlowFS == "on" || o.ClientProxies) {
-		return nil, results.Usagef("--slowfs and --client-proxies are for embedded clusters")
+	if s.Cluster == "external" && o.SlowFS == "on" {
+		return nil, results.Usagef("--slowfs is for clusters chaosbench starts")
+	}
+	if s.Cluster != "embed" && o.ClientProxies {
+		return nil, results.Usagef("--client-proxies is for embedded clusters")
 	}
 	p := &faultRun{opts: o}
 	var specs []string
@@ -57,7 +63,7 @@ func planFaults(s *Scenario) (*faultRun, error) {
 			specs = append(specs, spec)
 			continue
 		}
-		if s.Cluster != "embed" {
+		if s.Cluster == "external" {
 			p.note = "no default faults on an external cluster"
 			continue
 		}
@@ -77,10 +83,25 @@ func planFaults(s *Scenario) (*faultRun, error) {
 
 	caps := faults.Capabilities{Backend: s.Cluster}
 	if s.Cluster == "embed" {
-		caps.Members, caps.Process, caps.Proxies = s.Members, true, true
+		caps.Members, caps.Process, caps.Proxies, caps.Replace = s.Members, true, true, true
 		p.client = o.ClientProxies || sched.NeedsClientProxies()
 		caps.ClientProxies = p.client
+	}
+	if s.Cluster == "docker" {
+		// Members are containers whose processes chaosbench controls (kill, stop, pause through the Docker
+		// engine), whose peer traffic goes through proxies on the host when the schedule has network
+		// faults, and whose release can change (rolling upgrades).
+		caps.Members, caps.Process, caps.Proxies, caps.Images = s.Members, true, true, true
+		p.proxies = sched.NeedsProxies()
+	}
+	if s.Cluster != "external" {
 		fuseErr := slowfs.Available()
+		if fuseErr == nil && s.Cluster == "docker" && os.Getuid() != 0 {
+			// dockerd (root) must reach the FUSE mount to bind it into the container, and a FUSE mount
+			// admits only its owner unless mounted with allow_other, which needs user_allow_other in
+			// /etc/fuse.conf: chaosbench does not depend on that, so containers get slowfs only as root.
+			fuseErr = errors.New("slowfs under containers needs chaosbench to run as root (dockerd must reach the FUSE mount)")
+		}
 		switch {
 		case o.SlowFS == "on" && fuseErr != nil:
 			return nil, results.Usagef("--slowfs on: %v", fuseErr)
@@ -109,6 +130,14 @@ func planFaults(s *Scenario) (*faultRun, error) {
 }
 
 func (p *faultRun) active() bool { return p != nil && !p.sched.Empty() }
+
+// versions lists the releases the schedule moves members to: their images are built before the run.
+func (p *faultRun) versions() []string {
+	if p == nil {
+		return nil
+	}
+	return p.sched.Versions()
+}
 
 // describe prints the plan: the schedule, or why there is none.
 func (p *faultRun) describe(w io.Writer) {
@@ -142,6 +171,20 @@ func (p *faultRun) configure(o *clusters.EmbedOptions, seed int64) {
 		o.SlowFS = &clusters.SlowFSOptions{TrackUnsynced: p.track}
 	}
 	o.ClientProxies = p.client
+}
+
+// configureDocker adds what the schedule needs to a docker cluster: peer proxies, the images members move
+// to, seeds.
+func (p *faultRun) configureDocker(o *clusters.DockerOptions, seed int64, moreImages []clusters.EtcdImage) {
+	o.Seed = uint64(seed)
+	o.MoreImages = moreImages
+	if p == nil {
+		return
+	}
+	o.PeerProxies = p.proxies
+	if p.slowfs {
+		o.SlowFS = &clusters.SlowFSOptions{TrackUnsynced: p.track}
+	}
 }
 
 // start creates the phase split and the runner, which waits for the load to begin; it returns the sinks

@@ -78,8 +78,10 @@ func (s *Scenario) memberMemory() (int64, error) {
 
 // resolveMembers builds (or finds cached) the etcd binaries the members run and parses --etcd-flag against
 // them. images is nil for an embedded cluster of the linked etcd, which needs nothing resolved; it holds
-// one image for all members or one per member otherwise.
-func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]clusters.EtcdFlag, []clusters.EtcdImage, error) {
+// one image for all members or one per member otherwise, followed by one image for each of the releases
+// in more (those the fault schedule moves members to: see Scenario.memberImages), against which the flags
+// are checked too.
+func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer, more ...string) ([]clusters.EtcdFlag, []clusters.EtcdImage, error) {
 	versions := SplitVersions(s.EtcdVersion)
 	if s.Cluster == "external" || (s.Cluster == "embed" && allBuiltin(versions)) {
 		flags, err := clusters.ParseEtcdFlags(s.EtcdFlags)
@@ -88,6 +90,7 @@ func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]cluster
 	if len(versions) == 0 {
 		versions = []string{etcdbuild.Builtin}
 	}
+	versions = append(versions, more...)
 	images := make([]clusters.EtcdImage, len(versions))
 	for i, v := range versions {
 		var err error
@@ -121,6 +124,15 @@ func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer) ([]cluster
 	}
 	flags, err := clusters.ParseEtcdFlagsFor(ctx, s.EtcdFlags, images)
 	return flags, images, err
+}
+
+// memberImages splits what resolveMembers returned into the members' images and the images of the
+// releases the fault schedule moves members to (the last len(more) of them).
+func memberImages(images []clusters.EtcdImage, more int) (members, moved []clusters.EtcdImage) {
+	if images == nil {
+		return nil, nil
+	}
+	return images[:len(images)-more], images[len(images)-more:]
 }
 
 // minorRange returns the lowest and highest minor version among the images.
@@ -208,10 +220,12 @@ func (r *run) startDocker(ctx context.Context, etcdFlags []clusters.EtcdFlag) er
 	if err != nil {
 		return err
 	}
-	c, err := clusters.StartDocker(ctx, clusters.DockerOptions{
+	opts := clusters.DockerOptions{
 		Members: r.s.Members, Dir: r.dir, Images: r.images, EtcdFlags: etcdFlags, TLS: r.s.TLS,
 		CPUs: r.s.MemberCPUs, Memory: memory, Log: r.out, OnExit: r.memberExited,
-	})
+	}
+	r.faults.configureDocker(&opts, r.s.Seed, r.moreImages)
+	c, err := clusters.StartDocker(ctx, opts)
 	if err != nil {
 		return err
 	}

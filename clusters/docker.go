@@ -14,14 +14,19 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -70,6 +75,20 @@ type DockerOptions struct {
 	// process dies without closing it; default: this executable in ReaperCommand mode (test binaries
 	// provide it through RunMemberIfRequested).
 	ReaperCommand []string
+	// PeerProxies routes every member's peer traffic through a TCP proxy on the host (package proxy, the
+	// same as an embedded cluster's), so that network faults can cut, stall, slow and reset links between
+	// members; see Docker.Proxy. Off by default: the proxies put a userland hop (and host CPU outside the
+	// members' limits) into every raft message, which a plain benchmark must not pay.
+	PeerProxies bool
+	// Seed seeds the jitter of the proxies, so that a run's faults replay with its seed.
+	Seed uint64
+	// SlowFS, when set, serves every member's data directory through a slowfs mount on the host,
+	// bind-mounted into its container (see docker_disk.go), so that disk faults can slow its fsyncs and
+	// writes and drop its unsynced writes.
+	SlowFS *SlowFSOptions
+	// MoreImages are images members may be moved to during the run (rolling upgrades and downgrades, see
+	// Docker.SetImage); they are built at start like Images.
+	MoreImages []EtcdImage
 }
 
 // Docker is a cluster of etcd member containers on a Docker network of their own, with static IPs, started
@@ -91,6 +110,13 @@ type Docker struct {
 	events    *log.Logger // docker.log in the run directory
 	eventFile *os.File
 	reaper    *reaper
+	proxies   []*proxy.Proxy // one per member when PeerProxies, else nil
+	pxLogs    []*os.File
+
+	spawner *spawner // starts the slowfs helpers, when SlowFS is set
+
+	staleMu sync.Mutex
+	stale   []string // containers of earlier images of members that could not be removed at once
 
 	// watchCtx ends the members' exit watchers and log followers once the containers are removed.
 	watchCtx    context.Context
@@ -142,6 +168,9 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		d.Close()
 		return nil, fmt.Errorf("docker log: %w", err)
 	}
+	if opts.SlowFS != nil {
+		c.spawner = newSpawner() // closed by Close, from here on the only way out
+	}
 	c.events = log.New(c.eventFile, "", log.LstdFlags|log.Lmicroseconds)
 	c.labels = map[string]string{
 		LabelOwned: "true", LabelCluster: c.id, LabelOwner: selfOwner().String(), LabelRun: dir,
@@ -160,7 +189,7 @@ func (c *Docker) start(ctx context.Context) error {
 		c.events.Printf("removed leftovers of dead chaosbench runs: %s", report)
 	}
 	images := map[string]bool{}
-	for _, img := range c.opts.Images {
+	for _, img := range append(slices.Clone(c.opts.Images), c.opts.MoreImages...) {
 		if images[img.Ref] {
 			continue
 		}
@@ -301,9 +330,18 @@ func (c *Docker) layout(ctx context.Context) error {
 		}
 	}
 	c.status = newStatusClient(c.clientTLS)
+	peerURLs := make([]string, n)
 	var initial []string
 	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, netip.AddrPortFrom(ips[i], dockerPeerPort)))
+		peerURLs[i] = fmt.Sprintf("http://%s", netip.AddrPortFrom(ips[i], dockerPeerPort))
+		if c.opts.PeerProxies {
+			px, err := c.startProxy(i, ips)
+			if err != nil {
+				return err
+			}
+			peerURLs[i] = "http://" + px.Addr()
+		}
+		initial = append(initial, fmt.Sprintf("m%d=%s", i+1, peerURLs[i]))
 	}
 	for i := range n {
 		name := fmt.Sprintf("m%d", i+1)
@@ -317,7 +355,7 @@ func (c *Docker) layout(ctx context.Context) error {
 			ip:         ips[i],
 			image:      img,
 			clientURL:  fmt.Sprintf("%s://%s", scheme, netip.AddrPortFrom(ips[i], dockerClientPort)),
-			peerURL:    fmt.Sprintf("http://%s", netip.AddrPortFrom(ips[i], dockerPeerPort)),
+			peerURL:    peerURLs[i],
 			metricsURL: fmt.Sprintf("http://%s", netip.AddrPortFrom(ips[i], dockerMetricsPort)),
 			dataDir:    filepath.Join(c.opts.Dir, "members", name+".etcd"),
 			logPath:    filepath.Join(c.opts.Dir, "members", name+".log"),
@@ -326,6 +364,11 @@ func (c *Docker) layout(ctx context.Context) error {
 		// user, so the run directory stays removable without root.
 		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
 			return fmt.Errorf("create data dir of %s: %w", name, err)
+		}
+		if c.opts.SlowFS != nil {
+			if err := c.mountDisk(ctx, m); err != nil {
+				return err
+			}
 		}
 		args := []string{
 			"--name=" + name,
@@ -355,6 +398,11 @@ func (c *Docker) layout(ctx context.Context) error {
 			args = append(args, f.Arg())
 		}
 		m.args = args
+		// etcd derives a new cluster's member ids from the peer URLs and the cluster token; knowing them
+		// before the members start lets the proxies attribute every connection from the first one on.
+		if urls, err := types.NewURLs([]string{m.peerURL}); err == nil {
+			m.setID(uint64(membership.NewMember(name, urls, c.opts.Token, nil).ID))
+		}
 		c.members = append(c.members, m)
 	}
 	errs := make([]error, n)
@@ -364,6 +412,104 @@ func (c *Docker) layout(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startProxy starts member i's peer proxy on the cluster network's gateway, the host's address on the
+// bridge, which every container reaches directly: members advertise the proxy as their peer URL, and it
+// forwards to the member's own peer port. A container's connections to the gateway keep the container's
+// address as their source (no NAT between a bridge and its host), so the proxy tells members apart by
+// source address even on connections without X-Server-From (version probes, lease forwarding).
+func (c *Docker) startProxy(i int, ips []netip.Addr) (*proxy.Proxy, error) {
+	f, err := os.OpenFile(filepath.Join(c.opts.Dir, "members", fmt.Sprintf("m%d.proxy.log", i+1)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("proxy log: %w", err)
+	}
+	c.pxLogs = append(c.pxLogs, f)
+	px, err := proxy.Listen(netip.AddrPortFrom(c.gateway, 0).String(), netip.AddrPortFrom(ips[i], dockerPeerPort).String(),
+		proxy.Options{Identify: c.identifySender, Seed: c.opts.Seed + uint64(i), Log: f})
+	if err != nil {
+		return nil, fmt.Errorf("peer proxy of m%d: %w", i+1, err)
+	}
+	c.proxies = append(c.proxies, px)
+	c.events.Printf("peer proxy of m%d: %s -> %s", i+1, px.Addr(), px.Target())
+	return px, nil
+}
+
+// identifySender names the member a connection to a peer proxy comes from by its source address (see
+// startProxy): the member's id in hex, as X-Server-From carries it, or "" when it is no member's.
+func (c *Docker) identifySender(remote net.Addr) string {
+	addr, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	ip, ok := netip.AddrFromSlice(addr.IP)
+	if !ok {
+		return ""
+	}
+	for _, m := range c.members {
+		if m.ip == ip.Unmap() && m.ID() != 0 {
+			return strconv.FormatUint(m.ID(), 16)
+		}
+	}
+	return ""
+}
+
+// Proxy returns the peer proxy in front of the named member, or nil when the cluster has none (see
+// DockerOptions.PeerProxies).
+func (c *Docker) Proxy(member string) *proxy.Proxy {
+	for i, m := range c.members {
+		if m.name == member && i < len(c.proxies) {
+			return c.proxies[i]
+		}
+	}
+	return nil
+}
+
+// SetImage moves the named member to another etcd release, as an operator upgrades or downgrades one
+// machine of a cluster: the member stops gracefully, and a container of the release's image starts on the
+// same name, address, data directory and flags. It returns once the new member listens; the caller waits
+// for the cluster's health. version names an image of DockerOptions.Images or MoreImages by version
+// ("v3.6.16") or reference. The member's raft id and data stay.
+func (c *Docker) SetImage(ctx context.Context, member, version string) error {
+	img, ok := c.image(version)
+	if !ok {
+		return fmt.Errorf("move %s to %s: no image of that version was prepared for the cluster", member, version)
+	}
+	for _, m := range c.members {
+		if m.name == member {
+			return m.setImage(ctx, img)
+		}
+	}
+	return fmt.Errorf("move %s to %s: no such member", member, version)
+}
+
+// MemberVersion returns the version of the image the named member runs ("" for no such member).
+func (c *Docker) MemberVersion(member string) string {
+	for _, m := range c.members {
+		if m.name == member {
+			return m.Image().Version
+		}
+	}
+	return ""
+}
+
+// image finds a prepared image by version or reference, preferring a release's own image to the builtin
+// one of the same version.
+func (c *Docker) image(version string) (EtcdImage, bool) {
+	var found EtcdImage
+	ok := false
+	for _, img := range append(slices.Clone(c.opts.Images), c.opts.MoreImages...) {
+		if img.Ref == version || (img.Version == version && (!ok || found.Builtin)) {
+			found, ok = img, true
+		}
+	}
+	return found, ok
+}
+
+func (c *Docker) addStale(id string) {
+	c.staleMu.Lock()
+	c.stale = append(c.stale, id)
+	c.staleMu.Unlock()
 }
 
 // Backend returns "docker".
@@ -456,12 +602,29 @@ func (c *Docker) Close(ctx context.Context) error {
 		for _, m := range c.members {
 			errs = append(errs, m.remove(rctx))
 		}
+		errs = append(errs, c.unmountDisks(rctx)...)
+		if c.spawner != nil {
+			c.spawner.close()
+		}
+		c.staleMu.Lock()
+		for _, id := range c.stale {
+			if _, err := c.docker.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove container %s: %w", id[:12], err))
+			}
+		}
+		c.staleMu.Unlock()
 		if c.network != "" {
 			if _, err := c.docker.NetworkRemove(rctx, c.network, client.NetworkRemoveOptions{}); err != nil {
 				errs = append(errs, fmt.Errorf("remove network %s: %w", c.netName, err))
 			} else {
 				c.events.Printf("removed network %s", c.netName)
 			}
+		}
+		for _, p := range c.proxies {
+			p.Close()
+		}
+		for _, f := range c.pxLogs {
+			f.Close()
 		}
 		c.stopWatches()
 		c.watchers.Wait()

@@ -21,6 +21,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // containerMember is a member running in a container. Its lifecycle goes through the Docker client that
@@ -40,6 +42,7 @@ type containerMember struct {
 	args       []string // etcd flags, after the image's entrypoint
 	id         atomic.Uint64
 	ctr        *testcontainers.DockerContainer
+	gen        int // how many times the member moved to another image (see setImage)
 
 	mu       sync.Mutex
 	running  bool
@@ -47,6 +50,7 @@ type containerMember struct {
 	stopping bool // an exit was asked for: not a crash
 	pid      int  // host PID of the member process while it runs
 	exited   chan struct{}
+	disk     *slowfs.FS // the slowfs mount on dataDir, when the cluster uses slowfs
 }
 
 var _ Process = (*containerMember)(nil)
@@ -64,7 +68,11 @@ func (m *containerMember) setID(id uint64)    { m.id.Store(id) }
 func (m *containerMember) IP() netip.Addr { return m.ip }
 
 // Image is the image the member runs (its etcd version).
-func (m *containerMember) Image() EtcdImage { return m.image }
+func (m *containerMember) Image() EtcdImage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.image
+}
 
 // ContainerID is the member's Docker container id.
 func (m *containerMember) ContainerID() string { return m.ctr.GetContainerID() }
@@ -97,7 +105,8 @@ func (m *containerMember) docker() *client.Client { return m.cluster.docker.Clie
 // create creates the member's container without starting it.
 func (m *containerMember) create(ctx context.Context) error {
 	c := m.cluster
-	labels := map[string]string{LabelMember: m.name, LabelEtcdVersion: m.image.Version}
+	img := m.Image()
+	labels := map[string]string{LabelMember: m.name, LabelEtcdVersion: img.Version}
 	for k, v := range c.labels {
 		labels[k] = v
 	}
@@ -105,12 +114,16 @@ func (m *containerMember) create(ctx context.Context) error {
 	if c.opts.TLS {
 		binds = append(binds, filepath.Dir(c.tlsFiles.CA)+":"+containerTLSDir+":ro")
 	}
+	name := "chaosbench-" + c.id + "-" + m.name
+	if m.gen > 0 {
+		name += fmt.Sprintf("-%d", m.gen+1)
+	}
 	req := testcontainers.GenericContainerRequest{
 		ContainerRequest: testcontainers.ContainerRequest{
-			Image:    m.image.Ref,
+			Image:    img.Ref,
 			Cmd:      m.args,
 			Labels:   labels,
-			Name:     "chaosbench-" + c.id + "-" + m.name,
+			Name:     name,
 			Networks: []string{c.netName},
 			ConfigModifier: func(cfg *container.Config) {
 				cfg.Hostname = m.name
@@ -141,13 +154,13 @@ func (m *containerMember) create(ctx context.Context) error {
 		m.ctr = dc
 	}
 	if err != nil {
-		return fmt.Errorf("create container for %s (%s): %w", m.name, m.image.Ref, err)
+		return fmt.Errorf("create container for %s (%s): %w", m.name, img.Ref, err)
 	}
 	if m.ctr == nil {
 		return fmt.Errorf("create container for %s: unexpected container type %T", m.name, ctr)
 	}
 	c.events.Printf("created %s: container %s, image %s, ip %s, cpus %g, memory %d", m.name, m.ctr.GetContainerID()[:12],
-		m.image.Ref, m.ip, c.opts.CPUs, c.opts.Memory)
+		img.Ref, m.ip, c.opts.CPUs, c.opts.Memory)
 	return nil
 }
 
@@ -360,6 +373,49 @@ func (m *containerMember) Resume(ctx context.Context) error {
 	m.mu.Lock()
 	m.paused = false
 	m.mu.Unlock()
+	return nil
+}
+
+// setImage moves the member to img: it stops the member gracefully (if it runs), creates a container of
+// img with the same name, address, data directory and flags, removes the old container and starts the new
+// one. The old container is kept until the new one exists, so that a failed creation leaves the member
+// as it was (and started again).
+func (m *containerMember) setImage(ctx context.Context, img EtcdImage) error {
+	wasRunning := m.Running()
+	if wasRunning {
+		if err := m.Stop(ctx); err != nil {
+			return fmt.Errorf("move %s to %s: %w", m.name, img.Label(), err)
+		}
+	}
+	old, oldImg := m.ctr, m.Image()
+	m.mu.Lock()
+	m.image = img
+	m.mu.Unlock()
+	m.gen++
+	if err := m.create(ctx); err != nil {
+		m.mu.Lock()
+		m.image = oldImg
+		m.mu.Unlock()
+		m.gen--
+		m.ctr = old
+		if wasRunning {
+			// Even when ctx ended (the run stops): a member left stopped would be a fault never healed.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+			err = errors.Join(err, m.Start(sctx))
+			cancel()
+		}
+		return fmt.Errorf("move %s to %s: %w", m.name, img.Label(), err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if _, err := m.docker().ContainerRemove(rctx, old.GetContainerID(), client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		m.cluster.events.Printf("could not remove %s's old container %s: %v", m.name, old.GetContainerID()[:12], err)
+		m.cluster.addStale(old.GetContainerID())
+	}
+	m.cluster.events.Printf("moved %s from %s to %s", m.name, oldImg.Ref, img.Ref)
+	if err := m.Start(ctx); err != nil {
+		return fmt.Errorf("move %s to %s: %w", m.name, img.Label(), err)
+	}
 	return nil
 }
 

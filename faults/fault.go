@@ -65,6 +65,10 @@ type (
 	replacer interface {
 		Replace(ctx context.Context, member string) error
 	}
+	imager interface {
+		SetImage(ctx context.Context, member, version string) error
+		MemberVersion(member string) string
+	}
 )
 
 // Env is what faults act on.
@@ -118,6 +122,8 @@ func New(e Entry, env *Env) (Fault, error) {
 		return &Replace{base: b}, nil
 	case KindSnapshot:
 		return &Snapshot{base: b}, nil
+	case KindUpgrade, KindDowngrade:
+		return &Upgrade{base: b, down: e.Kind == KindDowngrade}, nil
 	}
 	return nil, fmt.Errorf("no fault %q", e.Kind)
 }

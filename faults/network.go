@@ -36,13 +36,13 @@ func memberID(m clusters.Member) (string, error) {
 func proxies(c clusters.Cluster) (map[string]*proxy.Proxy, error) {
 	pc, ok := c.(proxied)
 	if !ok {
-		return nil, fmt.Errorf("needs the peer proxies of an embedded cluster; a %s cluster has none", c.Backend())
+		return nil, fmt.Errorf("needs peer proxies (embedded and docker clusters have them); a %s cluster has none", c.Backend())
 	}
 	out := map[string]*proxy.Proxy{}
 	for _, m := range c.Members() {
 		p := pc.Proxy(m.Name())
 		if p == nil {
-			return nil, fmt.Errorf("member %s has no peer proxy", m.Name())
+			return nil, fmt.Errorf("member %s has no peer proxy (a docker cluster has them only when started with PeerProxies)", m.Name())
 		}
 		out[m.Name()] = p
 	}

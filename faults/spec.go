@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -39,6 +40,8 @@ const (
 	KindCompact   = "compact"
 	KindReplace   = "replace"
 	KindSnapshot  = "snapshot"
+	KindUpgrade   = "upgrade"
+	KindDowngrade = "downgrade"
 	KindNemesis   = "nemesis"
 )
 
@@ -62,6 +65,7 @@ const (
 	needProxy               // peer proxies
 	needDisk                // slowfs mounts, or strace for fdatasync
 	needReplace             // membership changes with process control
+	needImages              // members that can be moved to another etcd release (docker clusters)
 )
 
 var kinds = map[string]kindInfo{
@@ -77,12 +81,14 @@ var kinds = map[string]kindInfo{
 	KindCompact:   {"", 0, needNothing, "compact the keyspace at the current revision (=1s with +for: again every second)"},
 	KindReplace:   {TargetFollower, 0, needReplace, "remove the target, wipe its data, add it back as a learner and promote it"},
 	KindSnapshot:  {TargetLeader, 0, needNothing, "save a snapshot of the target's database"},
+	KindUpgrade:   {TargetAll, 0, needImages, "rolling upgrade: move the targets to another etcd release (=v3.6.16) one at a time, followers first, each on its data"},
+	KindDowngrade: {TargetAll, 0, needImages, "rolling downgrade (=v3.5.35): etcd's downgrade enable first when the minor version drops, then one member at a time"},
 	KindNemesis:   {"", 5 * time.Second, needNothing, "a fault picked at random (=kill|pause|...: among these) at each occurrence"},
 }
 
 // KindNames lists the kinds of fault.
 var KindNames = []string{KindKill, KindRestart, KindPause, KindPartition, KindDelay, KindBandwidth, KindReset,
-	KindSlowDisk, KindDefrag, KindCompact, KindReplace, KindSnapshot, KindNemesis}
+	KindSlowDisk, KindDefrag, KindCompact, KindReplace, KindSnapshot, KindUpgrade, KindDowngrade, KindNemesis}
 
 // KindHelp returns one line about a kind of fault.
 func KindHelp(kind string) string { return kinds[kind].help }
@@ -111,6 +117,8 @@ type params struct {
 	interval                time.Duration
 	writeDelay, writeJitter time.Duration
 	nemesis                 []string
+	version                 string // the release of an upgrade or downgrade ("v3.6.16")
+	minor                   int    // its minor version (0 for builtin)
 }
 
 // Schedule is a parsed fault schedule.
@@ -350,6 +358,18 @@ func (e *Entry) parseValue() error {
 		if p.delay+p.jitter+p.writeDelay+p.writeJitter == 0 {
 			return fmt.Errorf("a disk delay of zero")
 		}
+	case KindUpgrade, KindDowngrade:
+		if v == "" {
+			return fmt.Errorf("%s needs the release to move to, e.g. %s:all=v3.6.16", e.Kind, e.Kind)
+		}
+		p.version = v
+		if v != etcdbuild.Builtin {
+			r, err := etcdbuild.Parse(v)
+			if err != nil {
+				return err
+			}
+			p.version, p.minor = r.Version, r.Minor
+		}
 	case KindNemesis:
 		if v == "" {
 			break
@@ -395,7 +415,7 @@ func parseBandwidth(s string) (int64, error) {
 
 // Capabilities is what a cluster offers to faults, known before it starts.
 type Capabilities struct {
-	// Backend is "embed" or "external" (see clusters.Cluster.Backend).
+	// Backend is "embed", "docker" or "external" (see clusters.Cluster.Backend).
 	Backend string
 	// Members is the cluster size (0: not known yet, as for an external cluster before contact).
 	Members int
@@ -406,6 +426,43 @@ type Capabilities struct {
 	Disk, DiskReason string
 	// TrackUnsynced: the slowfs mounts keep undo logs, so kills can drop unsynced writes.
 	TrackUnsynced bool
+	// Images: members can be moved to another etcd release (rolling upgrades and downgrades).
+	Images bool
+	// Replace: members can be removed, wiped and added back (embedded clusters).
+	Replace bool
+}
+
+// Versions lists the etcd releases the schedule's upgrades and downgrades move members to, in order of
+// first mention: they must be built (and their images prepared) before the run starts.
+func (s Schedule) Versions() []string {
+	var out []string
+	for _, e := range s.Entries {
+		if v := e.params.version; v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// NeedsProxies reports whether the schedule has network faults (or a nemesis that may pick one).
+func (s Schedule) NeedsProxies() bool {
+	for _, e := range s.Entries {
+		if kinds[e.Kind].needs == needProxy {
+			return true
+		}
+		if e.Kind == KindNemesis && slices.ContainsFunc(nemesisKinds(e), func(k string) bool { return kinds[k].needs == needProxy }) {
+			return true
+		}
+	}
+	return false
+}
+
+// nemesisKinds returns the kinds a nemesis entry picks among.
+func nemesisKinds(e Entry) []string {
+	if len(e.params.nemesis) > 0 {
+		return e.params.nemesis
+	}
+	return nemesisDefault
 }
 
 // NeedsDisk reports whether the schedule has disk faults (or kills that drop unsynced writes).
@@ -463,9 +520,16 @@ func (caps Capabilities) allows(e Entry) error {
 		if !caps.Process {
 			return fmt.Errorf("needs control of member processes, which a %s cluster does not offer", caps.Backend)
 		}
+		if info.needs == needReplace && !caps.Replace {
+			return fmt.Errorf("replacing members is not supported on a %s cluster", caps.Backend)
+		}
 	case needProxy:
 		if !caps.Proxies {
-			return fmt.Errorf("needs the peer proxies of an embedded cluster; a %s cluster has none", caps.Backend)
+			return fmt.Errorf("needs peer proxies (embedded and docker clusters have them); a %s cluster has none", caps.Backend)
+		}
+	case needImages:
+		if !caps.Images {
+			return fmt.Errorf("moves members to another etcd release, which needs a docker cluster (--cluster docker); a %s cluster cannot", caps.Backend)
 		}
 	case needDisk:
 		if !caps.Process {

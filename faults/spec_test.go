@@ -150,7 +150,7 @@ func TestParseBadSpecs(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	embed := Capabilities{Backend: "embed", Members: 3, Process: true, Proxies: true, Disk: "slowfs"}
+	embed := Capabilities{Backend: "embed", Members: 3, Process: true, Proxies: true, Replace: true, Disk: "slowfs"}
 	external := Capabilities{Backend: "external"}
 	strace := embed
 	strace.Disk, strace.DiskReason = "strace", "FUSE unavailable: no /dev/fuse"
@@ -213,7 +213,7 @@ func TestDefaultSpecs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Validate(Capabilities{Backend: "embed", Members: 5, Process: true, Proxies: true}, 10*time.Minute); err != nil {
+	if err := s.Validate(Capabilities{Backend: "embed", Members: 5, Process: true, Proxies: true, Replace: true}, 10*time.Minute); err != nil {
 		t.Fatalf("default for 10m %v: %v", specs, err)
 	}
 	for _, tt := range []struct {

@@ -39,6 +39,12 @@ func TestBadFaultSpecs(t *testing.T) {
 		{"partition of one", []string{"--members", "1", "--faults", "partition:leader@5s"}, "at least 2 members"},
 		{"slowfs mode", []string{"--slowfs", "maybe"}, `--slowfs "maybe"`},
 		{"structured entry", []string{"--config", badYAML}, `unknown fault field "targt"`},
+		{"upgrade without a release", []string{"--faults", "upgrade@5s"}, "needs the release to move to"},
+		{"upgrade to an old release", []string{"--faults", "upgrade=v3.3.1@5s"}, "3.4.13 and 3.5 or later"},
+		{"upgrade of processes", []string{"--faults", "upgrade=v3.6.16@5s"}, "needs a docker cluster"},
+		{"docker clients cut", []string{"--cluster", "docker", "--faults", "partition:leader=clients@5s"}, "client proxies"},
+		{"docker replace", []string{"--cluster", "docker", "--faults", "replace@5s"}, "not supported on a docker cluster"},
+		{"docker client proxies", []string{"--cluster", "docker", "--client-proxies"}, "--client-proxies is for embedded clusters"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
