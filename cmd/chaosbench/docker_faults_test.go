@@ -14,9 +14,13 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
-// dockerFaultsWorkload is the load of the container fault tests: a write per operation, so that every
-// fault shows in the write gap and the history has something to check.
-const dockerFaultsWorkload = "txn-put"
+// dockerFaultsWorkload is the load of the container fault tests: kube-apiserver's traffic for a small
+// cluster (dockerFaultsNodes nodes), whose heartbeats and pod churn write several times a second, so that
+// every fault shows in the write gap and the history has transactions, leases, lists and watches to check.
+const (
+	dockerFaultsWorkload = "kube"
+	dockerFaultsNodes    = "30"
+)
 
 // TestDockerFaultsMixedUpgrade: a mixed-version container cluster (two 3.5 members, one 3.6) serves a
 // load through a leader kill, a leader partition, a paused follower, delayed and reset peer links and a
@@ -37,9 +41,9 @@ func TestDockerFaultsMixedUpgrade(t *testing.T) {
 	case faults.StraceAvailable() == nil:
 		specs = append(specs, "slowdisk:follower=20ms@16s+1s")
 	}
-	// The roll-out gets the rest of the load (it ends with it): 3-6 s here, up to 14 s on a busy machine.
+	// The roll-out gets the rest of the load (it ends with it): 4-10 s here, up to 18 s on a busy machine.
 	specs = append(specs, "upgrade=v3.6.16@18s")
-	out := runDockerFaults(t, "v3.5.35,v3.5.35,v3.6.16", 32*time.Second, specs)
+	out := runDockerFaults(t, "v3.5.35,v3.5.35,v3.6.16", 38*time.Second, specs)
 	s := checkDockerFaults(t, out, len(specs))
 	for _, w := range s.Faults {
 		if w.Fault == faults.KindPartition && w.Availability.TimeToLeaderMs == nil {
@@ -69,7 +73,7 @@ func TestDockerFaultsDowngrade(t *testing.T) {
 		kill = "kill:leader=drop-unsynced@2s+2s" // a power loss: the member restarts on what its disk synced
 	}
 	specs := []string{kill, "partition:leader=refuse@6s+2s", "downgrade=v3.5.35@10s"}
-	out := runDockerFaults(t, "v3.6.16", 28*time.Second, specs)
+	out := runDockerFaults(t, "v3.6.16", 36*time.Second, specs)
 	checkDockerFaults(t, out, len(specs))
 	for i := range 3 {
 		if v := lastEtcdVersion(t, out, i+1); v != "3.5.35" {
@@ -92,7 +96,7 @@ func runDockerFaults(t *testing.T, versions string, duration time.Duration, spec
 	out := filepath.Join(t.TempDir(), "run")
 	start := time.Now()
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--etcd-version", versions,
-		"--workload", dockerFaultsWorkload, "--rate", "200", "--duration", duration.String(),
+		"--workload", dockerFaultsWorkload, "--nodes", dockerFaultsNodes, "--duration", duration.String(),
 		"--etcd-flag", "heartbeat-interval=50", "--etcd-flag", "election-timeout=500", "--fault-settle", "1s",
 		"--faults", strings.Join(specs, ","), "--out", out, "--progress", "none")
 	output, err := cmd.CombinedOutput()
