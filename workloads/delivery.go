@@ -10,7 +10,8 @@ import (
 // acknowledgement; it then counts as zero latency, as in etcd's benchmark.
 //
 // Memory is bounded by writes in flight: a write is forgotten when every receiver has seen it, or a minute
-// after its acknowledgement when some never do (a watcher that was cancelled or restarted).
+// after its acknowledgement or first event when some never do (a watcher that was cancelled or restarted, a
+// write that failed on the client but took effect).
 type Delivery struct {
 	mu        sync.Mutex
 	receivers int
@@ -19,6 +20,7 @@ type Delivery struct {
 }
 
 type pendingWrite struct {
+	first time.Duration // when the first event or the acknowledgement came
 	ack   time.Duration
 	acked bool
 	early int // events that arrived before the acknowledgement
@@ -40,7 +42,7 @@ func (d *Delivery) Acked(id uint64, t time.Duration) (early int) {
 	}
 	p := d.pending[id]
 	if p == nil {
-		p = &pendingWrite{}
+		p = &pendingWrite{first: t}
 		d.pending[id] = p
 	}
 	p.ack, p.acked = t, true
@@ -61,7 +63,7 @@ func (d *Delivery) Received(id uint64, t time.Duration) (ack time.Duration, ok b
 	defer d.mu.Unlock()
 	p := d.pending[id]
 	if p == nil {
-		p = &pendingWrite{}
+		p = &pendingWrite{first: t}
 		d.pending[id] = p
 	}
 	p.seen++
@@ -95,9 +97,11 @@ func (d *Delivery) Pending() int {
 	return n
 }
 
+// sweep forgets writes acknowledged before before, and writes never acknowledged whose first event came
+// before it (a write that failed on the client but took effect).
 func (d *Delivery) sweep(before time.Duration) {
 	for id, p := range d.pending {
-		if p.acked && p.ack < before {
+		if p.first < before {
 			delete(d.pending, id)
 		}
 	}

@@ -40,10 +40,11 @@ func (w *Workload) churn(ctx context.Context) {
 	w.stream(ctx, "churn", w.cfg.Churn, 1, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		a := w.apiservers[int(s.N%uint64(len(w.apiservers)))]
 		rng := w.r.Rand("pod", int(s.N))
+		deletionSeed := rng.Uint64() // drawn here: rng belongs to the new pod's goroutine from now on
 		slot := *s
-		lives.Go(func() { w.live(ctx, a, slot, end, w.podLife(a, s.N, rng)) })
+		lives.Go(func() { w.live(ctx, a, slot, end, w.podLife(a, slot.N, rng)) })
 		if old, ok := w.pods.pop(); ok {
-			lives.Go(func() { w.live(ctx, a, slot, end, w.podDeletion(a, old, rng.Uint64())) })
+			lives.Go(func() { w.live(ctx, a, slot, end, w.podDeletion(a, old, deletionSeed)) })
 		}
 	})
 	lives.Wait()
