@@ -46,7 +46,7 @@ bench-kube:
 test-versions: build
 	ci/etcd-versions.sh bin/chaosbench
 
-## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 25 minutes); fails on any red verdict.
+## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 30 minutes); fails on any red verdict.
 .PHONY: chaos-nightly
 chaos-nightly:
 	ci/nightly-chaos.sh
