@@ -23,6 +23,9 @@ type Kube struct {
 	// Conflicts counts optimistic-concurrency conflicts per operation: updates and deletes whose
 	// ModRevision compare failed and that were retried with the object etcd returned.
 	Conflicts map[string]int64 `json:"conflicts,omitempty"`
+	// NotFound counts updates and deletes of objects that were gone (deleted by a write that failed on the
+	// client but took effect, or expired with their lease).
+	NotFound int64 `json:"not_found"`
 	// Relists counts watch caches that relisted because their watch revision was compacted; CacheLists
 	// counts every list the watch caches made, the initial ones included.
 	Relists    int64 `json:"relists"`
@@ -148,8 +151,8 @@ func writeKubeText(w io.Writer, k *Kube) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "operation mix: largest deviation from plan %.1f%%; watch cache relists %d (lists %d); event lease grants %d; compactions %d\n",
-		k.MixDeviationPercent, k.Relists, k.CacheLists, k.EventLeaseGrants, k.Compactions)
+	fmt.Fprintf(w, "operation mix: largest deviation from plan %.1f%%; watch cache relists %d (lists %d); event lease grants %d; compactions %d; writes to objects gone %d\n",
+		k.MixDeviationPercent, k.Relists, k.CacheLists, k.EventLeaseGrants, k.Compactions, k.NotFound)
 	verdict := "PASS"
 	if !k.SLOPass {
 		verdict = "FAIL"

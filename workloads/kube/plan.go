@@ -147,7 +147,7 @@ func (w *Workload) Summary(ops map[string]*results.Operation, measuredSeconds fl
 		planned[p.Op] += p.Rate
 		actors[p.Op] = append(actors[p.Op], p.Actor)
 	}
-	k := &results.Kube{Cluster: w.cfg.String(), Conflicts: map[string]int64{}, Compactions: w.stats.wins.Load()}
+	k := &results.Kube{Cluster: w.cfg.String(), Conflicts: map[string]int64{}, Compactions: w.stats.wins.Load(), NotFound: w.stats.notFound.Load()}
 	k.Mix, k.MixDeviationPercent = results.CompareMix(planned, actors, ops, measuredSeconds)
 	w.stats.conflicts.Range(func(op, n any) bool {
 		k.Conflicts[op.(string)] = n.(*atomic.Int64).Load()
