@@ -56,6 +56,21 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 		opTable(b, v.ServiceOps, nil, false)
 	}
 
+	if k := v.Kube; k != nil {
+		p("\n## Kubernetes\n\n%s. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: **%s**.\n\n", k.Cluster, k.Verdict)
+		table(b, []string{"class", "operation", "count", "p99", "limit", "verdict"}, func(row func(...string)) {
+			for _, s := range k.SLO {
+				row(s.Class, s.Op, s.Count, s.P99, s.Limit, s.Verdict)
+			}
+		})
+		p("\nOperation mix against the plan (%s):\n\n", k.Counters)
+		table(b, []string{"operation", "actors", "planned/s", "measured/s", "difference", "conflicts"}, func(row func(...string)) {
+			for _, m := range k.Mix {
+				row(m.Op, m.Actors, m.Planned, m.Measured, m.Diff, m.Conflicts)
+			}
+		})
+	}
+
 	if len(v.Gaps) > 0 {
 		p("\n## Availability\n\n")
 		cols := append([]string{"fault", "window", "longest gap", "recovered", "requests", "errors", "outcome"}, v.GapColumns...)

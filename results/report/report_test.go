@@ -450,3 +450,49 @@ func BenchmarkAvailabilityGaps(b *testing.B) {
 		}
 	}
 }
+
+// A kube workload run's report has a Kubernetes section (the SLO per operation and the mix against the
+// plan) and a verdict row naming the worst operation.
+func TestKubeSection(t *testing.T) {
+	ops := map[string]*results.Operation{
+		"create/pods":   {Count: 100, Response: results.Latency{P99: 40}},
+		"update/leases": {Count: 500, Response: results.Latency{P99: 1500}},
+		"list/pods":     {Count: 10, Response: results.Latency{P99: 2000}},
+		"get/leases":    {Count: 50, Response: results.Latency{P99: 5}},
+		"compact":       {Count: 1, Response: results.Latency{P99: 30}},
+	}
+	slo, pass := results.JudgeSLO(ops)
+	mix, worst := results.CompareMix(map[string]float64{"create/pods": 5, "update/leases": 26}, map[string][]string{"create/pods": {"churn"}, "update/leases": {"heartbeats", "election"}}, ops, 20)
+	s := &results.Summary{Name: "kube", Operations: ops, Total: results.Total{Count: 661},
+		Kube: &results.Kube{Cluster: "100 nodes", SLO: slo, SLOPass: pass, Mix: mix, MixDeviationPercent: worst, Conflicts: map[string]int64{"update/leases": 3}}}
+	if pass || len(slo) != 4 || worst < 3.8 || worst > 3.9 {
+		t.Fatalf("SLO pass %v over %d operations (compact has no API class), mix deviation %.2f%%", pass, len(slo), worst)
+	}
+	r, err := FromSummary(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Prepare(r, nil)
+	var md, html bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&html, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| **Kubernetes SLOs** | FAIL | worst: update/leases p99 1.50s against 1.00s",
+		"## Kubernetes", "| mutating | update/leases | 500 | 1.50s | 1.00s | FAIL |", "| list | list/pods | 10 | 2.00s | 30.0s | pass |",
+		"| update/leases | heartbeats, election | 26 | 25 | -3.8% | 3 |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md.String())
+		}
+	}
+	if !strings.Contains(html.String(), `<h2 id="kubernetes">Kubernetes</h2>`) || !strings.Contains(html.String(), "update/leases") {
+		t.Error("report.html has no Kubernetes section")
+	}
+	if bytes.Contains(md.Bytes(), []byte("## kube")) {
+		t.Error("the kube summary is also rendered generically")
+	}
+}

@@ -100,7 +100,7 @@ window.addEventListener("error", function (e) {
 </div>
 </header>
 <nav>
-<a href="#diagnosis">Diagnosis</a>{{if .Thresholds}}<a href="#thresholds">Thresholds</a>{{end}}<a href="#latency">Latency</a><a href="#throughput">Throughput</a><a href="#operations">Operations</a>{{if .Gaps}}<a href="#availability">Availability</a>{{end}}{{if .Checks}}<a href="#consistency">Consistency</a>{{end}}{{if .Members}}<a href="#etcd">etcd metrics</a>{{end}}<a href="#environment">Environment</a>
+<a href="#diagnosis">Diagnosis</a>{{if .Thresholds}}<a href="#thresholds">Thresholds</a>{{end}}<a href="#latency">Latency</a><a href="#throughput">Throughput</a><a href="#operations">Operations</a>{{if .Kube}}<a href="#kubernetes">Kubernetes</a>{{end}}{{if .Gaps}}<a href="#availability">Availability</a>{{end}}{{if .Checks}}<a href="#consistency">Consistency</a>{{end}}{{if .Members}}<a href="#etcd">etcd metrics</a>{{end}}<a href="#environment">Environment</a>
 </nav>
 <main>
 <h2 id="diagnosis">Diagnosis</h2>
@@ -147,6 +147,22 @@ window.addEventListener("error", function (e) {
 <table><tr><th>operation</th><th>count</th><th>ops/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
 {{- range .ServiceOps}}
 <tr><td>{{.Name}}</td><td>{{.Count}}</td><td>{{.Throughput}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
+
+{{- with .Kube}}
+<h2 id="kubernetes">Kubernetes</h2>
+<p class="note">{{.Cluster}}. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run.</p>
+<table><tr><th>class</th><th>operation</th><th>count</th><th>p99</th><th>limit</th><th>verdict</th></tr>
+{{- range .SLO}}
+<tr><td class="l">{{.Class}}</td><td>{{.Op}}</td><td>{{.Count}}</td><td>{{.P99}}</td><td>{{.Limit}}</td><td class="{{.VClass}}">{{.Verdict}}</td></tr>
+{{- end}}
+</table>
+<p class="note">Operation mix against the plan ({{.Counters}}):</p>
+<table><tr><th>operation</th><th>actors</th><th>planned/s</th><th>measured/s</th><th>difference</th><th>conflicts</th></tr>
+{{- range .Mix}}
+<tr><td>{{.Op}}</td><td class="l">{{.Actors}}</td><td>{{.Planned}}</td><td>{{.Measured}}</td><td>{{.Diff}}</td><td>{{.Conflicts}}</td></tr>
 {{- end}}
 </table>
 {{- end}}

@@ -32,6 +32,7 @@ type view struct {
 	Members    []memberRow
 	Cluster    *memberRow
 	Generator  []kv
+	Kube       *kubeView
 	Extra      []genericSection
 	Env        []kv
 	Config     []kv
@@ -83,6 +84,8 @@ func buildView(r *Run) *view {
 	v.operations(r)
 	v.availability(r)
 	v.members(r)
+	v.generatorLoad(r)
+	v.kube(r)
 	v.environment(r)
 	for _, f := range r.Extra {
 		v.Extra = append(v.Extra, generic(f.Key, f.Raw))
