@@ -140,7 +140,11 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	runOpts.Seed = s.Seed
 
 	if s.DryRun {
-		// Nothing has started: the plan is all there is.
+		// Nothing has started, and nothing is built: the plan is all there is. etcd settings are checked
+		// against the linked etcd's.
+		if _, err := clusters.ParseEtcdFlags(s.EtcdFlags); err != nil {
+			return nil, err
+		}
 		if err := s.writeDryRun(env.Out, kubeCfg); err != nil {
 			return nil, err
 		}
