@@ -81,6 +81,7 @@ func (s SizeRange) pick(r *rand.Rand) int {
 // Mean is the distribution's mean size.
 func (s SizeRange) Mean() float64 { return float64(s.Min+s.Max) / 2 }
 
+// String formats the range as --object-sizes takes it: 2k-8k, or one size.
 func (s SizeRange) String() string {
 	if s.Max <= s.Min {
 		return formatSize(s.Min)
