@@ -90,7 +90,6 @@ type run struct {
 	loadEnd    time.Duration
 	loadCPU    time.Duration // the generator's CPU time during the load
 	liveHeap   int64         // the generator's live heap at the end of the load
-	kube       *kube.Config  // the kube workload's configuration; nil for micro workloads
 	wl         workloads.Workload
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
@@ -162,7 +161,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), kube: kubeCfg}
+	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
 	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
 	r.faults = faultPlan
 	if s.Cluster == "external" {
@@ -392,8 +391,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
-		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(r.kube.Plan(r.s.endpointCount()))
-		s.Schedule.Clients, s.Schedule.Conns = r.kube.Apiservers, r.kube.Apiservers
+		cfg := k.Config()
+		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(cfg.Plan(r.s.endpointCount()))
+		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
 	}
 	for _, op := range s.Operations {
 		s.Schedule.MissedBacklog += op.MissedBacklog

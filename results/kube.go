@@ -66,24 +66,30 @@ type KubeSLO struct {
 	Pass    bool    `json:"pass"`
 }
 
-// SLO limits of Kubernetes' API call latency SLIs (SIG scalability), in milliseconds.
-const (
-	sloMutatingMS = 1000
-	sloGetMS      = 1000
-	sloListMS     = 30000
-)
+// SLOLimit is the Kubernetes API call latency SLO (SIG scalability) of one verb: its call class and p99
+// limit in milliseconds.
+type SLOLimit struct {
+	Verb, Class string
+	LimitMS     float64
+}
 
-// SLOClass returns the API call class an operation's verb belongs to ("" for none): create, update and
-// delete are mutating, get a single-object read, list a namespace or cluster scoped list.
+// SLOLimits lists the SLOs of the verbs they judge: mutating calls and single-object reads p99 <= 1 s,
+// namespace- or cluster-scoped lists p99 <= 30 s. The report's k8s-slo threshold set is built from it.
+func SLOLimits() []SLOLimit {
+	return []SLOLimit{
+		{"create", "mutating", 1000}, {"update", "mutating", 1000}, {"delete", "mutating", 1000},
+		{"get", "get", 1000}, {"list", "list", 30000},
+	}
+}
+
+// SLOClass returns the API call class an operation's verb (the part before "/") belongs to and its limit;
+// class "" for operations no SLO judges.
 func SLOClass(op string) (class string, limitMS float64) {
 	verb, _, _ := strings.Cut(op, "/")
-	switch verb {
-	case "create", "update", "delete":
-		return "mutating", sloMutatingMS
-	case "get":
-		return "get", sloGetMS
-	case "list":
-		return "list", sloListMS
+	for _, l := range SLOLimits() {
+		if l.Verb == verb {
+			return l.Class, l.LimitMS
+		}
 	}
 	return "", 0
 }

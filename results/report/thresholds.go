@@ -70,7 +70,11 @@ func namedSet(name string) []string {
 	case "etcd-hardware":
 		return []string{"wal_fsync:p99<10ms", "backend_commit:p99<25ms"}
 	case "k8s-slo":
-		return []string{"create/*:p99<=1s", "update/*:p99<=1s", "delete/*:p99<=1s", "get/*:p99<=1s", "list/*:p99<=30s"}
+		var set []string
+		for _, l := range results.SLOLimits() {
+			set = append(set, fmt.Sprintf("%s/*:p99<=%s", l.Verb, time.Duration(l.LimitMS*float64(time.Millisecond))))
+		}
+		return set
 	}
 	return nil
 }

@@ -15,31 +15,26 @@ import (
 // watchCachePage is the page size of the watch cache's initial list.
 const watchCachePage = 10000
 
-// object is what a watch cache keeps of an object: enough to update it without reading it first.
-type object struct {
-	modRev  int64
-	writeID uint64
-}
-
-// objectCache holds the latest state of one resource as an apiserver's watch cache sees it, and the
-// revision it has seen up to. Its memory is bounded by the resource's object count.
+// objectCache holds what one apiserver's watch cache knows of one resource: each object's mod revision
+// (enough to update it without reading it first) and the revision the cache has seen up to. Its memory is
+// bounded by the resource's object count.
 type objectCache struct {
 	mu      sync.RWMutex
-	objects map[string]object
+	objects map[string]int64 // key -> mod revision
 	rev     int64
 	changed chan struct{} // closed and replaced whenever rev moves
 }
 
 func newObjectCache() *objectCache {
-	return &objectCache{objects: map[string]object{}, changed: make(chan struct{})}
+	return &objectCache{objects: map[string]int64{}, changed: make(chan struct{})}
 }
 
-// get returns the cached revision of an object.
-func (c *objectCache) get(k string) (object, bool) {
+// get returns the cached mod revision of an object.
+func (c *objectCache) get(k string) (int64, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	o, ok := c.objects[k]
-	return o, ok
+	rev, ok := c.objects[k]
+	return rev, ok
 }
 
 // len returns the number of cached objects.
@@ -56,11 +51,11 @@ func (c *objectCache) revision() int64 {
 	return c.rev
 }
 
-// put records an object's new state unless the cache already holds a newer one.
-func (c *objectCache) put(k string, o object) {
+// put records an object's new mod revision unless the cache already holds a newer one.
+func (c *objectCache) put(k string, modRev int64) {
 	c.mu.Lock()
-	if cur, ok := c.objects[k]; !ok || cur.modRev < o.modRev {
-		c.objects[k] = o
+	if cur, ok := c.objects[k]; !ok || cur < modRev {
+		c.objects[k] = modRev
 	}
 	c.mu.Unlock()
 }
@@ -80,14 +75,14 @@ func (c *objectCache) apply(resp *lin.WatchResponse) {
 		if ev.Type == lin.EventDelete {
 			delete(c.objects, ev.KV.Key)
 		} else {
-			c.objects[ev.KV.Key] = object{modRev: ev.KV.ModRevision, writeID: ev.KV.Value.ID}
+			c.objects[ev.KV.Key] = ev.KV.ModRevision
 		}
 	}
 	c.advance(resp.Revision)
 }
 
 // replace swaps in the result of a list at rev.
-func (c *objectCache) replace(objects map[string]object, rev int64) {
+func (c *objectCache) replace(objects map[string]int64, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.objects = objects
@@ -135,9 +130,9 @@ type watchCache struct {
 
 // list replaces the cache's content with a consistent paged list; it is recorded as list/<resource>.
 func (w *watchCache) list(ctx context.Context) error {
-	objects := map[string]object{}
+	objects := map[string]int64{}
 	rev, _, err := list(ctx, w.client, nil, "list/"+w.res, w.prefix, prefixEnd(w.prefix), watchCachePage, func(kv lin.KV) {
-		objects[kv.Key] = object{modRev: kv.ModRevision, writeID: kv.Value.ID}
+		objects[kv.Key] = kv.ModRevision
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -73,7 +74,7 @@ func (w *Workload) live(ctx context.Context, a *apiserver, s workloads.Slot, end
 
 // podLife plans the writes of slot n's new pod, in time order.
 func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
-	p := pod{namespace: namespaceName(int(n % uint64(w.cfg.Namespaces))), name: "churn-" + strconv.FormatUint(n, 10), node: int(n % uint64(w.cfg.Nodes))}
+	p := pod{namespace: namespaceName(int(n % uint64(w.cfg.Namespaces))), name: "churn-" + strconv.FormatUint(n, 10)}
 	podSize := w.size(rng, ResPods)
 	eventSize := w.size(rng, ResEvents)
 	k := p.key()
@@ -135,13 +136,20 @@ func (w *Workload) deleteCached(ctx context.Context, a *apiserver, c *workloads.
 	known, ok := a.known(res, k)
 	if !ok {
 		resp, err := get(ctx, c, nil, "get/"+res, k)
-		if err != nil || len(resp.Range.KVs) == 0 {
+		if err != nil {
+			return
+		}
+		if len(resp.Range.KVs) == 0 {
+			w.stats.notFound.Add(1)
 			return
 		}
 		known = resp.Range.KVs[0].ModRevision
 	}
 	conflicts, err := remove(ctx, c, s, op, k, known)
 	w.stats.conflict(op, conflicts)
+	if errors.Is(err, errNotFound) {
+		w.stats.notFound.Add(1)
+	}
 	if err == nil && w.delivery == nil {
 		a.caches[res].cache.forget(k)
 	}

@@ -88,8 +88,7 @@ func (a *apiserver) release(c *workloads.Client) {
 
 // known returns the revision the apiserver's watch cache holds for an object.
 func (a *apiserver) known(res, k string) (int64, bool) {
-	o, ok := a.caches[res].cache.get(k)
-	return o.modRev, ok
+	return a.caches[res].cache.get(k)
 }
 
 // Setup connects the apiservers, preloads the cluster's objects and fills the watch caches. Nothing of it
@@ -154,7 +153,7 @@ func (w *Workload) observe(a *apiserver, c *workloads.Client, res, k string, v l
 		return
 	}
 	if wc := a.caches[res]; wc != nil {
-		wc.cache.put(k, object{modRev: rev, writeID: v.ID})
+		wc.cache.put(k, rev)
 	}
 }
 

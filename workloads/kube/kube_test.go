@@ -272,8 +272,8 @@ func TestWatchCacheRelistsAfterCompactionAndConverges(t *testing.T) {
 		t.Fatalf("cache holds %d objects, etcd %d", got, len(want.Kvs))
 	}
 	for _, kv := range want.Kvs {
-		if o, ok := wc.cache.get(string(kv.Key)); !ok || o.modRev != kv.ModRevision {
-			t.Fatalf("cache has %s at %d (%v), etcd at %d", kv.Key, o.modRev, ok, kv.ModRevision)
+		if rev, ok := wc.cache.get(string(kv.Key)); !ok || rev != kv.ModRevision {
+			t.Fatalf("cache has %s at %d (%v), etcd at %d", kv.Key, rev, ok, kv.ModRevision)
 		}
 	}
 }
@@ -331,13 +331,21 @@ func TestEventLeasesAreReused(t *testing.T) {
 	// A trickle of events reuses one lease for 60 s, then grants a fresh one; each lease is etcd's and
 	// lives TTL + reuse.
 	m = newLeaseManager("grant/leases", time.Hour, func() time.Duration { return clock })
-	first, _ := m.lease(ctx, c)
+	lease := func() int64 {
+		t.Helper()
+		id, err := m.lease(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := lease()
 	clock += 59 * time.Second
-	if again, _ := m.lease(ctx, c); again != first {
+	if again := lease(); again != first {
 		t.Fatal("lease not reused within 60 s")
 	}
 	clock += 2 * time.Second
-	if next, _ := m.lease(ctx, c); next == first || m.granted() != 2 {
+	if next := lease(); next == first || m.granted() != 2 {
 		t.Fatalf("lease reused after 61 s (%d grants)", m.granted())
 	}
 	ttl, err := e.raw.TimeToLive(ctx, clientv3.LeaseID(first))

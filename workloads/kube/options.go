@@ -83,8 +83,6 @@ type Config struct {
 	Options
 	Sizes  Sizes
 	Active map[string]bool
-	// Duration is the length of the load the plan is for.
-	Duration time.Duration
 }
 
 // Resolve fills derived values and checks the options for a run of the given length. Every problem is a
@@ -171,7 +169,7 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		}
 		active[a] = false
 	}
-	return Config{Options: o, Sizes: sizes, Active: active, Duration: duration}, nil
+	return Config{Options: o, Sizes: sizes, Active: active}, nil
 }
 
 func unknownActor(flag, name string) error {

@@ -20,10 +20,7 @@ const (
 var electedComponents = []string{"kube-controller-manager", "kube-scheduler"}
 
 // pod is a pod the churn can delete.
-type pod struct {
-	namespace, name string
-	node            int
-}
+type pod struct{ namespace, name string }
 
 func (p pod) key() string { return key(ResPods, p.namespace, p.name) }
 
@@ -150,7 +147,7 @@ func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
 	}
 	q := &podQueue{}
 	for i := range w.cfg.Pods() {
-		pd := pod{namespace: namespaceName(i % w.cfg.Namespaces), name: "pod-" + strconv.Itoa(i), node: i % w.cfg.Nodes}
+		pd := pod{namespace: namespaceName(i % w.cfg.Namespaces), name: "pod-" + strconv.Itoa(i)}
 		if err := p.add(ctx, pd.key(), sz(ResPods)); err != nil {
 			return nil, err
 		}
