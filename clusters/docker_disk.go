@@ -2,12 +2,6 @@ package clusters
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
@@ -23,34 +17,12 @@ import (
 // disk faults: every disk operation pays a round trip through the helper.
 
 // mountDisk mounts slowfs on m's data directory, backed by m's disk directory; the member's container
-// must not exist yet or be stopped.
+// must not exist yet or be stopped. If chaosbench dies, the helper unmounts before it goes, and the
+// watchdog removes the containers that still see the mount.
 func (c *Docker) mountDisk(ctx context.Context, m *containerMember) error {
-	command := c.opts.SlowFS.Command
-	if len(command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find own executable for slowfs: %w", err)
-		}
-		command = []string{exe, slowfs.Command}
-	}
-	log, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	fs, err := mountSlowFS(ctx, c.opts.SlowFS, c.spawner, c.opts.Seed, m.name, m.logPath, m.dataDir)
 	if err != nil {
-		return fmt.Errorf("slowfs for %s: open log: %w", m.name, err)
-	}
-	defer log.Close() // the helper keeps its own descriptor
-	if err := os.MkdirAll(m.diskDir(), 0o700); err != nil {
-		return fmt.Errorf("slowfs for %s: %w", m.name, err)
-	}
-	fs, err := slowfs.Mount(ctx, slowfs.Options{
-		Command: command, Lower: m.diskDir(), Mountpoint: m.dataDir,
-		Seed: c.opts.Seed ^ nameHash(m.name), TrackUnsynced: c.opts.SlowFS.TrackUnsynced,
-		Log: log,
-		// From the spawner thread, with SIGTERM as the death signal: if chaosbench dies, the helper
-		// unmounts before it goes (the watchdog removes the containers that still see the mount).
-		Start: func(cmd *exec.Cmd) error { return c.spawner.startWith(cmd, syscall.SIGTERM) },
-	})
-	if err != nil {
-		return fmt.Errorf("data directory of %s: %w", m.name, err)
+		return err
 	}
 	m.mu.Lock()
 	m.disk = fs
@@ -68,19 +40,8 @@ func (c *Docker) unmountDisks(ctx context.Context) []error {
 		fs := m.disk
 		m.disk = nil
 		m.mu.Unlock()
-		if fs == nil {
-			continue
-		}
-		if err := fs.Close(ctx); err != nil {
+		if err := unmountSlowFS(ctx, fs, m.name, m.dataDir); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if err := os.Remove(m.dataDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("data directory of %s: %w", m.name, err))
-			continue
-		}
-		if err := os.Rename(m.diskDir(), m.dataDir); err != nil {
-			errs = append(errs, fmt.Errorf("data directory of %s: %w", m.name, err))
 		}
 	}
 	return errs
@@ -97,9 +58,4 @@ func (c *Docker) Disk(member string) *slowfs.FS {
 		}
 	}
 	return nil
-}
-
-// diskDir is where a slowfs-backed member's data really lives while the cluster runs.
-func (m *containerMember) diskDir() string {
-	return strings.TrimSuffix(m.dataDir, ".etcd") + ".disk"
 }

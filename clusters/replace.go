@@ -52,7 +52,7 @@ func (c *Embedded) Replace(ctx context.Context, name string) error {
 	m.mu.Lock()
 	m.stopping = true
 	m.mu.Unlock()
-	if err := retry(ctx, func(ctx context.Context) error {
+	if err := Retry(ctx, func(ctx context.Context) error {
 		_, err := cli.MemberRemove(ctx, m.ID())
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return nil // an earlier attempt went through
@@ -70,7 +70,7 @@ func (c *Embedded) Replace(ctx context.Context, name string) error {
 		return fmt.Errorf("replace %s: wipe data: %w", name, err)
 	}
 	var newID uint64
-	if err := retry(ctx, func(ctx context.Context) error {
+	if err := Retry(ctx, func(ctx context.Context) error {
 		resp, err := cli.MemberAddAsLearner(ctx, []string{m.peerURL})
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (c *Embedded) Replace(ctx context.Context, name string) error {
 	}
 	// A learner is promoted only once its log has caught up with the leader's; until then etcd answers
 	// "can only promote a learner member which is in sync with leader".
-	if err := retry(ctx, func(ctx context.Context) error {
+	if err := Retry(ctx, func(ctx context.Context) error {
 		_, err := cli.MemberPromote(ctx, newID)
 		return err
 	}); err != nil {
@@ -102,9 +102,9 @@ func (c *Embedded) Replace(ctx context.Context, name string) error {
 	return nil
 }
 
-// retry calls fn until it succeeds or ctx ends, 200 ms apart: membership changes fail while an election is
-// under way or a learner catches up.
-func retry(ctx context.Context, fn func(context.Context) error) error {
+// Retry calls fn, with a 5 s timeout each time, until it succeeds or ctx ends, 200 ms apart: membership
+// changes and cluster-wide requests fail while an election is under way or a learner catches up.
+func Retry(ctx context.Context, fn func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := fn(actx)

@@ -118,7 +118,7 @@ func (f *Upgrade) enableDowngrade(ctx context.Context) error {
 	}
 	defer cli.Close()
 	want := fmt.Sprintf("3.%d", f.p.minor)
-	if err := retryOp(ctx, func(ctx context.Context) error {
+	if err := clusters.Retry(ctx, func(ctx context.Context) error {
 		_, err := cli.Downgrade(ctx, clientv3.DowngradeEnable, want)
 		if err != nil && strings.Contains(err.Error(), "already enabled") {
 			return nil
@@ -183,21 +183,4 @@ func (f *Upgrade) Recover(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// retryOp calls fn until it succeeds or ctx ends, 200 ms apart (requests fail during elections).
-func retryOp(ctx context.Context, fn func(context.Context) error) error {
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := fn(actx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
