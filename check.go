@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -34,10 +36,10 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		o.Out = io.Discard
 	}
 	if o.Timeout < 0 {
-		return nil, results.Usagef("--timeout %s: must not be negative", o.Timeout)
+		return nil, outcome.Usagef("--timeout %s: must not be negative", o.Timeout)
 	}
 	if _, err := os.Stat(filepath.Join(o.Dir, lin.HistoryFile)); err != nil {
-		return nil, results.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
+		return nil, outcome.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
 	}
 	start := time.Now()
 	defer checkMemory()()

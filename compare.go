@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // CompareOptions describes a comparison: one scenario, run once per variant with the same seed, so that
@@ -49,7 +49,7 @@ func (o CompareOptions) variants(dir string) ([]variant, error) {
 		flagSets = []string{""}
 	}
 	if len(versions)*len(flagSets) < 2 {
-		return nil, results.Usagef("compare needs two variants or more: --etcd-version vA,vB and/or --etcd-flag-set twice")
+		return nil, outcome.Usagef("compare needs two variants or more: --etcd-version vA,vB and/or --etcd-flag-set twice")
 	}
 	var out []variant
 	seen := map[string]bool{}
@@ -70,7 +70,7 @@ func (o CompareOptions) variants(dir string) ([]variant, error) {
 				}
 			}
 			if seen[label] {
-				return nil, results.Usagef("compare: variant %q is given twice", label)
+				return nil, outcome.Usagef("compare: variant %q is given twice", label)
 			}
 			seen[label] = true
 			out = append(out, variant{label: label, scenario: s,
@@ -106,13 +106,13 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare-"+s.DisplayName())
 	}
 	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
-		return nil, results.Usagef("--out %s: already holds a comparison; choose another directory", dir)
+		return nil, outcome.Usagef("--out %s: already holds a comparison; choose another directory", dir)
 	}
 	if opts.Rounds == 0 {
 		opts.Rounds = 1
 	}
 	if opts.Rounds < 0 {
-		return nil, results.Usagef("--rounds %d: at least 1", opts.Rounds)
+		return nil, outcome.Usagef("--rounds %d: at least 1", opts.Rounds)
 	}
 	vs, err := opts.variants(dir)
 	if err != nil {
@@ -132,7 +132,7 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, results.Usagef("--out %s: %v", dir, err)
+		return nil, outcome.Usagef("--out %s: %v", dir, err)
 	}
 	fmt.Fprintf(env.Out, "comparing %d variants of %s, %d round(s), seed %d: %s\n", len(vs), s.DisplayName(), opts.Rounds, s.Seed, dir)
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -43,7 +45,7 @@ func TestCompareVariants(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vs, err := CompareOptions{Scenario: base, Versions: tt.versions, FlagSets: tt.sets}.variants("cmp")
 			if tt.usage != "" {
-				if !results.IsUsage(err) || !strings.Contains(err.Error(), tt.usage) {
+				if !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.usage) {
 					t.Fatalf("got %v, want a usage error about %q", err, tt.usage)
 				}
 				return

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/faults"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -16,13 +18,13 @@ func TestExitCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"ok", nil, results.ExitOK},
-		{"usage", results.Usagef("--rate: bad"), results.ExitUsage},
-		{"wrapped usage", fmt.Errorf("load scenario: %w", results.Usagef("bad")), results.ExitUsage},
-		{"interrupted", ErrInterrupted, results.ExitInterrupted},
-		{"thresholds", fmt.Errorf("judge: %w", results.ErrThresholds), results.ExitThresholds},
-		{"not recovered", fmt.Errorf("partition: %w", faults.ErrNotRecovered), results.ExitThresholds},
-		{"harness", errors.New("write summary: disk full"), results.ExitHarness},
+		{"ok", nil, outcome.ExitOK},
+		{"usage", outcome.Usagef("--rate: bad"), outcome.ExitUsage},
+		{"wrapped usage", fmt.Errorf("load scenario: %w", outcome.Usagef("bad")), outcome.ExitUsage},
+		{"interrupted", ErrInterrupted, outcome.ExitInterrupted},
+		{"thresholds", fmt.Errorf("judge: %w", results.ErrThresholds), outcome.ExitThresholds},
+		{"not recovered", fmt.Errorf("partition: %w", faults.ErrNotRecovered), outcome.ExitThresholds},
+		{"harness", errors.New("write summary: disk full"), outcome.ExitHarness},
 	}
 	for _, tt := range tests {
 		if got := ExitCode(tt.err); got != tt.want {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/pflag"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -29,7 +31,7 @@ func (s *Scenario) validateReport() error {
 		return err
 	}
 	if s.ScrapeInterval < 0 || (s.ScrapeInterval > 0 && s.ScrapeInterval < 100*time.Millisecond) {
-		return results.Usagef("--scrape-interval %s: 0 (off) or at least 100ms", s.ScrapeInterval)
+		return outcome.Usagef("--scrape-interval %s: 0 (off) or at least 100ms", s.ScrapeInterval)
 	}
 	return nil
 }
@@ -128,24 +130,24 @@ type ReportOptions struct {
 // whose thresholds fail returns results.ErrThresholds; summary.json is left as the run wrote it.
 func Report(opts ReportOptions, out io.Writer) error {
 	if len(opts.Dirs) == 0 {
-		return results.Usagef("give a run directory, or several to compare")
+		return outcome.Usagef("give a run directory, or several to compare")
 	}
 	if len(opts.Labels) > 0 && len(opts.Labels) != len(opts.Dirs) {
-		return results.Usagef("--label: %d labels for %d run directories", len(opts.Labels), len(opts.Dirs))
+		return outcome.Usagef("--label: %d labels for %d run directories", len(opts.Labels), len(opts.Dirs))
 	}
 	for _, d := range opts.Dirs {
 		if _, err := os.Stat(filepath.Join(d, results.SummaryFile)); err != nil {
-			return results.Usagef("%s: not a run directory (no %s)", d, results.SummaryFile)
+			return outcome.Usagef("%s: not a run directory (no %s)", d, results.SummaryFile)
 		}
 	}
 	if len(opts.Dirs) == 1 {
 		if opts.Out != "" {
-			return results.Usagef("--out is for comparisons; a run's report is written into its directory")
+			return outcome.Usagef("--out is for comparisons; a run's report is written into its directory")
 		}
 		return rerender(opts, out)
 	}
 	if len(opts.Thresholds) > 0 {
-		return results.Usagef("--threshold judges a single run; compare runs without it")
+		return outcome.Usagef("--threshold judges a single run; compare runs without it")
 	}
 	runs := make([]report.Labelled, len(opts.Dirs))
 	for i, d := range opts.Dirs {

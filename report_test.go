@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -28,7 +30,7 @@ func TestScenarioThresholds(t *testing.T) {
 		t.Fatalf("the command line did not win: %q", s.Thresholds)
 	}
 	s.Thresholds = []string{"put:p99<25"}
-	if err := s.validate(); !results.IsUsage(err) || !strings.Contains(err.Error(), "needs a unit") {
+	if err := s.validate(); !outcome.IsUsage(err) || !strings.Contains(err.Error(), "needs a unit") {
 		t.Fatalf("bad threshold: %v", err)
 	}
 }
@@ -38,7 +40,7 @@ func TestExitCodeOfFailedThresholds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code := ExitCode(&results.ThresholdsError{Failed: 1, Total: 2}); code != results.ExitThresholds {
+	if code := ExitCode(&results.ThresholdsError{Failed: 1, Total: 2}); code != outcome.ExitThresholds {
 		t.Fatalf("exit code %d", code)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"go.etcd.io/etcd/api/v3/version"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -53,17 +55,17 @@ type Env struct {
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
-		return results.ExitOK
-	case results.IsUsage(err):
-		return results.ExitUsage
+		return outcome.ExitOK
+	case outcome.IsUsage(err):
+		return outcome.ExitUsage
 	case errors.Is(err, ErrInterrupted):
-		return results.ExitInterrupted
+		return outcome.ExitInterrupted
 	case errors.Is(err, lin.ErrViolation):
-		return results.ExitViolation
+		return outcome.ExitViolation
 	case errors.Is(err, results.ErrThresholds), isFaultFailure(err):
-		return results.ExitThresholds
+		return outcome.ExitThresholds
 	}
-	return results.ExitHarness
+	return outcome.ExitHarness
 }
 
 // run is the state of one Run, so that every exit path can clean up and write what it has.
@@ -158,7 +160,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, err
 	}
 	if s.Cluster == "external" && len(etcdFlags) > 0 {
-		return nil, results.Usagef("--etcd-flag only applies to clusters chaosbench starts")
+		return nil, outcome.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
 	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
@@ -176,7 +178,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	}
 	r.dir = s.OutDir(r.start)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return nil, results.Usagef("--out %s: %v", r.dir, err)
+		return nil, outcome.Usagef("--out %s: %v", r.dir, err)
 	}
 	fmt.Fprintf(r.out, "chaosbench %s: workload %s on a %s cluster, seed %d\nresults: %s\n",
 		env.Version, s.Workload, s.clusterLabel(), s.Seed, r.dir)

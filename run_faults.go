@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/faults"
@@ -45,16 +47,16 @@ const (
 func planFaults(s *Scenario) (*faultRun, error) {
 	o := s.Faults
 	if !slices.Contains([]string{"auto", "on", "off"}, o.SlowFS) {
-		return nil, results.Usagef("--slowfs %q: auto, on or off", o.SlowFS)
+		return nil, outcome.Usagef("--slowfs %q: auto, on or off", o.SlowFS)
 	}
 	if o.HealthTimeout <= 0 || o.RecoveryTimeout <= 0 || o.Settle < 0 {
-		return nil, results.Usagef("--fault-health-timeout and --fault-recovery-timeout must be positive, --fault-settle not negative")
+		return nil, outcome.Usagef("--fault-health-timeout and --fault-recovery-timeout must be positive, --fault-settle not negative")
 	}
 	if s.Cluster == "external" && o.SlowFS == "on" {
-		return nil, results.Usagef("--slowfs is for clusters chaosbench starts")
+		return nil, outcome.Usagef("--slowfs is for clusters chaosbench starts")
 	}
 	if s.Cluster != "embed" && o.ClientProxies {
-		return nil, results.Usagef("--client-proxies is for embedded clusters")
+		return nil, outcome.Usagef("--client-proxies is for embedded clusters")
 	}
 	p := &faultRun{opts: o}
 	var specs []string
@@ -104,7 +106,7 @@ func planFaults(s *Scenario) (*faultRun, error) {
 		}
 		switch {
 		case o.SlowFS == "on" && fuseErr != nil:
-			return nil, results.Usagef("--slowfs on: %v", fuseErr)
+			return nil, outcome.Usagef("--slowfs on: %v", fuseErr)
 		case o.SlowFS == "on", o.SlowFS == "auto" && sched.NeedsDisk() && fuseErr == nil:
 			p.slowfs = true
 			caps.Disk = "slowfs"

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
@@ -163,18 +165,18 @@ func bindCheckFlags(fs *pflag.FlagSet, s *Scenario) {
 func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return results.Usagef("--config: %v", err)
+		return outcome.Usagef("--config: %v", err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return results.Usagef("%s: %v", path, err)
+		return outcome.Usagef("%s: %v", path, err)
 	}
 	if len(doc.Content) == 0 {
 		return nil
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return results.Usagef("%s:%d: expected a mapping of settings (flag names as keys)", path, root.Line)
+		return outcome.Usagef("%s:%d: expected a mapping of settings (flag names as keys)", path, root.Line)
 	}
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
@@ -184,20 +186,20 @@ func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
 		where := fmt.Sprintf("%s:%d", path, k.Line)
 		f := fs.Lookup(k.Value)
 		if f == nil || k.Value == "config" {
-			if s := results.Suggest(k.Value, names); s != "" {
-				return results.Usagef("%s: unknown setting %q (did you mean %q?)", where, k.Value, s)
+			if s := outcome.Suggest(k.Value, names); s != "" {
+				return outcome.Usagef("%s: unknown setting %q (did you mean %q?)", where, k.Value, s)
 			}
-			return results.Usagef("%s: unknown setting %q", where, k.Value)
+			return outcome.Usagef("%s: unknown setting %q", where, k.Value)
 		}
 		if seen[k.Value] {
-			return results.Usagef("%s: %q is set twice", where, k.Value)
+			return outcome.Usagef("%s: %q is set twice", where, k.Value)
 		}
 		seen[k.Value] = true
 		if f.Changed {
 			continue
 		}
 		if err := setFromYAML(f, v); err != nil {
-			return results.Usagef("%s: %s: %v", where, k.Value, err)
+			return outcome.Usagef("%s: %s: %v", where, k.Value, err)
 		}
 	}
 	return nil
@@ -255,39 +257,39 @@ func (s *Scenario) DisplayName() string {
 // validate checks what does not need a cluster to check.
 func (s *Scenario) validate() error {
 	if !slices.Contains([]string{"embed", "docker", "external"}, s.Cluster) {
-		return results.Usagef("--cluster %q: embed, docker or external", s.Cluster)
+		return outcome.Usagef("--cluster %q: embed, docker or external", s.Cluster)
 	}
 	if s.Cluster != "external" && s.Members != 1 && s.Members != 3 && s.Members != 5 {
 		kind := map[string]string{"embed": "an embedded", "docker": "a docker"}[s.Cluster]
-		return results.Usagef("--members %d: %s cluster has 1, 3 or 5 members", s.Members, kind)
+		return outcome.Usagef("--members %d: %s cluster has 1, 3 or 5 members", s.Members, kind)
 	}
 	if err := s.validateVersions(); err != nil {
 		return err
 	}
 	if s.Cluster == "external" && len(s.Endpoints) == 0 {
-		return results.Usagef("--cluster external needs --endpoints")
+		return outcome.Usagef("--cluster external needs --endpoints")
 	}
 	if s.Cluster != "external" && (len(s.Endpoints) > 0 || s.CACert != "" || s.Cert != "" || s.Key != "") {
-		return results.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")
+		return outcome.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")
 	}
 	if s.Cluster == "external" && s.TLS {
-		return results.Usagef("--tls is for clusters chaosbench starts; give an external cluster's TLS files with --cacert, --cert and --key")
+		return outcome.Usagef("--tls is for clusters chaosbench starts; give an external cluster's TLS files with --cacert, --cert and --key")
 	}
 	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
-		return results.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
+		return outcome.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
 	}
 	if s.CheckTimeout < 0 {
-		return results.Usagef("--check-timeout %s: must not be negative", s.CheckTimeout)
+		return outcome.Usagef("--check-timeout %s: must not be negative", s.CheckTimeout)
 	}
 	if s.Warmup < 0 || (s.Duration > 0 && s.Warmup >= s.Duration) {
-		return results.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)
+		return outcome.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)
 	}
 	if strings.ContainsAny(s.DisplayName(), `/\`) {
-		return results.Usagef("--name %q: no slashes, it becomes part of a directory name", s.DisplayName())
+		return outcome.Usagef("--name %q: no slashes, it becomes part of a directory name", s.DisplayName())
 	}
 	if s.Out != "" {
 		if _, err := os.Stat(filepath.Join(s.Out, results.SummaryFile)); err == nil {
-			return results.Usagef("--out %s: already holds a run; choose another directory", s.Out)
+			return outcome.Usagef("--out %s: already holds a run; choose another directory", s.Out)
 		}
 	}
 	if err := s.validateReport(); err != nil {

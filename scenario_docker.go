@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	units "github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
@@ -40,10 +42,10 @@ func SplitVersions(spec string) []string {
 func (s *Scenario) validateVersions() error {
 	versions := SplitVersions(s.EtcdVersion)
 	if s.Cluster == "external" && len(versions) > 0 {
-		return results.Usagef("--etcd-version is for clusters chaosbench starts")
+		return outcome.Usagef("--etcd-version is for clusters chaosbench starts")
 	}
 	if len(versions) > 1 && len(versions) != s.Members {
-		return results.Usagef("--etcd-version %s: %d versions for %d members; give one, or one per member", s.EtcdVersion, len(versions), s.Members)
+		return outcome.Usagef("--etcd-version %s: %d versions for %d members; give one, or one per member", s.EtcdVersion, len(versions), s.Members)
 	}
 	for _, v := range versions {
 		if v == etcdbuild.Builtin {
@@ -54,10 +56,10 @@ func (s *Scenario) validateVersions() error {
 		}
 	}
 	if s.Cluster != "docker" && (s.MemberCPUs != 0 || s.MemberMemory != "") {
-		return results.Usagef("--member-cpus and --member-memory are for --cluster docker")
+		return outcome.Usagef("--member-cpus and --member-memory are for --cluster docker")
 	}
 	if s.MemberCPUs < 0 || (s.MemberCPUs > 0 && s.MemberCPUs < 0.01) {
-		return results.Usagef("--member-cpus %g: at least 0.01 cores (0: no limit)", s.MemberCPUs)
+		return outcome.Usagef("--member-cpus %g: at least 0.01 cores (0: no limit)", s.MemberCPUs)
 	}
 	if _, err := s.memberMemory(); err != nil {
 		return err
@@ -71,7 +73,7 @@ func (s *Scenario) memberMemory() (int64, error) {
 	}
 	n, err := units.RAMInBytes(s.MemberMemory)
 	if err != nil || n < 64<<20 {
-		return 0, results.Usagef("--member-memory %q: a size of at least 64MiB, such as 512MiB or 2GiB", s.MemberMemory)
+		return 0, outcome.Usagef("--member-memory %q: a size of at least 64MiB, such as 512MiB or 2GiB", s.MemberMemory)
 	}
 	return n, nil
 }

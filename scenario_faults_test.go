@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/pflag"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // TestScenarioFaults: a scenario file gives the schedule as spec strings, structured entries, or both;
@@ -49,7 +50,7 @@ slowfs: "off"
 		{"faults:\n  - target: leader\n    at: 5s\n", "needs a fault"},
 		{"faults:\n  - [kill]\n", "a fault spec or a mapping"},
 	} {
-		if _, err := loadScenario(t, tt.yaml); err == nil || !strings.Contains(err.Error(), tt.want) || !results.IsUsage(err) {
+		if _, err := loadScenario(t, tt.yaml); err == nil || !strings.Contains(err.Error(), tt.want) || !outcome.IsUsage(err) {
 			t.Errorf("%q: %v, want a usage error containing %q", tt.yaml, err, tt.want)
 		}
 	}

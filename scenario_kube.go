@@ -6,9 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/pflag"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
@@ -37,17 +38,17 @@ func bindKubeFlags(fs *pflag.FlagSet, s *Scenario) {
 // newWorkload returns the scenario's workload, and for kube its resolved configuration.
 func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
 	if !slices.Contains(WorkloadNames(), s.Workload) {
-		if sug := results.Suggest(s.Workload, WorkloadNames()); sug != "" {
-			return nil, nil, results.Usagef("--workload %s: no such workload (did you mean %s?)", s.Workload, sug)
+		if sug := outcome.Suggest(s.Workload, WorkloadNames()); sug != "" {
+			return nil, nil, outcome.Usagef("--workload %s: no such workload (did you mean %s?)", s.Workload, sug)
 		}
-		return nil, nil, results.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
+		return nil, nil, outcome.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
 	}
 	if s.Workload != "kube" {
 		wl, err := workloads.NewMicro(s.Workload, s.Micro)
 		return wl, nil, err
 	}
 	if s.Total > 0 {
-		return nil, nil, results.Usagef("--total: the kube workload runs for --duration")
+		return nil, nil, outcome.Usagef("--total: the kube workload runs for --duration")
 	}
 	cfg, err := s.Kube.Resolve(s.Duration)
 	if err != nil {

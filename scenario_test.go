@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/spf13/pflag"
 )
 
 func loadScenario(t *testing.T, yaml string, args ...string) (Scenario, error) {
@@ -80,7 +80,7 @@ func TestScenarioFileErrors(t *testing.T) {
 		{"etcd-flag: [[a]]\n", "expected a plain value"},
 	} {
 		_, err := loadScenario(t, tt.yaml)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !results.IsUsage(err) {
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !outcome.IsUsage(err) {
 			t.Errorf("scenario %q: error %v, want a usage error containing %q", tt.yaml, err, tt.want)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // EndpointsFile is written into the directory of a served cluster: its client URLs, one per line.
@@ -19,10 +19,10 @@ const EndpointsFile = "endpoints"
 // a cluster to point etcdctl, etcd's benchmark or another chaosbench run (--cluster external) at.
 func Serve(ctx context.Context, s Scenario, env Env) error {
 	if s.Cluster != "embed" && s.Cluster != "docker" {
-		return results.Usagef("--cluster %q: chaosbench cluster starts embed or docker clusters", s.Cluster)
+		return outcome.Usagef("--cluster %q: chaosbench cluster starts embed or docker clusters", s.Cluster)
 	}
 	if s.Members != 1 && s.Members != 3 && s.Members != 5 {
-		return results.Usagef("--members %d: a cluster has 1, 3 or 5 members", s.Members)
+		return outcome.Usagef("--members %d: a cluster has 1, 3 or 5 members", s.Members)
 	}
 	if err := s.validateVersions(); err != nil {
 		return err
@@ -36,7 +36,7 @@ func Serve(ctx context.Context, s Scenario, env Env) error {
 	}
 	dir := s.OutDir(time.Now())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return results.Usagef("--out %s: %v", dir, err)
+		return outcome.Usagef("--out %s: %v", dir, err)
 	}
 	c, err := startServed(ctx, s, dir, etcdFlags, images, env)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -27,7 +29,6 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // Ports inside every member container. Each member has its own network namespace and IP, so all use
@@ -136,10 +137,10 @@ func StartDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	switch opts.Members {
 	case 1, 3, 5:
 	default:
-		return nil, results.Usagef("--members %d: a docker cluster has 1, 3 or 5 members", opts.Members)
+		return nil, outcome.Usagef("--members %d: a docker cluster has 1, 3 or 5 members", opts.Members)
 	}
 	if len(opts.Images) != 1 && len(opts.Images) != opts.Members {
-		return nil, results.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
+		return nil, outcome.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
 	}
 	if opts.Token == "" {
 		opts.Token = "chaosbench"
@@ -242,13 +243,13 @@ func DockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 	}
 	d, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
-		return nil, results.Usagef("docker: cannot reach the Docker engine: %v", err)
+		return nil, outcome.Usagef("docker: cannot reach the Docker engine: %v", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := d.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		d.Close()
-		return nil, results.Usagef("docker: cannot reach the Docker engine: %v", err)
+		return nil, outcome.Usagef("docker: cannot reach the Docker engine: %v", err)
 	}
 	return d, nil
 }

@@ -17,12 +17,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 	"go.etcd.io/etcd/api/v3/version"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // ImageRepo is the repository of every image chaosbench builds: chaosbench/etcd:v3.6.16 for a release
@@ -264,7 +265,7 @@ func CheckStatic(path string) error {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return results.Usagef("%s is dynamically linked (built with cgo) and cannot run in a FROM scratch image: "+
+			return outcome.Usagef("%s is dynamically linked (built with cgo) and cannot run in a FROM scratch image: "+
 				"build chaosbench with CGO_ENABLED=0 (make build does), or pick a release with --etcd-version", path)
 		}
 	}

@@ -15,11 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // EmbedOptions configures an embedded cluster.
@@ -96,7 +97,7 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 	switch opts.Members {
 	case 1, 3, 5:
 	default:
-		return nil, results.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", opts.Members)
+		return nil, outcome.Usagef("--members %d: an embedded cluster has 1, 3 or 5 members", opts.Members)
 	}
 	if opts.Token == "" {
 		opts.Token = "chaosbench"
@@ -108,7 +109,7 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 		opts.StartTimeout = 60 * time.Second
 	}
 	if len(opts.MemberCommands) != 0 && len(opts.MemberCommands) != opts.Members {
-		return nil, results.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
+		return nil, outcome.Usagef("--etcd-version: give one version, or one per member (%d)", opts.Members)
 	}
 	if len(opts.Command) == 0 {
 		exe, err := os.Executable()

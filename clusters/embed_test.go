@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 func TestMain(m *testing.M) {
@@ -224,7 +224,7 @@ func TestExternalMutualTLS(t *testing.T) {
 
 	// Without the client certificate the server refuses the connection: a usage error, quickly.
 	_, err = ConnectExternal(ctx, ExternalOptions{Endpoints: embedded.Endpoints(), CACert: files.CA, ConnectTimeout: 2 * time.Second})
-	if err == nil || !results.IsUsage(err) {
+	if err == nil || !outcome.IsUsage(err) {
 		t.Fatalf("connecting without a client certificate: %v, want a usage error", err)
 	}
 }
@@ -242,7 +242,7 @@ func TestExternalBadEndpoints(t *testing.T) {
 		{ExternalOptions{Endpoints: []string{"http://127.0.0.1:1"}, ConnectTimeout: time.Second}, "cannot reach etcd at http://127.0.0.1:1"},
 	} {
 		_, err := ConnectExternal(ctx, tt.opts)
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !results.IsUsage(err) {
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !outcome.IsUsage(err) {
 			t.Errorf("ConnectExternal(%+v) = %v, want a usage error containing %q", tt.opts, err, tt.want)
 		}
 	}

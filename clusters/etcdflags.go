@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"go.etcd.io/etcd/server/v3/embed"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // isManagedFlag reports whether chaosbench sets the etcd flag itself for the members it starts.
@@ -65,33 +65,33 @@ func ParseEtcdFlags(specs []string) ([]EtcdFlag, error) {
 		name, value, hasValue := strings.Cut(strings.TrimSpace(spec), "=")
 		name = strings.TrimLeft(name, "-")
 		if name == "" {
-			return nil, results.Usagef("--etcd-flag %q: expected name=value", spec)
+			return nil, outcome.Usagef("--etcd-flag %q: expected name=value", spec)
 		}
 		if isManagedFlag(name) {
-			return nil, results.Usagef("--etcd-flag %s: chaosbench sets this flag itself for the members it starts", name)
+			return nil, outcome.Usagef("--etcd-flag %s: chaosbench sets this flag itself for the members it starts", name)
 		}
 		f := fs.Lookup(name)
 		if f == nil {
-			if s := results.Suggest(name, flagNames(fs)); s != "" {
-				return nil, results.Usagef("--etcd-flag %s: etcd has no such flag (did you mean %s?)", name, s)
+			if s := outcome.Suggest(name, flagNames(fs)); s != "" {
+				return nil, outcome.Usagef("--etcd-flag %s: etcd has no such flag (did you mean %s?)", name, s)
 			}
-			return nil, results.Usagef("--etcd-flag %s: etcd has no such flag", name)
+			return nil, outcome.Usagef("--etcd-flag %s: etcd has no such flag", name)
 		}
 		if !hasValue {
 			if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
-				return nil, results.Usagef("--etcd-flag %s: expected %s=value", name, name)
+				return nil, outcome.Usagef("--etcd-flag %s: expected %s=value", name, name)
 			}
 			value = "true"
 		}
 		if err := fs.Set(name, value); err != nil {
-			return nil, results.Usagef("--etcd-flag %s=%s: %v", name, value, err)
+			return nil, outcome.Usagef("--etcd-flag %s=%s: %v", name, value, err)
 		}
 		out = append(out, EtcdFlag{Name: name, Value: value})
 	}
 	fs.Visit(func(f *flag.Flag) { cfg.FlagsExplicitlySet[f.Name] = true })
 	cfg.LogOutputs = []string{os.DevNull} // Validate sets up logging and warns about the defaults
 	if err := cfg.Validate(); err != nil {
-		return nil, results.Usagef("--etcd-flag: etcd rejects these settings: %v", err)
+		return nil, outcome.Usagef("--etcd-flag: etcd rejects these settings: %v", err)
 	}
 	return out, nil
 }

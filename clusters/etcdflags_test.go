@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 func TestParseEtcdFlags(t *testing.T) {
@@ -36,7 +36,7 @@ func TestParseEtcdFlags(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
 				}
-				if !results.IsUsage(err) {
+				if !outcome.IsUsage(err) {
 					t.Fatalf("error %v is not a usage error", err)
 				}
 				return

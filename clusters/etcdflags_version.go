@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // ParseEtcdFlagsFor parses --etcd-flag settings for members that run the given images. Flags change between
@@ -59,10 +59,10 @@ func splitEtcdFlags(specs []string) ([]EtcdFlag, error) {
 		name, value, hasValue := strings.Cut(strings.TrimSpace(spec), "=")
 		name = strings.TrimLeft(name, "-")
 		if name == "" {
-			return nil, results.Usagef("--etcd-flag %q: expected name=value", spec)
+			return nil, outcome.Usagef("--etcd-flag %q: expected name=value", spec)
 		}
 		if isManagedFlag(name) {
-			return nil, results.Usagef("--etcd-flag %s: chaosbench sets this flag itself for the members it starts", name)
+			return nil, outcome.Usagef("--etcd-flag %s: chaosbench sets this flag itself for the members it starts", name)
 		}
 		if !hasValue {
 			value = "true"
@@ -91,7 +91,7 @@ func checkFlagsWith(ctx context.Context, img EtcdImage, flags []EtcdFlag) error 
 	if !errors.As(err, &exit) {
 		return fmt.Errorf("check --etcd-flag with etcd %s: %w", img.Version, err)
 	}
-	return results.Usagef("--etcd-flag: etcd %s rejects it: %s", img.Version, firstLine(out.String()))
+	return outcome.Usagef("--etcd-flag: etcd %s rejects it: %s", img.Version, firstLine(out.String()))
 }
 
 func firstLine(s string) string {

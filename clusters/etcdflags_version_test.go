@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // TestParseEtcdFlagsFor: each release judges --etcd-flag with its own parser: 3.6 dropped --enable-v2,
@@ -51,7 +51,7 @@ func TestParseEtcdFlagsFor(t *testing.T) {
 				}
 				return
 			}
-			if !results.IsUsage(err) || !strings.Contains(err.Error(), tt.errHas) {
+			if !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.errHas) {
 				t.Fatalf("got %v, want a usage error containing %q", err, tt.errHas)
 			}
 		})

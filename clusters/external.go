@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // ExternalOptions locates an existing cluster.
@@ -51,23 +51,23 @@ func (m *externalMember) PeerURL() string   { return m.peerURL }
 // endpoints, unreadable certificates and an unreachable cluster are usage errors: nothing has started.
 func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, error) {
 	if len(opts.Endpoints) == 0 {
-		return nil, results.Usagef("--cluster external needs --endpoints")
+		return nil, outcome.Usagef("--cluster external needs --endpoints")
 	}
 	for _, ep := range opts.Endpoints {
 		u, err := url.Parse(ep)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, results.Usagef("--endpoints %q: expected a URL such as https://10.0.0.1:2379", ep)
+			return nil, outcome.Usagef("--endpoints %q: expected a URL such as https://10.0.0.1:2379", ep)
 		}
 	}
 	var tlsConfig *tls.Config
 	if opts.CACert != "" || opts.Cert != "" || opts.Key != "" {
 		if (opts.Cert == "") != (opts.Key == "") {
-			return nil, results.Usagef("--cert and --key go together")
+			return nil, outcome.Usagef("--cert and --key go together")
 		}
 		info := transport.TLSInfo{CertFile: opts.Cert, KeyFile: opts.Key, TrustedCAFile: opts.CACert}
 		var err error
 		if tlsConfig, err = info.ClientConfig(); err != nil {
-			return nil, results.Usagef("TLS files: %v", err)
+			return nil, outcome.Usagef("TLS files: %v", err)
 		}
 	}
 	if opts.ConnectTimeout <= 0 {
@@ -79,7 +79,7 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 	cfg.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, results.Usagef("connect to %s: %v", strings.Join(opts.Endpoints, ","), err)
+		return nil, outcome.Usagef("connect to %s: %v", strings.Join(opts.Endpoints, ","), err)
 	}
 	defer cli.Close()
 	lctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
@@ -89,7 +89,7 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, results.Usagef("cannot reach etcd at %s: %v", strings.Join(opts.Endpoints, ","), err)
+		return nil, outcome.Usagef("cannot reach etcd at %s: %v", strings.Join(opts.Endpoints, ","), err)
 	}
 	for _, m := range list.Members {
 		em := &externalMember{name: m.Name, id: m.ID}

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // A schedule is written as a list of entries, one per fault (the --faults flag takes them separated by
@@ -144,7 +145,7 @@ func Parse(specs []string) (Schedule, error) {
 	for _, item := range items {
 		if item == "none" {
 			if len(items) > 1 {
-				return Schedule{}, results.Usagef("--faults: \"none\" cannot be combined with other faults")
+				return Schedule{}, outcome.Usagef("--faults: \"none\" cannot be combined with other faults")
 			}
 			return Schedule{}, nil
 		}
@@ -162,7 +163,7 @@ func splitEntries(s string) []string { return strings.Split(s, ",") }
 
 func parseEntry(spec string) (Entry, error) {
 	bad := func(format string, args ...any) error {
-		return results.Usagef("--faults %q: %s", spec, fmt.Sprintf(format, args...))
+		return outcome.Usagef("--faults %q: %s", spec, fmt.Sprintf(format, args...))
 	}
 	e := Entry{Spec: spec}
 	head, when, hasWhen := strings.Cut(spec, "@")
@@ -171,7 +172,7 @@ func parseEntry(spec string) (Entry, error) {
 	e.Kind = strings.TrimSpace(kind)
 	info, ok := kinds[e.Kind]
 	if !ok {
-		if s := results.Suggest(e.Kind, KindNames); s != "" {
+		if s := outcome.Suggest(e.Kind, KindNames); s != "" {
 			return Entry{}, bad("no fault %q (did you mean %s?)", e.Kind, s)
 		}
 		return Entry{}, bad("no fault %q (have %s)", e.Kind, strings.Join(KindNames, ", "))
@@ -376,7 +377,7 @@ func (e *Entry) parseValue() error {
 		}
 		for _, k := range strings.Split(v, "|") {
 			if _, ok := kinds[k]; !ok || k == KindNemesis {
-				if s := results.Suggest(k, KindNames); s != "" {
+				if s := outcome.Suggest(k, KindNames); s != "" {
 					return fmt.Errorf("nemesis: no fault %q (did you mean %s?)", k, s)
 				}
 				return fmt.Errorf("nemesis: no fault %q", k)
@@ -494,7 +495,7 @@ func (e Entry) nemesisAllows(kind string) bool {
 func (s Schedule) Validate(caps Capabilities, duration time.Duration) error {
 	for _, e := range s.Entries {
 		bad := func(format string, args ...any) error {
-			return results.Usagef("--faults %q: %s", e.Spec, fmt.Sprintf(format, args...))
+			return outcome.Usagef("--faults %q: %s", e.Spec, fmt.Sprintf(format, args...))
 		}
 		if duration > 0 && e.At >= duration {
 			return bad("starts at %s, after the load ends (--duration %s)", e.At, duration)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 func TestParse(t *testing.T) {
@@ -139,7 +139,7 @@ func TestParseBadSpecs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
 			_, err := Parse([]string{tt.spec})
-			if err == nil || !results.IsUsage(err) || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Parse(%q) = %v, want a usage error containing %q", tt.spec, err, tt.want)
 			}
 			if strings.Contains(err.Error(), "\n") {
@@ -196,7 +196,7 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !results.IsUsage(err) || !strings.Contains(err.Error(), tt.want) {
+			if err == nil || !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate = %v, want a usage error containing %q", err, tt.want)
 			}
 		})

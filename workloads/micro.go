@@ -9,6 +9,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
@@ -77,32 +79,32 @@ func NewMicro(name string, o MicroOptions) (Workload, error) {
 	case "lease-keepalive":
 		return &leaseKeepaliveLoad{}, nil
 	}
-	if s := results.Suggest(name, MicroNames); s != "" {
-		return nil, results.Usagef("--workload %s: no such workload (did you mean %s?)", name, s)
+	if s := outcome.Suggest(name, MicroNames); s != "" {
+		return nil, outcome.Usagef("--workload %s: no such workload (did you mean %s?)", name, s)
 	}
-	return nil, results.Usagef("--workload %s: no such workload (have %s)", name, strings.Join(MicroNames, ", "))
+	return nil, outcome.Usagef("--workload %s: no such workload (have %s)", name, strings.Join(MicroNames, ", "))
 }
 
 func (o MicroOptions) validate(name string) error {
 	switch {
 	case o.KeySpaceSize < 1:
-		return results.Usagef("--key-space-size %d: need at least one key", o.KeySpaceSize)
+		return outcome.Usagef("--key-space-size %d: need at least one key", o.KeySpaceSize)
 	case o.ValSize < 8:
-		return results.Usagef("--val-size %d: values carry an 8-byte write id, so at least 8", o.ValSize)
+		return outcome.Usagef("--val-size %d: values carry an 8-byte write id, so at least 8", o.ValSize)
 	case o.ValSize > 1536*1024:
-		return results.Usagef("--val-size %d: over etcd's 1.5 MiB request limit", o.ValSize)
+		return outcome.Usagef("--val-size %d: over etcd's 1.5 MiB request limit", o.ValSize)
 	case o.Consistency != "l" && o.Consistency != "s":
-		return results.Usagef("--consistency %q: l (linearizable) or s (serializable)", o.Consistency)
+		return outcome.Usagef("--consistency %q: l (linearizable) or s (serializable)", o.Consistency)
 	case o.KeysOnly && o.CountOnly:
-		return results.Usagef("--keys-only and --count-only cannot be set together")
+		return outcome.Usagef("--keys-only and --count-only cannot be set together")
 	case o.RangeKeys < 0 || o.Limit < 0:
-		return results.Usagef("--range-keys and --limit must not be negative")
+		return outcome.Usagef("--range-keys and --limit must not be negative")
 	case name == "txn-put" && (o.TxnOps < 1 || o.TxnOps > o.KeySpaceSize):
-		return results.Usagef("--txn-ops %d: between 1 and --key-space-size %d", o.TxnOps, o.KeySpaceSize)
+		return outcome.Usagef("--txn-ops %d: between 1 and --key-space-size %d", o.TxnOps, o.KeySpaceSize)
 	case name == "txn-mixed" && o.RWRatio < 0:
-		return results.Usagef("--rw-ratio %v: must not be negative", o.RWRatio)
+		return outcome.Usagef("--rw-ratio %v: must not be negative", o.RWRatio)
 	case name == "watch-latency" && (o.WatchStreams < 1 || o.WatchersPerStream < 1):
-		return results.Usagef("--watch-streams and --watchers-per-stream: at least 1")
+		return outcome.Usagef("--watch-streams and --watchers-per-stream: at least 1")
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -47,17 +49,17 @@ type RunOptions struct {
 func (o RunOptions) Validate() error {
 	switch {
 	case o.Rate < 0:
-		return results.Usagef("--rate %v: must not be negative", o.Rate)
+		return outcome.Usagef("--rate %v: must not be negative", o.Rate)
 	case o.Clients < 1:
-		return results.Usagef("--clients %d: need at least one client", o.Clients)
+		return outcome.Usagef("--clients %d: need at least one client", o.Clients)
 	case o.Conns < 1:
-		return results.Usagef("--conns %d: need at least one connection", o.Conns)
+		return outcome.Usagef("--conns %d: need at least one connection", o.Conns)
 	case o.Conns > o.Clients:
-		return results.Usagef("--conns %d: more connections than --clients %d", o.Conns, o.Clients)
+		return outcome.Usagef("--conns %d: more connections than --clients %d", o.Conns, o.Clients)
 	case o.Duration < 0 || o.Total < 0:
-		return results.Usagef("--duration and --total must not be negative")
+		return outcome.Usagef("--duration and --total must not be negative")
 	case o.Duration == 0 && o.Total == 0:
-		return results.Usagef("give --duration or --total")
+		return outcome.Usagef("give --duration or --total")
 	}
 	return nil
 }

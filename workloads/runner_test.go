@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -240,7 +242,7 @@ func TestMicroOptionsValidation(t *testing.T) {
 		if tt.mutate != nil {
 			tt.mutate(&o)
 		}
-		if _, err := NewMicro(tt.name, o); err == nil || !results.IsUsage(err) {
+		if _, err := NewMicro(tt.name, o); err == nil || !outcome.IsUsage(err) {
 			t.Errorf("NewMicro(%s, %+v) = %v, want a usage error", tt.name, o, err)
 		}
 	}

@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // Builtin names the etcd server linked into chaosbench itself, run through its hidden member mode. It needs
@@ -60,16 +60,16 @@ var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
 func Parse(s string) (Release, error) {
 	m := versionRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		return Release{}, results.Usagef("etcd version %q: expected a release such as v3.6.16 (or %s)", s, Builtin)
+		return Release{}, outcome.Usagef("etcd version %q: expected a release such as v3.6.16 (or %s)", s, Builtin)
 	}
 	major, _ := strconv.Atoi(m[1])
 	minor, _ := strconv.Atoi(m[2])
 	v := "v" + strings.TrimPrefix(strings.TrimSpace(s), "v")
 	switch {
 	case major != 3 || minor < 4:
-		return Release{}, results.Usagef("etcd version %s: chaosbench builds etcd 3.4.13 and 3.5 or later", v)
+		return Release{}, outcome.Usagef("etcd version %s: chaosbench builds etcd 3.4.13 and 3.5 or later", v)
 	case minor == 4 && v != v34Version:
-		return Release{}, results.Usagef("etcd version %s: the only 3.4 release the Go module proxy serves is %s", v, v34Version)
+		return Release{}, outcome.Usagef("etcd version %s: the only 3.4 release the Go module proxy serves is %s", v, v34Version)
 	case minor == 4:
 		return Release{Version: v, Module: v34Module, ModuleVersion: v34Pseudo,
 			Import: "go.etcd.io/etcd/etcdmain", MainCall: "etcdmain.Main()", Minor: minor}, nil
@@ -193,7 +193,7 @@ func build(ctx context.Context, r Release, bin string) error {
 			}
 			text := strings.TrimSpace(out.String())
 			if step[1] == "get" && notServed(text) {
-				return results.Usagef("etcd version %s: the Go module proxy does not serve %s@%s (%s)", r.Version, r.Module, r.ModuleVersion, strings.TrimSpace(lastLine(text)))
+				return outcome.Usagef("etcd version %s: the Go module proxy does not serve %s@%s (%s)", r.Version, r.Module, r.ModuleVersion, strings.TrimSpace(lastLine(text)))
 			}
 			return fmt.Errorf("build etcd %s: %s: %w\n%s", r.Version, strings.Join(step, " "), err, tail(text, 20))
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 func TestParse(t *testing.T) {
@@ -32,7 +32,7 @@ func TestParse(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := Parse(tt.in)
 			if tt.errHas != "" {
-				if !results.IsUsage(err) || !strings.Contains(err.Error(), tt.errHas) {
+				if !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.errHas) {
 					t.Fatalf("Parse(%q) = %v, want a usage error about %q", tt.in, err, tt.errHas)
 				}
 				return
@@ -92,7 +92,7 @@ func TestBuildNotServed(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	_, err = Build(ctx, r, Options{CacheDir: dir})
-	if !results.IsUsage(err) || !strings.Contains(err.Error(), "does not serve") {
+	if !outcome.IsUsage(err) || !strings.Contains(err.Error(), "does not serve") {
 		t.Fatalf("got %v, want a usage error saying the proxy does not serve it", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "v3.5.99")); err == nil {

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/cobra"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // quietTestcontainers keeps testcontainers-go's banner and container chatter off chaosbench's output;
@@ -48,7 +49,7 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			}
 			*code = chaosbench.ExitCode(err)
 			if ctx.Err() != nil {
-				*code = results.ExitInterrupted
+				*code = outcome.ExitInterrupted
 			}
 			return err
 		},
@@ -122,7 +123,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if config != "" {
 				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
-					*code = results.ExitUsage
+					*code = outcome.ExitUsage
 					return err
 				}
 			}

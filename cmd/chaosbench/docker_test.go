@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/moby/moby/client"
 
 	"github.com/etcd-chaosbench/chaosbench"
@@ -52,8 +54,8 @@ func TestDockerBadInput(t *testing.T) {
 			}
 			var stdout, stderr bytes.Buffer
 			code := execute(args, &stdout, &stderr)
-			if code != results.ExitUsage {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, results.ExitUsage, stderr.String())
+			if code != outcome.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, outcome.ExitUsage, stderr.String())
 			}
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
@@ -233,8 +235,8 @@ func TestDockerInterrupt(t *testing.T) {
 	if took := time.Since(sent); took > 10*time.Second {
 		t.Errorf("exiting took %v after SIGINT", took)
 	}
-	if code := cmd.ProcessState.ExitCode(); code != results.ExitInterrupted {
-		t.Fatalf("exit code %d, want %d", code, results.ExitInterrupted)
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitInterrupted {
+		t.Fatalf("exit code %d, want %d", code, outcome.ExitInterrupted)
 	}
 	s, err := results.ReadSummary(out)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/faults"
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -52,8 +54,8 @@ func TestBadFaultSpecs(t *testing.T) {
 			args := append([]string{"run", "--out", out}, tt.args...)
 			var stdout, stderr bytes.Buffer
 			code := execute(args, &stdout, &stderr)
-			if code != results.ExitUsage {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, results.ExitUsage, stderr.String())
+			if code != outcome.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, outcome.ExitUsage, stderr.String())
 			}
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
@@ -147,8 +149,8 @@ func interruptDuringFault(t *testing.T, spec string, extra []string) {
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	took := time.Since(sent)
-	if code := cmd.ProcessState.ExitCode(); code != results.ExitInterrupted {
-		t.Fatalf("exit code %d (%v), want %d:\n%s", code, err, results.ExitInterrupted, output.String())
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitInterrupted {
+		t.Fatalf("exit code %d (%v), want %d:\n%s", code, err, outcome.ExitInterrupted, output.String())
 	}
 	if took > 15*time.Second {
 		t.Errorf("exiting took %v after SIGINT", took)
@@ -368,8 +370,8 @@ func TestFaultNotRecoveredExitCode(t *testing.T) {
 		"--faults", "kill:leader@1s+1s", "--fault-recovery-timeout", "1ms", "--out", out, "--progress", "none")
 	start := time.Now()
 	output, _ := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); code != results.ExitThresholds {
-		t.Fatalf("exit code %d, want %d\n%s", code, results.ExitThresholds, output)
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitThresholds {
+		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitThresholds, output)
 	}
 	if took := time.Since(start); took > time.Minute {
 		t.Fatalf("took %v", took)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -16,7 +18,7 @@ func TestKubeDryRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"run", "--preset", "medium", "--duration", "5m", "--dry-run", "--out", out}, &stdout, &stderr)
-	if code != results.ExitOK {
+	if code != outcome.ExitOK {
 		t.Fatalf("exit code %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{

@@ -13,13 +13,14 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/version"
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // chaosbenchVersion is set at build time: go build -ldflags "-X main.chaosbenchVersion=v1.2.3".
@@ -41,7 +42,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &results.UsageError{Err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &outcome.UsageError{Err: err} })
 	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand(),
 		slowfsCommand())
 	root.AddCommand(reportCommand(stdout, &code))
@@ -51,10 +52,10 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		compareCommand(stdout, stderr, &code), reaperCommand())
 	root.AddCommand(checkCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
-		if code == results.ExitOK {
+		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
 			// arguments.
-			code = results.ExitUsage
+			code = outcome.ExitUsage
 		}
 		fmt.Fprintln(stderr, "chaosbench:", err)
 	}
@@ -71,14 +72,14 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if config != "" {
 				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
-					*code = results.ExitUsage
+					*code = outcome.ExitUsage
 					return err
 				}
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
-					*code = results.ExitUsage
+					*code = outcome.ExitUsage
 					return err
 				}
 				defer f.Close()
@@ -144,7 +145,7 @@ func interruptible(stderr io.Writer, what string) (context.Context, context.Canc
 		fmt.Fprintf(stderr, "\ninterrupted: %s (interrupt again to quit at once)\n", what)
 		cancel()
 		<-sigs
-		os.Exit(results.ExitInterrupted)
+		os.Exit(outcome.ExitInterrupted)
 	}()
 	return ctx, func() {
 		signal.Stop(sigs)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -108,8 +110,8 @@ func TestBadInput(t *testing.T) {
 			}
 			var stdout, stderr bytes.Buffer
 			code := execute(args, &stdout, &stderr)
-			if code != results.ExitUsage {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, results.ExitUsage, stderr.String())
+			if code != outcome.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, outcome.ExitUsage, stderr.String())
 			}
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
@@ -197,9 +199,9 @@ func TestCheckCommand(t *testing.T) {
 		code    int
 		want    string
 	}{
-		{"pass/faults", results.ExitOK, "linearizability      OK"},
-		{"fail/torn-txn", results.ExitViolation, "linearizability      VIOLATION"},
-		{"fail/dropped-event", results.ExitViolation, "watch                VIOLATION"},
+		{"pass/faults", outcome.ExitOK, "linearizability      OK"},
+		{"fail/torn-txn", outcome.ExitViolation, "linearizability      VIOLATION"},
+		{"fail/dropped-event", outcome.ExitViolation, "watch                VIOLATION"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			dir := t.TempDir()
@@ -216,7 +218,7 @@ func TestCheckCommand(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "check.json")); err != nil {
 				t.Fatal(err)
 			}
-			if tc.code == results.ExitViolation && strings.Contains(tc.want, "linearizability") {
+			if tc.code == outcome.ExitViolation && strings.Contains(tc.want, "linearizability") {
 				if _, err := os.Stat(filepath.Join(dir, "linearizability.html")); err != nil {
 					t.Fatalf("no visualization: %v", err)
 				}
@@ -304,8 +306,8 @@ func TestInterrupt(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	took := time.Since(sent)
-	if code := cmd.ProcessState.ExitCode(); code != results.ExitInterrupted {
-		t.Fatalf("exit code %d (%v), want %d", code, err, results.ExitInterrupted)
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitInterrupted {
+		t.Fatalf("exit code %d (%v), want %d", code, err, outcome.ExitInterrupted)
 	}
 	if took > 10*time.Second {
 		t.Fatalf("exiting took %v after SIGINT", took)

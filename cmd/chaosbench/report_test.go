@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -59,8 +61,8 @@ func TestBadReportInput(t *testing.T) {
 			}
 			var stdout, stderr bytes.Buffer
 			code := execute(args, &stdout, &stderr)
-			if code != results.ExitUsage {
-				t.Fatalf("exit code %d, want %d; stderr: %s", code, results.ExitUsage, stderr.String())
+			if code != outcome.ExitUsage {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, outcome.ExitUsage, stderr.String())
 			}
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tt.want) {
@@ -217,8 +219,8 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 
 	err = cmd.Wait()
 	<-readDone
-	if code := cmd.ProcessState.ExitCode(); code != results.ExitThresholds {
-		t.Fatalf("exit code %d (%v), want %d (the fsync threshold fails)\n%s", code, err, results.ExitThresholds, log.String())
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitThresholds {
+		t.Fatalf("exit code %d (%v), want %d (the fsync threshold fails)\n%s", code, err, outcome.ExitThresholds, log.String())
 	}
 	if !strings.Contains(log.String(), "FAIL wal_fsync:p99<10ms") {
 		t.Errorf("the run did not print the failed threshold:\n%s", log.String())
@@ -241,8 +243,8 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rout, rerr bytes.Buffer
-	if code := execute([]string{"report", out}, &rout, &rerr); code != results.ExitThresholds {
-		t.Fatalf("report exit code %d, want %d: %s", code, results.ExitThresholds, rerr.String())
+	if code := execute([]string{"report", out}, &rout, &rerr); code != outcome.ExitThresholds {
+		t.Fatalf("report exit code %d, want %d: %s", code, outcome.ExitThresholds, rerr.String())
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
@@ -271,7 +273,7 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	// The run compared with itself: no operation is better or worse.
 	cmp := filepath.Join(t.TempDir(), "compare")
 	rout.Reset()
-	if code := execute([]string{"report", out, out, "--label", "a,b", "--out", cmp}, &rout, &rerr); code != results.ExitOK {
+	if code := execute([]string{"report", out, out, "--label", "a,b", "--out", cmp}, &rout, &rerr); code != outcome.ExitOK {
 		t.Fatalf("comparison exit code %d: %s", code, rerr.String())
 	}
 	if strings.Contains(rout.String(), "**worse**") || strings.Contains(rout.String(), "**better**") || !strings.Contains(rout.String(), "| put | p99 |") {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -126,7 +128,7 @@ func ParseThresholds(exprs []string) ([]Threshold, error) {
 
 func parseThreshold(expr string) (Threshold, error) {
 	bad := func(format string, args ...any) error {
-		return results.Usagef("--threshold %q: %s (grammar: %s)", expr, fmt.Sprintf(format, args...), ThresholdGrammar)
+		return outcome.Usagef("--threshold %q: %s (grammar: %s)", expr, fmt.Sprintf(format, args...), ThresholdGrammar)
 	}
 	s := strings.ReplaceAll(expr, " ", "")
 	if s == "" {
@@ -134,7 +136,7 @@ func parseThreshold(expr string) (Threshold, error) {
 	}
 	i := strings.IndexAny(s, "<>=")
 	if i < 0 {
-		if sug := results.Suggest(s, strings.Split(setNames, ", ")); sug != "" {
+		if sug := outcome.Suggest(s, strings.Split(setNames, ", ")); sug != "" {
 			return Threshold{}, bad("unknown named set (did you mean %s?)", sug)
 		}
 		return Threshold{}, bad("no comparison")
@@ -187,7 +189,7 @@ func parseThreshold(expr string) (Threshold, error) {
 		}
 	default:
 		if !slicesContains(allStats(), t.Stat) {
-			if sug := results.Suggest(t.Stat, allStats()); sug != "" {
+			if sug := outcome.Suggest(t.Stat, allStats()); sug != "" {
 				return Threshold{}, bad("unknown statistic %q (did you mean %s?)", t.Stat, sug)
 			}
 			return Threshold{}, bad("unknown statistic %q", t.Stat)
@@ -401,7 +403,7 @@ func evaluate(t Threshold, r *Run) results.ThresholdResult {
 		detail := fmt.Sprintf("no operation matches %q (operations: %s)", t.Subject, strings.Join(names, ", "))
 		if t.Subject == "" {
 			detail = "no operations recorded"
-		} else if sug := results.Suggest(t.Subject, names); sug != "" {
+		} else if sug := outcome.Suggest(t.Subject, names); sug != "" {
 			detail += fmt.Sprintf("; did you mean %s?", sug)
 		}
 		return fail(detail)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -98,7 +100,7 @@ func TestParseBadThresholds(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%q parsed", tt.expr)
 			}
-			if !results.IsUsage(err) {
+			if !outcome.IsUsage(err) {
 				t.Fatalf("not a usage error: %v", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "--threshold") {

@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
-	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -161,7 +162,7 @@ func (w *Workload) observe(a *apiserver, c *workloads.Client, res, k string, v l
 // returns once the requests in flight are done.
 func (w *Workload) Run(ctx context.Context, r *workloads.Runner) error {
 	if r.Options().Duration <= 0 {
-		return results.Usagef("--workload kube needs --duration")
+		return outcome.Usagef("--workload kube needs --duration")
 	}
 	r.Recorder().Begin()
 	var wg sync.WaitGroup

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Resources, named as kube-apiserver names them in etcd keys (nodes are "minions").
@@ -128,13 +128,13 @@ func ParseSizes(spec string) (Sizes, error) {
 		item = strings.TrimSpace(item)
 		res, val, ok := strings.Cut(item, "=")
 		if !ok {
-			return nil, results.Usagef("--object-sizes %q: %q is not resource=size", spec, item)
+			return nil, outcome.Usagef("--object-sizes %q: %q is not resource=size", spec, item)
 		}
 		if _, known := sizes[res]; !known {
-			if s := results.Suggest(res, names); s != "" {
-				return nil, results.Usagef("--object-sizes: no resource %q (did you mean %s?)", res, s)
+			if s := outcome.Suggest(res, names); s != "" {
+				return nil, outcome.Usagef("--object-sizes: no resource %q (did you mean %s?)", res, s)
 			}
-			return nil, results.Usagef("--object-sizes: no resource %q (have %s)", res, strings.Join(names, ", "))
+			return nil, outcome.Usagef("--object-sizes: no resource %q (have %s)", res, strings.Join(names, ", "))
 		}
 		lo, hi, isRange := strings.Cut(val, "-")
 		var r SizeRange
@@ -147,11 +147,11 @@ func ParseSizes(spec string) (Sizes, error) {
 		}
 		switch {
 		case err != nil:
-			return nil, results.Usagef("--object-sizes %s: %v", item, err)
+			return nil, outcome.Usagef("--object-sizes %s: %v", item, err)
 		case r.Min < 8 || r.Max < r.Min:
-			return nil, results.Usagef("--object-sizes %s: sizes from 8 bytes (values carry a write id), min before max", item)
+			return nil, outcome.Usagef("--object-sizes %s: sizes from 8 bytes (values carry a write id), min before max", item)
 		case r.Max > maxValue:
-			return nil, results.Usagef("--object-sizes %s: over etcd's 1.5 MiB request limit", item)
+			return nil, outcome.Usagef("--object-sizes %s: over etcd's 1.5 MiB request limit", item)
 		}
 		sizes[res] = r
 	}

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // Actor names, in the order plans list them.
@@ -91,7 +91,7 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 	if o.Preset != "" {
 		n, ok := presetNodes[o.Preset]
 		if !ok {
-			return Config{}, results.Usagef("--preset %q: %s", o.Preset, strings.Join(Presets, ", "))
+			return Config{}, outcome.Usagef("--preset %q: %s", o.Preset, strings.Join(Presets, ", "))
 		}
 		if o.Nodes == 0 {
 			o.Nodes = n
@@ -108,25 +108,25 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 	}
 	switch {
 	case o.Nodes < 1:
-		return Config{}, results.Usagef("--nodes %d: need at least one node", o.Nodes)
+		return Config{}, outcome.Usagef("--nodes %d: need at least one node", o.Nodes)
 	case o.PodsPerNode < 1 || o.PodsPerNode > 1000:
-		return Config{}, results.Usagef("--pods-per-node %d: between 1 and 1000", o.PodsPerNode)
+		return Config{}, outcome.Usagef("--pods-per-node %d: between 1 and 1000", o.PodsPerNode)
 	case o.Apiservers < 1 || o.Apiservers > 64:
-		return Config{}, results.Usagef("--apiservers %d: between 1 and 64", o.Apiservers)
+		return Config{}, outcome.Usagef("--apiservers %d: between 1 and 64", o.Apiservers)
 	case o.Namespaces < 0:
-		return Config{}, results.Usagef("--namespaces %d: must not be negative", o.Namespaces)
+		return Config{}, outcome.Usagef("--namespaces %d: must not be negative", o.Namespaces)
 	case o.Churn < 0:
-		return Config{}, results.Usagef("--churn %v: must not be negative", o.Churn)
+		return Config{}, outcome.Usagef("--churn %v: must not be negative", o.Churn)
 	case o.EventTTL < 0 || o.CompactionInterval < 0:
-		return Config{}, results.Usagef("--event-ttl and --compaction-interval must not be negative")
+		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
-		return Config{}, results.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
+		return Config{}, outcome.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
 	}
 	if o.Namespaces == 0 {
 		o.Namespaces = max(1, (o.Nodes+9)/10)
 	}
 	if o.Namespaces > o.Pods() {
-		return Config{}, results.Usagef("--namespaces %d: more namespaces than pods (%d)", o.Namespaces, o.Pods())
+		return Config{}, outcome.Usagef("--namespaces %d: more namespaces than pods (%d)", o.Namespaces, o.Pods())
 	}
 	if o.Churn == 0 {
 		o.Churn = math.Min(20, math.Max(1, float64(o.Nodes)/20))
@@ -141,7 +141,7 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		o.EventTTL = time.Hour
 	}
 	if o.EventTTL < 2*time.Second {
-		return Config{}, results.Usagef("--event-ttl %s: at least 2s", o.EventTTL)
+		return Config{}, outcome.Usagef("--event-ttl %s: at least 2s", o.EventTTL)
 	}
 	if o.CompactionInterval == 0 {
 		o.CompactionInterval = 5 * time.Minute
@@ -173,10 +173,10 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 }
 
 func unknownActor(flag, name string) error {
-	if s := results.Suggest(name, Actors); s != "" {
-		return results.Usagef("%s %s: no such actor (did you mean %s?)", flag, name, s)
+	if s := outcome.Suggest(name, Actors); s != "" {
+		return outcome.Usagef("%s %s: no such actor (did you mean %s?)", flag, name, s)
 	}
-	return results.Usagef("%s %s: no such actor (have %s)", flag, name, strings.Join(Actors, ", "))
+	return outcome.Usagef("%s %s: no such actor (have %s)", flag, name, strings.Join(Actors, ", "))
 }
 
 // Pods is the steady pod count.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 func TestResolveDerivesFromClusterSize(t *testing.T) {
@@ -64,7 +64,7 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := c.opts.Resolve(time.Minute)
-		if err == nil || !results.IsUsage(err) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !outcome.IsUsage(err) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want a usage error with %q", c.opts, err, c.want)
 		}
 	}

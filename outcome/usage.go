@@ -1,25 +1,8 @@
-package results
+package outcome
 
 import (
 	"errors"
 	"fmt"
-)
-
-// Exit codes of every chaosbench command. README.md documents them in one table; keep both in step.
-const (
-	// ExitOK: the run completed and every check and threshold passed.
-	ExitOK = 0
-	// ExitHarness: chaosbench itself failed (a cluster did not start, a file could not be written, ...),
-	// or a consistency check could not decide in time.
-	ExitHarness = 1
-	// ExitUsage: a flag, scenario file or endpoint was wrong; nothing was started.
-	ExitUsage = 2
-	// ExitThresholds: the run completed but a threshold failed (results.ErrThresholds).
-	ExitThresholds = 3
-	// ExitViolation: a consistency check found a violation.
-	ExitViolation = 4
-	// ExitInterrupted: the run was interrupted (SIGINT/SIGTERM); partial results were written.
-	ExitInterrupted = 130
 )
 
 // UsageError is a problem with what the user asked for (a flag, a scenario, an endpoint), as opposed to a

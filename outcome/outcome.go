@@ -1,0 +1,200 @@
+// Package outcome is the verdict vocabulary of every chaosbench command, at the bottom of the house: the
+// outcome of a run with its reasons, the exit codes it maps to, and usage errors (bad input, exit 2).
+//
+// A run's outcome is decided in one place, as a value (Decide), and everything a user or a CI system reads
+// (the exit code, the report's headline, JUnit, summary.json, the text summary) is derived from that value
+// and nothing else, so that they cannot disagree.
+package outcome
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Exit codes of every chaosbench command. README.md documents them in one table; keep both in step.
+const (
+	// ExitOK: the run completed and every check and threshold passed.
+	ExitOK = 0
+	// ExitHarness: the run did not do what it was asked (a cluster did not start, a fault did not happen,
+	// a member exited by itself, a file could not be written), or a consistency check could not decide.
+	ExitHarness = 1
+	// ExitUsage: a flag, scenario file or endpoint was wrong; nothing was started.
+	ExitUsage = 2
+	// ExitThresholds: the run completed but a threshold failed.
+	ExitThresholds = 3
+	// ExitViolation: a consistency check found a violation (members disagreeing included).
+	ExitViolation = 4
+	// ExitInterrupted: the run was interrupted (SIGINT/SIGTERM); partial results were written.
+	ExitInterrupted = 130
+)
+
+// Kind is the class of an outcome, and of each reason that leads to one.
+type Kind string
+
+// The kinds, from the least to the most severe (see Decide for the precedence).
+const (
+	// OK: the run did everything it was asked, and every check and threshold passed.
+	OK Kind = "ok"
+	// ThresholdFailed: the run completed, its checks passed, but a threshold failed.
+	ThresholdFailed Kind = "threshold-failed"
+	// Undecided: a consistency check could not decide (it timed out, its input was unreadable). Never a pass.
+	Undecided Kind = "undecided"
+	// HarnessError: the run did not do what it was asked: the cluster or the load failed, a fault was
+	// skipped or injected nothing, a member exited by itself, a heal was left to the final sweep.
+	HarnessError Kind = "harness-error"
+	// Incomplete: the run was interrupted; what it wrote covers the load up to that moment.
+	Incomplete Kind = "incomplete"
+	// Violation: a consistency check found a violation. Nothing else that went wrong hides it.
+	Violation Kind = "violation"
+)
+
+// precedence orders the kinds: the outcome of a run is its most severe reason's kind. A violation outranks
+// everything (it is what the tool exists to find, and it stays true whatever else failed); an interrupt
+// outranks the harness errors it causes; a harness error outranks an undecided check (the check may have
+// been undecided because of it); an undecided check outranks a failed threshold (no pass without checks).
+var precedence = []Kind{OK, ThresholdFailed, Undecided, HarnessError, Incomplete, Violation}
+
+// rank is the position of k in the precedence; unknown kinds rank as harness errors, never as a pass.
+func rank(k Kind) int {
+	if i := slices.Index(precedence, k); i >= 0 {
+		return i
+	}
+	return slices.Index(precedence, HarnessError)
+}
+
+// Valid reports whether k is one of the kinds.
+func (k Kind) Valid() bool { return slices.Contains(precedence, k) }
+
+// Reason is one thing that decided an outcome, in one line.
+type Reason struct {
+	Kind Kind   `json:"kind"`
+	Text string `json:"text"`
+}
+
+func (r Reason) String() string { return fmt.Sprintf("%s: %s", r.Kind, r.Text) }
+
+// Outcome is the verdict of a run: its kind and every reason for it, most severe first.
+type Outcome struct {
+	Kind    Kind     `json:"outcome"`
+	Reasons []Reason `json:"reasons,omitempty"`
+}
+
+// Decide returns the outcome of a run from all its reasons: the kind of the most severe one (OK without
+// any), and the reasons sorted most severe first, stably. Reasons of kind OK are dropped.
+func Decide(reasons ...Reason) Outcome {
+	o := Outcome{Kind: OK}
+	for _, r := range reasons {
+		if r.Kind == OK {
+			continue
+		}
+		if !r.Kind.Valid() {
+			r.Text = fmt.Sprintf("(unknown kind %q) %s", r.Kind, r.Text)
+			r.Kind = HarnessError
+		}
+		o.Reasons = append(o.Reasons, r)
+		if rank(r.Kind) > rank(o.Kind) {
+			o.Kind = r.Kind
+		}
+	}
+	slices.SortStableFunc(o.Reasons, func(a, b Reason) int { return rank(b.Kind) - rank(a.Kind) })
+	return o
+}
+
+// New returns a reason of kind k.
+func New(k Kind, format string, args ...any) Reason {
+	return Reason{Kind: k, Text: fmt.Sprintf(format, args...)}
+}
+
+// ExitCode is the process exit code of the outcome.
+func (o Outcome) ExitCode() int {
+	switch o.Kind {
+	case OK:
+		return ExitOK
+	case ThresholdFailed:
+		return ExitThresholds
+	case Violation:
+		return ExitViolation
+	case Incomplete:
+		return ExitInterrupted
+	}
+	return ExitHarness
+}
+
+// Passed reports whether the outcome is a pass. Only OK is.
+func (o Outcome) Passed() bool { return o.Kind == OK }
+
+// Headline is the one word every report leads with.
+func (o Outcome) Headline() string {
+	switch o.Kind {
+	case OK:
+		return "PASS"
+	case ThresholdFailed, Violation:
+		return "FAIL"
+	case Undecided:
+		return "UNDECIDED"
+	case Incomplete:
+		return "INCOMPLETE"
+	}
+	return "ERROR"
+}
+
+// Class is the colour class of the headline: ok, fail or warn.
+func (o Outcome) Class() string {
+	switch o.Kind {
+	case OK:
+		return "ok"
+	case Incomplete:
+		return "warn"
+	}
+	return "fail"
+}
+
+// Texts returns the reasons' texts, of the given kinds (all of them when none is given).
+func (o Outcome) Texts(kinds ...Kind) []string {
+	var out []string
+	for _, r := range o.Reasons {
+		if len(kinds) == 0 || slices.Contains(kinds, r.Kind) {
+			out = append(out, r.Text)
+		}
+	}
+	return out
+}
+
+// String is the outcome in one line: "FAIL (violation): members disagree ...; 1 of 3 thresholds failed".
+func (o Outcome) String() string {
+	if len(o.Reasons) == 0 {
+		return fmt.Sprintf("%s (%s)", o.Headline(), o.Kind)
+	}
+	return fmt.Sprintf("%s (%s): %s", o.Headline(), o.Kind, strings.Join(o.Texts(), "; "))
+}
+
+// Error is an error carrying a run's outcome, for commands that return errors: it maps to the outcome's
+// exit code (ExitCode) wherever it is wrapped.
+type Error struct{ Outcome Outcome }
+
+func (e *Error) Error() string { return e.Outcome.String() }
+
+// Err returns nil for a pass and an *Error carrying o otherwise.
+func (o Outcome) Err() error {
+	if o.Passed() {
+		return nil
+	}
+	return &Error{Outcome: o}
+}
+
+// Code maps an error returned by a chaosbench command to the process exit code: 0 for nil, ExitUsage for a
+// usage error, the outcome's code for an *Error, ExitHarness for anything else.
+func Code(err error) int {
+	var oe *Error
+	switch {
+	case err == nil:
+		return ExitOK
+	case IsUsage(err):
+		return ExitUsage
+	case errors.As(err, &oe):
+		return oe.Outcome.ExitCode()
+	}
+	return ExitHarness
+}
