@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"github.com/etcd-chaosbench/chaosbench/faults"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // TestExitCode pins every exit code to the error that causes it (README's table is the documentation).
@@ -22,8 +19,10 @@ func TestExitCode(t *testing.T) {
 		{"usage", outcome.Usagef("--rate: bad"), outcome.ExitUsage},
 		{"wrapped usage", fmt.Errorf("load scenario: %w", outcome.Usagef("bad")), outcome.ExitUsage},
 		{"interrupted", ErrInterrupted, outcome.ExitInterrupted},
-		{"thresholds", fmt.Errorf("judge: %w", results.ErrThresholds), outcome.ExitThresholds},
-		{"not recovered", fmt.Errorf("partition: %w", faults.ErrNotRecovered), outcome.ExitThresholds},
+		{"thresholds outcome", fmt.Errorf("run: %w", outcome.Decide(outcome.New(outcome.ThresholdFailed, "put:p99<25ms")).Err()), outcome.ExitThresholds},
+		{"violation outcome", fmt.Errorf("run: %w", outcome.Decide(outcome.New(outcome.Violation, "x"), outcome.New(outcome.HarnessError, "y")).Err()), outcome.ExitViolation},
+		{"undecided outcome", outcome.Decide(outcome.New(outcome.Undecided, "timed out")).Err(), outcome.ExitHarness},
+		{"interrupted outcome", outcome.Decide(outcome.New(outcome.Incomplete, "signal")).ErrWith(ErrInterrupted), outcome.ExitInterrupted},
 		{"harness", errors.New("write summary: disk full"), outcome.ExitHarness},
 	}
 	for _, tt := range tests {

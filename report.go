@@ -64,8 +64,8 @@ func (r *run) stopScraper(ctx context.Context) error {
 }
 
 // judge completes the summary with what a report needs (time base, machine), evaluates the thresholds and
-// diagnoses the run. It returns whether a threshold failed.
-func (r *run) judge(s *results.Summary) bool {
+// diagnoses the run. A report that cannot be prepared is an error of the run.
+func (r *run) judge(s *results.Summary) {
 	if r.collector != nil {
 		s.TimeBase = r.collector.Start()
 	}
@@ -76,11 +76,10 @@ func (r *run) judge(s *results.Summary) bool {
 	rep, err := report.FromSummary(r.dir, s)
 	if err != nil {
 		s.Errors = append(s.Errors, err.Error())
-		return false
+		return
 	}
 	report.Prepare(rep, ts)
 	r.report = rep
-	return report.Failed(rep.Thresholds) > 0
 }
 
 // writeReports writes report.md, report.html, junit.xml and perfdash.json, and prints the verdicts.
@@ -127,7 +126,9 @@ type ReportOptions struct {
 }
 
 // Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
-// whose thresholds fail returns results.ErrThresholds; summary.json is left as the run wrote it.
+// is judged again (its thresholds, or those given) and its outcome decided again from its summary, as the
+// run decided it: the error carries that outcome, so the exit code is the run's. summary.json is left as
+// the run wrote it.
 func Report(opts ReportOptions, out io.Writer) error {
 	if len(opts.Dirs) == 0 {
 		return outcome.Usagef("give a run directory, or several to compare")
@@ -202,17 +203,6 @@ func rerender(opts ReportOptions, out io.Writer) error {
 	}
 	files := []string{report.HTMLFile, report.MarkdownFile, report.JUnitFile, report.PerfdashFile}
 	fmt.Fprintf(out, "report: %s (and %s in %s)\n", filepath.Join(r.Dir, files[0]), strings.Join(files[1:], ", "), r.Dir)
-	return errThresholds(r)
-}
-
-// errThresholds wraps results.ErrThresholds with the count for a finished run.
-func errThresholds(r *report.Run) error {
-	if r == nil {
-		return nil
-	}
-	n := report.Failed(r.Thresholds)
-	if n == 0 {
-		return nil
-	}
-	return &results.ThresholdsError{Failed: n, Total: len(r.Thresholds)}
+	results.WriteVerdict(out, r.Summary)
+	return r.Summary.Verdict().Err()
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // Thresholds come from scenario files as lists; thresholds given as flags replace the file's; a bad one is
@@ -32,15 +30,5 @@ func TestScenarioThresholds(t *testing.T) {
 	s.Thresholds = []string{"put:p99<25"}
 	if err := s.validate(); !outcome.IsUsage(err) || !strings.Contains(err.Error(), "needs a unit") {
 		t.Fatalf("bad threshold: %v", err)
-	}
-}
-
-func TestExitCodeOfFailedThresholds(t *testing.T) {
-	err := errThresholds(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := ExitCode(&results.ThresholdsError{Failed: 1, Total: 2}); code != outcome.ExitThresholds {
-		t.Fatalf("exit code %d", code)
 	}
 }

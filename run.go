@@ -51,19 +51,21 @@ type Env struct {
 	MemberCommand []string
 }
 
-// ExitCode maps Run's error to the process exit code (see results.Exit*).
+// ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
+// A run's error carries its outcome, whose code it is; the other cases are other commands' errors.
 func ExitCode(err error) int {
+	var oe *outcome.Error
 	switch {
 	case err == nil:
 		return outcome.ExitOK
 	case outcome.IsUsage(err):
 		return outcome.ExitUsage
+	case errors.As(err, &oe):
+		return oe.Outcome.ExitCode()
 	case errors.Is(err, ErrInterrupted):
 		return outcome.ExitInterrupted
 	case errors.Is(err, lin.ErrViolation):
 		return outcome.ExitViolation
-	case errors.Is(err, results.ErrThresholds), isFaultFailure(err):
-		return outcome.ExitThresholds
 	}
 	return outcome.ExitHarness
 }
@@ -348,7 +350,12 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if r.clientLog != nil {
 		r.clientLog.Close()
 	}
-	harnessErr := errors.Join(errs...)
+	var harnessErrs []error
+	for _, err := range errs {
+		if err != nil {
+			harnessErrs = append(harnessErrs, err)
+		}
+	}
 
 	s := &r.summary
 	s.Schema = results.SummarySchema
@@ -376,15 +383,15 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.Mode = "open"
 	}
 	s.Operations = map[string]*results.Operation{}
-	var faultErr error
 	if r.collector != nil {
-		if from, ok := r.collector.MeasureFrom(); ok && r.loadEnd > from {
+		from, ok := r.collector.MeasureFrom()
+		if ok && r.loadEnd > from {
 			s.MeasuredSeconds = (r.loadEnd - from).Seconds()
-			faultErr = r.faults.summarize(s, from, r.loadEnd)
 		}
+		r.faults.summarize(s, from, r.loadEnd, ok && r.loadEnd > from)
 		s.Operations = r.collector.Operations(time.Duration(s.MeasuredSeconds * float64(time.Second)))
 		if err := r.collector.WriteHGRM(r.dir); err != nil {
-			harnessErr = errors.Join(harnessErr, err)
+			harnessErrs = append(harnessErrs, err)
 		}
 	}
 	s.Total = results.Totals(s.Operations)
@@ -406,43 +413,32 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 
 	// Consistency checks of the recorded history (check.go).
-	checkErr := r.checkHistory(ctx, interrupted)
+	r.checkHistory(ctx, interrupted)
 
 	r.mu.Lock()
 	s.Errors = append(s.Errors, r.events...)
 	r.mu.Unlock()
-	var runErr error
 	switch {
 	case interrupted:
+		s.Interrupted = true
 		s.Incomplete, s.IncompleteReason = true, "interrupted by signal; results cover the load up to that moment"
-		runErr = ErrInterrupted
 	case loadErr != nil:
 		s.Incomplete, s.IncompleteReason = true, loadErr.Error()
-		runErr = loadErr
-	case checkErr != nil:
-		runErr = checkErr
-	case harnessErr != nil:
-		runErr = harnessErr
-	case faultErr != nil:
-		runErr = faultErr
 	}
-	if harnessErr != nil {
-		s.Errors = append(s.Errors, harnessErr.Error())
+	for _, err := range harnessErrs {
+		s.Errors = append(s.Errors, err.Error())
 	}
-	// Thresholds and diagnosis go into summary.json; a failed threshold fails a run that otherwise passed.
-	if r.judge(s) && runErr == nil {
-		runErr = errThresholds(r.report)
-	}
+	// Thresholds and diagnosis go into summary.json, then the outcome is decided from the summary alone.
+	r.judge(s)
+	o := s.SetOutcome()
 	if err := results.WriteSummary(r.dir, s); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	if runErr == nil && r.s.Cluster != "external" && !r.s.KeepData {
-		r.removeData()
+		s.Errors = append(s.Errors, err.Error())
+		o = s.SetOutcome()
 	}
 
 	fmt.Fprintln(r.out)
 	if err := results.WriteText(r.out, s); err != nil {
-		runErr = errors.Join(runErr, err)
+		fmt.Fprintln(r.out, "error:", err)
 	}
 	if s.Schedule.Mode == "open" && s.Schedule.MissedPercent > 1 {
 		fmt.Fprintf(r.out, "WARNING: %.1f%% of operations started late: response times include the delay, service times do not.\n", s.Schedule.MissedPercent)
@@ -452,13 +448,27 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		fmt.Fprintln(r.out, "error:", e)
 	}
 	if err := r.writeReports(); err != nil {
+		// The reports could not all be written: that is a harness error, and the summary must say so too.
 		fmt.Fprintln(r.out, "error:", err)
-		if runErr == nil || errors.Is(runErr, results.ErrThresholds) {
-			runErr = err // a harness failure outranks a failed threshold
+		s.Errors = append(s.Errors, err.Error())
+		o = s.SetOutcome()
+		if err := results.WriteSummary(r.dir, s); err != nil {
+			fmt.Fprintln(r.out, "error:", err)
 		}
 	}
+	if o.Passed() && r.s.Cluster != "external" && !r.s.KeepData {
+		r.removeData()
+	}
 	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
-	return s, runErr
+	results.WriteVerdict(r.out, s)
+	var cause error
+	switch {
+	case interrupted:
+		cause = ErrInterrupted
+	case loadErr != nil:
+		cause = loadErr
+	}
+	return s, o.ErrWith(cause)
 }
 
 // beganAt returns when the load began, if it did.

@@ -32,7 +32,6 @@ type faultRun struct {
 
 	phases *results.Phases
 	runner *faults.Runner
-	err    error // from Stop
 }
 
 // faultStopTimeout bounds healing the faults when the load ends; faultInterruptTimeout when the run was
@@ -232,25 +231,30 @@ func (p *faultRun) stop(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := p.runner.Stop(sctx, reason); err != nil && p.err == nil {
-		p.err = err
-	}
+	// Stop's error sums up the windows that did not recover or inject; summarize reports each window.
+	_ = p.runner.Stop(sctx, reason)
 }
 
-// summarize puts the windows, the phases and the schedule's problems into the summary, and returns the
-// error that decides the exit code when a fault did not go as scheduled.
-func (p *faultRun) summarize(s *results.Summary, from, end time.Duration) error {
+// summarize puts the windows, the phases (when the load was measured) and the schedule's problems into the
+// summary. Every problem is an error of the run, a reason of its outcome, unless the scenario allowed it:
+// with --fault-skip-ok, skipped faults and a nemesis with nothing to inject are only reported. A window
+// after which the cluster did not recover is in the windows, where the outcome finds it.
+func (p *faultRun) summarize(s *results.Summary, from, end time.Duration, measured bool) {
 	if p == nil || p.runner == nil {
-		return nil
+		return
 	}
 	s.Faults = p.runner.Windows()
-	if err := p.phases.Close(end); err == nil && from < end {
+	if err := p.phases.Close(end); err == nil && measured && from < end {
 		s.Phases = p.phases.Summary(from, end)
 	}
-	s.Errors = append(s.Errors, p.runner.Errors()...)
-	return p.err
+	for _, e := range p.runner.Errors() {
+		switch {
+		case strings.Contains(e, ": "+faults.OutcomeNotRecovered):
+			// Judged from its window (a failed availability expectation, like a threshold).
+		case p.opts.SkipOK && strings.Contains(e, ": "+faults.OutcomeSkipped+": "):
+			s.Allowed = append(s.Allowed, e)
+		default:
+			s.Errors = append(s.Errors, e)
+		}
+	}
 }
-
-// isFaultFailure reports whether err says a fault did not recover (exit code 3, like a failed threshold:
-// the cluster did not meet the availability the run expects).
-func isFaultFailure(err error) bool { return errors.Is(err, faults.ErrNotRecovered) }

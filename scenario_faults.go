@@ -27,6 +27,9 @@ type FaultOptions struct {
 	// ClientProxies puts a proxy in front of every member's client port (on automatically when a
 	// partition cuts clients off).
 	ClientProxies bool `json:"client-proxies"`
+	// SkipOK allows faults that did not happen: a fault skipped because the cluster was not healthy before
+	// it, and a nemesis that found nothing to inject. Without it each fails the run (a harness error).
+	SkipOK bool `json:"fault-skip-ok"`
 }
 
 // DefaultFaultOptions returns the fault settings of a plain run: the default schedule.
@@ -48,6 +51,7 @@ func bindFaultFlags(fs *pflag.FlagSet, o *FaultOptions) {
 	fs.DurationVar(&o.RecoveryTimeout, "fault-recovery-timeout", o.RecoveryTimeout, "how long the cluster may take to be healthy again after a fault is healed (else the run fails, exit code 3)")
 	fs.DurationVar(&o.Settle, "fault-settle", o.Settle, "how long each fault window is still observed once the cluster is healthy again (its recovery phase)")
 	fs.StringVar(&o.SlowFS, "slowfs", o.SlowFS, "serve members' data through the slowfs FUSE filesystem for disk faults: auto (when the schedule has disk faults), on or off (disk faults then use strace)")
+	fs.BoolVar(&o.SkipOK, "fault-skip-ok", o.SkipOK, "a fault skipped on an unhealthy cluster, or a nemesis with nothing to inject, does not fail the run (it is reported as allowed)")
 	fs.BoolVar(&o.ClientProxies, "client-proxies", o.ClientProxies, "put a proxy in front of every member's client port, so that partitions can cut clients off (=clients)")
 }
 

@@ -171,17 +171,26 @@ func (o Outcome) String() string {
 }
 
 // Error is an error carrying a run's outcome, for commands that return errors: it maps to the outcome's
-// exit code (ExitCode) wherever it is wrapped.
-type Error struct{ Outcome Outcome }
+// exit code (Code) wherever it is wrapped. Cause, when set, is the error behind it (errors.Is sees it).
+type Error struct {
+	Outcome Outcome
+	Cause   error
+}
 
 func (e *Error) Error() string { return e.Outcome.String() }
 
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
 // Err returns nil for a pass and an *Error carrying o otherwise.
-func (o Outcome) Err() error {
+func (o Outcome) Err() error { return o.ErrWith(nil) }
+
+// ErrWith returns nil for a pass and an *Error carrying o and its cause otherwise.
+func (o Outcome) ErrWith(cause error) error {
 	if o.Passed() {
 		return nil
 	}
-	return &Error{Outcome: o}
+	return &Error{Outcome: o, Cause: cause}
 }
 
 // Code maps an error returned by a chaosbench command to the process exit code: 0 for nil, ExitUsage for a

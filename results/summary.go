@@ -12,6 +12,7 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // SummaryFile is the name of the run summary inside a run directory; SummarySchema versions its layout.
@@ -24,8 +25,15 @@ const (
 // Summary is the machine-readable result of a run (summary.json). Field meanings and units are documented
 // in results/SCHEMA.md; latencies are in milliseconds, throughputs in operations per second.
 type Summary struct {
-	Schema           string                `json:"schema"`
-	Name             string                `json:"name"`
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	// Outcome and Reasons are the run's verdict (see Decide): the exit code, every report's headline and
+	// JUnit are derived from them and nothing else.
+	Outcome outcome.Kind     `json:"outcome"`
+	Reasons []outcome.Reason `json:"reasons,omitempty"`
+	// Interrupted says the run was stopped by a signal; Incomplete that its load did not run to the end
+	// (interrupted, or stopped by an error).
+	Interrupted      bool                  `json:"interrupted,omitempty"`
 	Command          []string              `json:"command,omitempty"`
 	Incomplete       bool                  `json:"incomplete"`
 	IncompleteReason string                `json:"incomplete_reason,omitempty"`
@@ -46,7 +54,10 @@ type Summary struct {
 	Checks           []Check               `json:"checks,omitempty"`
 	Kube             *Kube                 `json:"kube,omitempty"`
 	GeneratorLoad    *GeneratorLoad        `json:"generator_load,omitempty"`
-	Errors           []string              `json:"errors,omitempty"`
+	// Errors are what did not go as asked (harness errors): each is a reason of a failed outcome.
+	Errors []string `json:"errors,omitempty"`
+	// Allowed are problems the scenario explicitly allowed (--fault-skip-ok): shown, but not failing.
+	Allowed []string `json:"allowed,omitempty"`
 
 	// Reports (issue 7): the run's time base (offsets in every file count from it), etcd's own metrics,
 	// threshold verdicts, the diagnosis and the machine.
@@ -309,6 +320,19 @@ func WriteText(w io.Writer, s *Summary) error {
 		fmt.Fprintf(w, "INCOMPLETE: %s\n", s.IncompleteReason)
 	}
 	return nil
+}
+
+// WriteVerdict writes the run's outcome, the last lines a person reads: the headline word, the outcome and
+// one line per reason.
+func WriteVerdict(w io.Writer, s *Summary) {
+	o := s.Verdict()
+	fmt.Fprintf(w, "verdict: %s (%s, exit code %d)\n", o.Headline(), o.Kind, o.ExitCode())
+	for _, r := range o.Reasons {
+		fmt.Fprintf(w, "  %s: %s\n", r.Kind, r.Text)
+	}
+	for _, a := range s.Allowed {
+		fmt.Fprintf(w, "  allowed: %s\n", a)
+	}
 }
 
 func errorText(op *Operation) string {

@@ -1,24 +1,5 @@
 package results
 
-import (
-	"errors"
-	"fmt"
-)
-
-// ErrThresholds is what a run (and `chaosbench report`) returns, wrapped in a ThresholdsError, when its
-// thresholds did not all pass: the run itself completed. Commands exit with ExitThresholds.
-var ErrThresholds = errors.New("thresholds failed")
-
-// ThresholdsError says how many thresholds failed; it matches ErrThresholds with errors.Is.
-type ThresholdsError struct{ Failed, Total int }
-
-func (e *ThresholdsError) Error() string {
-	return fmt.Sprintf("%d of %d thresholds failed", e.Failed, e.Total)
-}
-
-// Is makes errors.Is(err, ErrThresholds) true.
-func (e *ThresholdsError) Is(target error) bool { return target == ErrThresholds }
-
 // Threshold verdicts. NotApplicable is for thresholds that had nothing to judge in this run (a glob that
 // matched no operation of a named set that did match); it neither passes nor fails the run, and it is
 // shown as such.

@@ -57,10 +57,13 @@ func ReadFaults(dir string) ([]FaultWindow, error) {
 }
 
 // Verdicts of a check. Unknown (the check could not decide, for example it timed out) is never a pass.
+// Nothing (the history held nothing this check looks at, such as no watch events) is neither a pass nor a
+// failure: it says the check did not check anything.
 const (
 	VerdictOK        = "ok"
 	VerdictViolation = "violation"
 	VerdictUnknown   = "unknown"
+	VerdictNothing   = "nothing to check"
 )
 
 // Check is the verdict of one consistency check of a run (linearizability, watch guarantees, serializable

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -69,12 +70,20 @@ func WriteJUnit(w io.Writer, r *Run) error {
 		{"etcd_server", s.Versions.EtcdServer},
 		{"throughput", fmt.Sprintf("%.1f", s.Total.Throughput)},
 	}
-	run := junitCase{Classname: "chaosbench.run", Name: "run completed", Time: suite.Time}
-	switch {
-	case s.Incomplete:
-		run.Failure = &junitMessage{Message: "incomplete: " + s.IncompleteReason, Type: "incomplete", Text: strings.Join(s.Errors, "\n")}
-	case len(s.Errors) > 0:
-		run.Error = &junitMessage{Message: s.Errors[0], Type: "harness", Text: strings.Join(s.Errors, "\n")}
+	// The first test case is the run's outcome, the value the exit code and every headline come from: it
+	// fails (a violation, a failed threshold, an interrupted run) or errs (a harness error, an undecided
+	// check) exactly when the run did not pass, with every reason in its text.
+	o := s.Verdict()
+	suite.Properties = append(suite.Properties, junitProperty{"outcome", string(o.Kind)})
+	run := junitCase{Classname: "chaosbench.run", Name: "outcome", Time: suite.Time}
+	if !o.Passed() {
+		msg := &junitMessage{Message: o.String(), Type: string(o.Kind), Text: strings.Join(o.Texts(), "\n")}
+		switch o.Kind {
+		case outcome.HarnessError, outcome.Undecided:
+			run.Error = msg
+		default:
+			run.Failure = msg
+		}
 	}
 	var out strings.Builder
 	for _, f := range r.Diagnosis {
@@ -86,6 +95,8 @@ func WriteJUnit(w io.Writer, r *Run) error {
 		tc := junitCase{Classname: "chaosbench.checks", Name: c.Name, Time: fmt.Sprintf("%.3f", c.Seconds)}
 		switch c.Verdict {
 		case results.VerdictOK:
+		case results.VerdictNothing:
+			tc.Skipped = &junitMessage{Message: results.VerdictNothing + ": " + c.Detail}
 		case results.VerdictViolation:
 			tc.Failure = &junitMessage{Message: "violation: " + c.Detail, Type: "violation", Text: c.Detail}
 		default:

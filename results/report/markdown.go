@@ -17,6 +17,12 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("# chaosbench report: %s\n\n", v.Name)
 	p("**%s** — %s\n\n", v.Overall, v.Headline)
+	for _, rs := range v.Reasons {
+		p("- %s: %s\n", rs.Key, rs.Value)
+	}
+	if len(v.Reasons) > 0 {
+		p("\n")
+	}
 
 	table(b, []string{"", "verdict", "detail"}, func(row func(...string)) {
 		for _, vr := range v.Verdicts {

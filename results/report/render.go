@@ -24,6 +24,8 @@ func Prepare(r *Run, ts []Threshold) {
 	r.Thresholds = Evaluate(ts, r)
 	r.Diagnosis = Diagnose(r)
 	r.Summary.Thresholds, r.Summary.Diagnosis = r.Thresholds, r.Diagnosis
+	// The thresholds are part of the outcome: decide it again with them.
+	r.Summary.SetOutcome()
 }
 
 // StoredThresholds returns the thresholds a run was judged by, from its summary, so that a re-rendered

@@ -93,6 +93,13 @@ window.addEventListener("error", function (e) {
 <header>
 <h1><span class="badge {{.Class}}">{{.Overall}}</span>chaosbench report: {{.Name}}</h1>
 <div class="headline">{{.Headline}}</div>
+{{- if .Reasons}}
+<ul class="findings reasons">
+{{- range .Reasons}}
+<li class="{{if eq .Key "allowed"}}warn{{else}}fail{{end}}"><span class="topic">{{.Key}}</span>{{.Value}}</li>
+{{- end}}
+</ul>
+{{- end}}
 <div class="cards">
 {{- range .Verdicts}}
 <div class="card {{.Class}}"><div class="area">{{.Area}}</div><div class="verdict">{{.Verdict}}</div><div class="detail">{{.Detail}}</div></div>

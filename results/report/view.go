@@ -19,6 +19,8 @@ type view struct {
 	Overall  string // PASS, FAIL, INCOMPLETE, ERROR
 	Class    string // ok, fail, warn
 	Headline string
+	// Reasons are the outcome's reasons, most severe first, then the problems the scenario allowed.
+	Reasons []kv
 
 	Verdicts   []verdictRow
 	Diagnosis  []results.Finding
@@ -93,37 +95,24 @@ func buildView(r *Run) *view {
 	return v
 }
 
+// overall heads the report with the run's outcome, the same value the exit code, JUnit and summary.json
+// come from (results.Decide): the report never re-decides it.
 func (v *view) overall(r *Run) {
 	s := r.Summary
-	failed := Failed(r.Thresholds)
-	violations := 0
-	for _, c := range s.Checks {
-		if c.Verdict == results.VerdictViolation {
-			violations++
-		}
-	}
-	switch {
-	case s.Incomplete:
-		v.Overall, v.Class = "INCOMPLETE", "warn"
-	case violations > 0 || failed > 0:
-		v.Overall, v.Class = "FAIL", "fail"
-	case len(s.Errors) > 0:
-		v.Overall, v.Class = "ERROR", "fail"
-	default:
-		v.Overall, v.Class = "PASS", "ok"
-	}
-	var parts []string
-	parts = append(parts, fmt.Sprintf("%s %s: %d operations, %.1f ops/s over %s measured", s.Name, clusterText(s), s.Total.Count, s.Total.Throughput, fmtSeconds(s.MeasuredSeconds)))
-	if len(r.Thresholds) > 0 {
+	o := s.Verdict()
+	v.Overall, v.Class = o.Headline(), o.Class()
+	parts := []string{fmt.Sprintf("%s %s: %d operations, %.1f ops/s over %s measured", s.Name, clusterText(s), s.Total.Count, s.Total.Throughput, fmtSeconds(s.MeasuredSeconds))}
+	if failed := Failed(r.Thresholds); len(r.Thresholds) > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d thresholds failed", failed, len(r.Thresholds)))
 	}
-	if violations > 0 {
-		parts = append(parts, fmt.Sprintf("%d consistency violations", violations))
-	}
-	if s.Incomplete {
-		parts = append(parts, s.IncompleteReason)
-	}
+	parts = append(parts, fmt.Sprintf("outcome: %s (exit code %d)", o.Kind, o.ExitCode()))
 	v.Headline = strings.Join(parts, "; ")
+	for _, rs := range o.Reasons {
+		v.Reasons = append(v.Reasons, kv{Key: string(rs.Kind), Value: rs.Text})
+	}
+	for _, a := range s.Allowed {
+		v.Reasons = append(v.Reasons, kv{Key: "allowed", Value: a})
+	}
 }
 
 func clusterText(s *results.Summary) string {
@@ -188,28 +177,40 @@ func (v *view) verdicts(r *Run) {
 
 	// Consistency.
 	cs := verdictRow{Area: "Consistency"}
-	var okNames, bad []string
-	unknown := false
+	var okNames, nothing, violations, undecided []string
 	for _, c := range s.Checks {
 		switch c.Verdict {
 		case results.VerdictOK:
 			okNames = append(okNames, c.Name)
+		case results.VerdictNothing:
+			nothing = append(nothing, c.Name)
 		case results.VerdictViolation:
-			bad = append(bad, c.Name+": violation")
+			violations = append(violations, c.Name+": violation")
 		default:
-			unknown = true
-			bad = append(bad, c.Name+": "+c.Verdict)
+			undecided = append(undecided, c.Name+": "+c.Verdict)
+		}
+	}
+	var detail []string
+	for _, group := range []struct {
+		names []string
+		what  string
+	}{{okNames, "ok"}, {nothing, results.VerdictNothing}} {
+		if len(group.names) > 0 {
+			detail = append(detail, strings.Join(group.names, ", ")+": "+group.what)
 		}
 	}
 	switch {
 	case len(s.Checks) == 0:
 		cs.Verdict, cs.Class, cs.Detail = "not checked", "info", "no consistency check ran"
-	case len(bad) > 0 && !unknown:
-		cs.Verdict, cs.Class, cs.Detail = "violation", "fail", strings.Join(bad, "; ")
-	case len(bad) > 0:
-		cs.Verdict, cs.Class, cs.Detail = "unknown", "warn", strings.Join(bad, "; ")
+	case len(violations) > 0:
+		// A violation is never shown as anything else, whatever else the checks said.
+		cs.Verdict, cs.Class, cs.Detail = "violation", "fail", strings.Join(append(violations, undecided...), "; ")
+	case len(undecided) > 0:
+		cs.Verdict, cs.Class, cs.Detail = "undecided", "fail", strings.Join(append(undecided, detail...), "; ")
+	case len(okNames) == 0:
+		cs.Verdict, cs.Class, cs.Detail = results.VerdictNothing, "info", strings.Join(detail, "; ")
 	default:
-		cs.Verdict, cs.Class, cs.Detail = "ok", "ok", strings.Join(okNames, ", ")+": ok"
+		cs.Verdict, cs.Class, cs.Detail = "ok", "ok", strings.Join(detail, "; ")
 	}
 	v.Verdicts = append(v.Verdicts, cs)
 

@@ -1,0 +1,90 @@
+package results
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+)
+
+// Decide is the one place a run's outcome is decided. It reads the summary and nothing else, so that a run
+// finishing and `chaosbench report DIR` re-reading its directory reach the same verdict:
+//   - a check with a violation (linearizability, watches, members that disagree) is a violation;
+//   - a check that could not decide is undecided; a check that had nothing to check is neither;
+//   - an interrupted run is incomplete;
+//   - every entry of Errors (the load or the cluster failed, a fault was skipped or injected nothing, a
+//     member exited by itself, a heal was left to the final sweep, a file could not be written) is a
+//     harness error, and so is a load that stopped early for any reason but an interrupt;
+//   - a fault window after which the cluster did not recover, and every failed threshold, fail a threshold.
+//
+// outcome.Decide orders them by precedence.
+func Decide(s *Summary) outcome.Outcome {
+	var rs []outcome.Reason
+	for _, c := range s.Checks {
+		switch c.Verdict {
+		case VerdictViolation:
+			rs = append(rs, outcome.New(outcome.Violation, "%s: %s", c.Name, oneLine(c.Detail)))
+		case VerdictUnknown:
+			rs = append(rs, outcome.New(outcome.Undecided, "%s could not decide: %s", c.Name, oneLine(c.Detail)))
+		case VerdictOK, VerdictNothing:
+		default:
+			rs = append(rs, outcome.New(outcome.Undecided, "%s: unknown verdict %q", c.Name, c.Verdict))
+		}
+	}
+	switch {
+	case s.Interrupted:
+		rs = append(rs, outcome.New(outcome.Incomplete, "%s", oneLine(s.IncompleteReason)))
+	case s.Incomplete:
+		rs = append(rs, outcome.New(outcome.HarnessError, "the load stopped early: %s", oneLine(s.IncompleteReason)))
+	}
+	for _, e := range s.Errors {
+		rs = append(rs, outcome.New(outcome.HarnessError, "%s", oneLine(e)))
+	}
+	for _, w := range s.Faults {
+		if strings.HasPrefix(w.Outcome, faultNotRecovered) {
+			rs = append(rs, outcome.New(outcome.ThresholdFailed, "fault %s: %s", w.Spec, oneLine(w.Outcome)))
+		}
+	}
+	for _, t := range s.Thresholds {
+		if t.Verdict == ThresholdFail {
+			text := fmt.Sprintf("threshold %s failed: observed %s", t.Expr, t.Observed)
+			if t.Subject != "" {
+				text += " (" + t.Subject + ")"
+			}
+			if t.Detail != "" {
+				text += ": " + oneLine(t.Detail)
+			}
+			rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", text))
+		}
+	}
+	return outcome.Decide(rs...)
+}
+
+// faultNotRecovered is the prefix of a fault window's outcome when the cluster was not healthy again within
+// the recovery bound (faults.OutcomeNotRecovered; results cannot import faults).
+const faultNotRecovered = "not recovered"
+
+// SetOutcome decides the summary's outcome and stores it in the summary.
+func (s *Summary) SetOutcome() outcome.Outcome {
+	o := Decide(s)
+	s.Outcome, s.Reasons = o.Kind, o.Reasons
+	return o
+}
+
+// Verdict returns the outcome stored in the summary; a summary written before outcomes existed (or not yet
+// decided) is decided now.
+func (s *Summary) Verdict() outcome.Outcome {
+	if s.Outcome == "" {
+		return Decide(s)
+	}
+	return outcome.Outcome{Kind: s.Outcome, Reasons: s.Reasons}
+}
+
+// oneLine keeps the first line of a multi-line text, so that every reason is one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
