@@ -380,8 +380,9 @@ func TestFaultNotRecoveredExitCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Faults) != 1 || !strings.HasPrefix(s.Faults[0].Outcome, faults.OutcomeNotRecovered) || len(s.Errors) == 0 {
-		t.Fatalf("faults %+v errors %v", s.Faults, s.Errors)
+	if len(s.Faults) != 1 || !strings.HasPrefix(s.Faults[0].Outcome, faults.OutcomeNotRecovered) || s.Outcome != outcome.ThresholdFailed ||
+		len(s.Reasons) == 0 || !strings.Contains(s.Reasons[0].Text, "not recovered within 1ms") {
+		t.Fatalf("faults %+v outcome %s reasons %v", s.Faults, s.Outcome, s.Reasons)
 	}
 	if !strings.Contains(string(output), "not recovered within 1ms") {
 		t.Errorf("the failure is not reported:\n%s", output)
