@@ -26,6 +26,12 @@ const endpointForms = "expected host:port (e.g. 127.0.0.1:2379), http(s)://host:
 // that mixes plaintext and TLS endpoints (the etcd client dials every endpoint with the transport of the
 // first, so such a list would silently talk TLS to plaintext members or the other way round).
 func ParseEndpoints(endpoints []string, tls bool) ([]string, error) {
+	out, _, err := parseEndpoints(endpoints, tls)
+	return out, err
+}
+
+// parseEndpoints is ParseEndpoints, and also says whether the client will speak TLS to the endpoints.
+func parseEndpoints(endpoints []string, tls bool) ([]string, bool, error) {
 	var out []string
 	var first string
 	var firstSecure bool
@@ -34,23 +40,23 @@ func ParseEndpoints(endpoints []string, tls bool) ([]string, error) {
 			ep = strings.TrimSpace(ep)
 			if ep == "" {
 				if strings.Contains(entry, ",") {
-					return nil, fmt.Errorf("%q: empty endpoint in the list", entry)
+					return nil, false, fmt.Errorf("%q: empty endpoint in the list", entry)
 				}
-				return nil, fmt.Errorf("empty endpoint; %s", endpointForms)
+				return nil, false, fmt.Errorf("empty endpoint; %s", endpointForms)
 			}
 			u, secure, err := parseEndpoint(ep, tls)
 			if err != nil {
-				return nil, fmt.Errorf("%q: %w", ep, err)
+				return nil, false, fmt.Errorf("%q: %w", ep, err)
 			}
 			if first == "" {
 				first, firstSecure = ep, secure
 			} else if secure != firstSecure {
-				return nil, fmt.Errorf("%q and %q: one list cannot mix plaintext and TLS endpoints", first, ep)
+				return nil, false, fmt.Errorf("%q and %q: one list cannot mix plaintext and TLS endpoints", first, ep)
 			}
 			out = append(out, u)
 		}
 	}
-	return out, nil
+	return out, firstSecure, nil
 }
 
 // parseEndpoint returns one endpoint as a URL, and whether the client will speak TLS to it.

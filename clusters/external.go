@@ -50,12 +50,14 @@ func (m *externalMember) PeerURL() string   { return m.peerURL }
 
 // ConnectExternal checks the endpoints and TLS files, contacts the cluster and lists its members. Bad
 // endpoints, unreadable certificates and an unreachable cluster are usage errors: nothing has started.
+// As with etcdctl, TLS files make bare host:port endpoints https, and explicit http:// endpoints leave
+// them unused.
 func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, outcome.Usagef("--cluster external needs --endpoints")
 	}
 	useTLS := opts.CACert != "" || opts.Cert != "" || opts.Key != ""
-	endpoints, err := ParseEndpoints(opts.Endpoints, useTLS)
+	endpoints, speaksTLS, err := parseEndpoints(opts.Endpoints, useTLS)
 	if err != nil {
 		return nil, outcome.Usagef("--endpoints %w", err)
 	}
@@ -68,6 +70,15 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		if tlsConfig, err = info.ClientConfig(); err != nil {
 			return nil, outcome.Usagef("TLS files: %v", err)
 		}
+	}
+	// The probes must speak what the etcd client speaks to the endpoints.
+	switch {
+	case !speaksTLS:
+		// Explicit http:// endpoints: the client leaves TLS files unused, as etcdctl does.
+		tlsConfig = nil
+	case tlsConfig == nil:
+		// https:// without TLS files: the client verifies the servers against the system's CAs.
+		tlsConfig = &tls.Config{}
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 5 * time.Second

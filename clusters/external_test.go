@@ -69,26 +69,42 @@ func startInProcessMember(t *testing.T, advertiseSockets bool, sockets ...string
 func TestExternalEndpointForms(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "etcd.sock")
 	hostPort := startInProcessMember(t, false, "unix://"+sock)
+	_, files, err := GenerateTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name      string
 		endpoints []string
+		tlsFiles  bool
 		want      string
 	}{
-		{"host:port", []string{hostPort}, "http://" + hostPort},
-		{"http URL", []string{"http://" + hostPort}, "http://" + hostPort},
-		{"list with a dead endpoint", []string{"127.0.0.1:1," + hostPort}, "http://127.0.0.1:1"},
-		{"unix socket", []string{"unix://" + sock}, "unix://" + sock},
+		{"host:port", []string{hostPort}, false, "http://" + hostPort},
+		{"http URL", []string{"http://" + hostPort}, false, "http://" + hostPort},
+		{"http URL with TLS files", []string{"http://" + hostPort}, true, "http://" + hostPort},
+		{"list with a dead endpoint", []string{"127.0.0.1:1," + hostPort}, false, "http://127.0.0.1:1"},
+		{"unix socket", []string{"unix://" + sock}, false, "unix://" + sock},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			ext, err := ConnectExternal(ctx, ExternalOptions{Endpoints: tt.endpoints})
+			opts := ExternalOptions{Endpoints: tt.endpoints}
+			if tt.tlsFiles {
+				opts.CACert, opts.Cert, opts.Key = files.CA, files.Cert, files.Key
+			}
+			ext, err := ConnectExternal(ctx, opts)
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}
 			defer ext.Close(ctx)
 			if got := ext.Endpoints(); got[0] != tt.want {
 				t.Fatalf("endpoints %q, want %q first", got, tt.want)
+			}
+			if ext.TLS() != nil {
+				t.Fatal("TLS configured for plaintext endpoints: the probes would not reach the member")
+			}
+			if l, err := ext.Leader(ctx); err != nil || l.Name() != "m1" {
+				t.Fatalf("leader %v, %v", l, err)
 			}
 			if len(ext.Members()) != 1 || ext.Members()[0].ClientURL() != "http://"+hostPort {
 				t.Fatalf("members %v", ext.Members())
