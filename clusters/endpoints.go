@@ -39,8 +39,9 @@ func parseEndpoints(endpoints []string, tls bool) ([]string, bool, error) {
 		for _, ep := range strings.Split(entry, ",") {
 			ep = strings.TrimSpace(ep)
 			if ep == "" {
-				if strings.Contains(entry, ",") {
-					return nil, false, fmt.Errorf("%q: empty endpoint in the list", entry)
+				if len(endpoints) > 1 || strings.Contains(entry, ",") {
+					// --endpoints splits its value before we see it: quote the whole list.
+					return nil, false, fmt.Errorf("%q: empty endpoint in the list", strings.Join(endpoints, ","))
 				}
 				return nil, false, fmt.Errorf("empty endpoint; %s", endpointForms)
 			}

@@ -57,6 +57,7 @@ func TestParseEndpointsRefuses(t *testing.T) {
 		{"blank", []string{"  "}, false, "empty endpoint"},
 		{"empty in a list", []string{"a:1,,b:2"}, false, `"a:1,,b:2": empty endpoint in the list`},
 		{"trailing comma", []string{"a:1,"}, false, "empty endpoint in the list"},
+		{"empty entry as the flag splits it", []string{"a:1", "", "b:2"}, false, `"a:1,,b:2": empty endpoint in the list`},
 		{"no port", []string{"localhost"}, false, `"localhost": no port`},
 		{"URL without port", []string{"http://localhost"}, false, `"http://localhost": no port`},
 		{"empty port", []string{"localhost:"}, false, `port "": expected a number`},
