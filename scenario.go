@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
@@ -109,10 +110,10 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed (member processes started here), docker (member containers) or external")
 	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded or docker cluster: 1, 3 or 5")
 	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", s.EtcdFlags, "etcd setting for every member, name=value (repeatable), e.g. heartbeat-interval=100")
-	fs.StringSliceVar(&s.Endpoints, "endpoints", s.Endpoints, "client URLs of an external cluster")
-	fs.StringVar(&s.CACert, "cacert", s.CACert, "CA bundle to verify an external cluster's TLS certificates")
-	fs.StringVar(&s.Cert, "cert", s.Cert, "client certificate for mutual TLS")
-	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS")
+	fs.StringSliceVar(&s.Endpoints, "endpoints", s.Endpoints, "an external cluster's endpoints, as etcdctl takes them: host:port (https with TLS files), http(s)://host:port or unix://path, comma-separated (default $ETCDCTL_ENDPOINTS)")
+	fs.StringVar(&s.CACert, "cacert", s.CACert, "CA bundle to verify an external cluster's TLS certificates (default $ETCDCTL_CACERT)")
+	fs.StringVar(&s.Cert, "cert", s.Cert, "client certificate for mutual TLS (default $ETCDCTL_CERT)")
+	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS (default $ETCDCTL_KEY)")
 	fs.BoolVar(&s.TLS, "tls", s.TLS, "embedded members serve clients over mutual TLS, as kube-apiserver's etcd does (certificates generated in the run directory)")
 	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
 	bindVersionFlags(fs, s)
@@ -254,7 +255,50 @@ func (s *Scenario) DisplayName() string {
 	return s.Workload
 }
 
-// validate checks what does not need a cluster to check.
+// UseEnvironment gives an external cluster's settings that neither a flag nor the scenario file gave from
+// etcdctl's environment variables, read with lookup (os.LookupEnv in the command, a map in tests):
+// ETCDCTL_ENDPOINTS stands in for --endpoints, ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY for --cacert,
+// --cert and --key. As with etcdctl, each variable stands in for its own flag only, and a flag wins over its
+// variable. Call it after the scenario file and the flags are applied.
+//
+// For clusters chaosbench starts (embed, docker) the variables are ignored: a shell set up for etcdctl must
+// neither change which cluster a run measures nor make it fail. An ETCDCTL_ENDPOINTS that cannot be read is
+// a usage error that names the variable.
+func (s *Scenario) UseEnvironment(lookup func(key string) (string, bool)) error {
+	if s.Cluster != "external" || lookup == nil {
+		return nil
+	}
+	get := func(key string) string {
+		v, _ := lookup(key)
+		return strings.TrimSpace(v)
+	}
+	for _, f := range []struct {
+		key   string
+		field *string
+	}{{"ETCDCTL_CACERT", &s.CACert}, {"ETCDCTL_CERT", &s.Cert}, {"ETCDCTL_KEY", &s.Key}} {
+		if *f.field == "" {
+			*f.field = get(f.key)
+		}
+	}
+	if len(s.Endpoints) == 0 {
+		if v := get("ETCDCTL_ENDPOINTS"); v != "" {
+			if _, err := clusters.ParseEndpoints([]string{v}, s.externalTLS()); err != nil {
+				return outcome.Usagef("ETCDCTL_ENDPOINTS %w", err)
+			}
+			s.Endpoints = []string{v}
+		}
+	}
+	return nil
+}
+
+// externalTLS reports whether TLS files were given for an external cluster: bare host:port endpoints are
+// then https, as with etcdctl.
+func (s *Scenario) externalTLS() bool {
+	return s.CACert != "" || s.Cert != "" || s.Key != ""
+}
+
+// validate checks what does not need a cluster to check, and writes an external cluster's endpoints as
+// the URLs the client will dial.
 func (s *Scenario) validate() error {
 	if !slices.Contains([]string{"embed", "docker", "external"}, s.Cluster) {
 		return outcome.Usagef("--cluster %q: embed, docker or external", s.Cluster)
@@ -266,8 +310,15 @@ func (s *Scenario) validate() error {
 	if err := s.validateVersions(); err != nil {
 		return err
 	}
-	if s.Cluster == "external" && len(s.Endpoints) == 0 {
-		return outcome.Usagef("--cluster external needs --endpoints")
+	if s.Cluster == "external" {
+		if len(s.Endpoints) == 0 {
+			return outcome.Usagef("--cluster external needs --endpoints (or ETCDCTL_ENDPOINTS)")
+		}
+		eps, err := clusters.ParseEndpoints(s.Endpoints, s.externalTLS())
+		if err != nil {
+			return outcome.Usagef("--endpoints %w", err)
+		}
+		s.Endpoints = eps
 	}
 	if s.Cluster != "external" && (len(s.Endpoints) > 0 || s.CACert != "" || s.Cert != "" || s.Key != "") {
 		return outcome.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")

@@ -3,6 +3,7 @@ package chaosbench
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,82 @@ func TestOutDir(t *testing.T) {
 	s.Name, s.Out = "nightly", ""
 	if got := s.OutDir(at); got != filepath.Join("results", "20261121-100405-nightly") {
 		t.Fatalf("named out dir %q", got)
+	}
+}
+
+// TestExternalEndpointsAndEnvironment: an external cluster's endpoints and TLS files come from the flags,
+// then the scenario file, then etcdctl's variables, each variable standing in for its own flag; the
+// variables are ignored for clusters chaosbench starts; endpoints end up as the URLs the client dials.
+func TestExternalEndpointsAndEnvironment(t *testing.T) {
+	allEnv := map[string]string{
+		"ETCDCTL_ENDPOINTS": "10.0.0.9:2379,10.0.0.10:2379",
+		"ETCDCTL_CACERT":    "/env/ca.pem", "ETCDCTL_CERT": "/env/c.pem", "ETCDCTL_KEY": "/env/k.pem",
+	}
+	for _, tt := range []struct {
+		name      string
+		yaml      string
+		args      []string
+		env       map[string]string
+		endpoints []string // after validation
+		cacert    string
+		wantErr   string
+	}{
+		{name: "host:port flag", args: []string{"--cluster", "external", "--endpoints", "127.0.0.1:2379"},
+			endpoints: []string{"http://127.0.0.1:2379"}},
+		{name: "comma-separated flag", args: []string{"--cluster", "external", "--endpoints", "127.0.0.1:2379,http://127.0.0.1:22379"},
+			endpoints: []string{"http://127.0.0.1:2379", "http://127.0.0.1:22379"}},
+		{name: "host:port with --cacert is https", args: []string{"--cluster", "external", "--endpoints", "a:1", "--cacert", "ca.pem"},
+			endpoints: []string{"https://a:1"}, cacert: "ca.pem"},
+		{name: "file list in one string", yaml: "cluster: external\nendpoints: a:1,b:2\n",
+			endpoints: []string{"http://a:1", "http://b:2"}},
+		{name: "file list mixing plaintext and TLS", yaml: "cluster: external\nendpoints: [a:1, 'https://b:2']\n", wantErr: "cannot mix plaintext and TLS"},
+		{name: "all from the environment", args: []string{"--cluster", "external"}, env: allEnv,
+			endpoints: []string{"https://10.0.0.9:2379", "https://10.0.0.10:2379"}, cacert: "/env/ca.pem"},
+		{name: "endpoints only from the environment", args: []string{"--cluster", "external"},
+			env:       map[string]string{"ETCDCTL_ENDPOINTS": "127.0.0.1:2379"},
+			endpoints: []string{"http://127.0.0.1:2379"}},
+		{name: "flags win over the environment", args: []string{"--cluster", "external", "--endpoints", "a:1", "--cacert", "ca.pem", "--cert", "c.pem", "--key", "k.pem"},
+			env: allEnv, endpoints: []string{"https://a:1"}, cacert: "ca.pem"},
+		{name: "the file wins over the environment", yaml: "cluster: external\nendpoints: [a:1]\ncacert: file-ca.pem\n",
+			env: allEnv, endpoints: []string{"https://a:1"}, cacert: "file-ca.pem"},
+		{name: "each variable stands in for its own flag", args: []string{"--cluster", "external", "--endpoints", "a:1"},
+			env: map[string]string{"ETCDCTL_ENDPOINTS": "b:2", "ETCDCTL_CACERT": "/env/ca.pem"}, endpoints: []string{"https://a:1"}, cacert: "/env/ca.pem"},
+		{name: "an empty variable is absent", args: []string{"--cluster", "external"}, env: map[string]string{"ETCDCTL_ENDPOINTS": " "},
+			wantErr: "--cluster external needs --endpoints (or ETCDCTL_ENDPOINTS)"},
+		{name: "a bad variable is named", args: []string{"--cluster", "external"}, env: map[string]string{"ETCDCTL_ENDPOINTS": "localhost"},
+			wantErr: `ETCDCTL_ENDPOINTS "localhost": no port`},
+		{name: "a bad flag is named", args: []string{"--cluster", "external", "--endpoints", "127.0.0.1:2379,ftp://x:1"},
+			wantErr: `--endpoints "ftp://x:1": unknown scheme "ftp"`},
+		{name: "embed ignores the environment", env: allEnv},
+		{name: "docker ignores the environment", args: []string{"--cluster", "docker"}, env: allEnv},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := loadScenario(t, tt.yaml, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.UseEnvironment(func(key string) (string, bool) {
+				v, ok := tt.env[key]
+				return v, ok
+			})
+			if err == nil {
+				err = s.validate()
+			}
+			if tt.wantErr != "" {
+				if err == nil || !outcome.IsUsage(err) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(s.Endpoints, tt.endpoints) || s.CACert != tt.cacert {
+				t.Fatalf("endpoints %q cacert %q, want %q %q", s.Endpoints, s.CACert, tt.endpoints, tt.cacert)
+			}
+			if s.Cluster != "external" && (s.Cert != "" || s.Key != "") {
+				t.Fatalf("cert %q key %q taken from the environment for --cluster %s", s.Cert, s.Key, s.Cluster)
+			}
+		})
 	}
 }

@@ -227,6 +227,20 @@ func TestExternalMutualTLS(t *testing.T) {
 	if err == nil || !outcome.IsUsage(err) {
 		t.Fatalf("connecting without a client certificate: %v, want a usage error", err)
 	}
+
+	// A bare host:port speaks TLS when TLS files are given, as etcdctl does.
+	hostPort := strings.TrimPrefix(embedded.Endpoints()[0], "https://")
+	bare, err := ConnectExternal(ctx, ExternalOptions{Endpoints: []string{hostPort}, CACert: files.CA, Cert: files.Cert, Key: files.Key})
+	if err != nil {
+		t.Fatalf("connect to %s with TLS files: %v", hostPort, err)
+	}
+	defer bare.Close(ctx)
+	if got := bare.Endpoints(); len(got) != 1 || got[0] != embedded.Endpoints()[0] {
+		t.Fatalf("endpoints %q, want %q", got, embedded.Endpoints()[0])
+	}
+	if _, err := newClient(t, bare).Put(ctx, "tls", "bare"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestExternalBadEndpoints(t *testing.T) {
@@ -236,7 +250,8 @@ func TestExternalBadEndpoints(t *testing.T) {
 		want string
 	}{
 		{ExternalOptions{}, "needs --endpoints"},
-		{ExternalOptions{Endpoints: []string{"127.0.0.1:2379"}}, "expected a URL"},
+		{ExternalOptions{Endpoints: []string{"127.0.0.1:99999"}}, `--endpoints "127.0.0.1:99999": port "99999"`},
+		{ExternalOptions{Endpoints: []string{"ftp://127.0.0.1:2379"}}, `unknown scheme "ftp"`},
 		{ExternalOptions{Endpoints: []string{"http://127.0.0.1:2379"}, Cert: "c.pem"}, "--cert and --key go together"},
 		{ExternalOptions{Endpoints: []string{"https://127.0.0.1:2379"}, CACert: "/nonexistent/ca.pem"}, "TLS files"},
 		{ExternalOptions{Endpoints: []string{"http://127.0.0.1:1"}, ConnectTimeout: time.Second}, "cannot reach etcd at http://127.0.0.1:1"},

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -18,6 +17,8 @@ import (
 
 // ExternalOptions locates an existing cluster.
 type ExternalOptions struct {
+	// Endpoints are read as etcdctl reads --endpoints: host:port, http(s)://host:port, unix://path, each
+	// entry possibly a comma-separated list (see ParseEndpoints).
 	Endpoints []string
 	// CACert, Cert and Key are PEM files for (mutual) TLS; all empty means plaintext.
 	CACert, Cert, Key string
@@ -49,37 +50,46 @@ func (m *externalMember) PeerURL() string   { return m.peerURL }
 
 // ConnectExternal checks the endpoints and TLS files, contacts the cluster and lists its members. Bad
 // endpoints, unreadable certificates and an unreachable cluster are usage errors: nothing has started.
+// As with etcdctl, TLS files make bare host:port endpoints https, and explicit http:// endpoints leave
+// them unused.
 func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, error) {
 	if len(opts.Endpoints) == 0 {
 		return nil, outcome.Usagef("--cluster external needs --endpoints")
 	}
-	for _, ep := range opts.Endpoints {
-		u, err := url.Parse(ep)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, outcome.Usagef("--endpoints %q: expected a URL such as https://10.0.0.1:2379", ep)
-		}
+	useTLS := opts.CACert != "" || opts.Cert != "" || opts.Key != ""
+	endpoints, speaksTLS, err := parseEndpoints(opts.Endpoints, useTLS)
+	if err != nil {
+		return nil, outcome.Usagef("--endpoints %w", err)
 	}
 	var tlsConfig *tls.Config
-	if opts.CACert != "" || opts.Cert != "" || opts.Key != "" {
+	if useTLS {
 		if (opts.Cert == "") != (opts.Key == "") {
 			return nil, outcome.Usagef("--cert and --key go together")
 		}
 		info := transport.TLSInfo{CertFile: opts.Cert, KeyFile: opts.Key, TrustedCAFile: opts.CACert}
-		var err error
 		if tlsConfig, err = info.ClientConfig(); err != nil {
 			return nil, outcome.Usagef("TLS files: %v", err)
 		}
 	}
+	// The probes must speak what the etcd client speaks to the endpoints.
+	switch {
+	case !speaksTLS:
+		// Explicit http:// endpoints: the client leaves TLS files unused, as etcdctl does.
+		tlsConfig = nil
+	case tlsConfig == nil:
+		// https:// without TLS files: the client verifies the servers against the system's CAs.
+		tlsConfig = &tls.Config{}
+	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = 5 * time.Second
 	}
-	c := &External{endpoints: opts.Endpoints, tls: tlsConfig, status: newStatusClient(tlsConfig)}
+	c := &External{endpoints: endpoints, tls: tlsConfig, status: newStatusClient(tlsConfig)}
 
 	cfg := ClientConfig(c)
 	cfg.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, outcome.Usagef("connect to %s: %v", strings.Join(opts.Endpoints, ","), err)
+		return nil, outcome.Usagef("connect to %s: %v", strings.Join(endpoints, ","), err)
 	}
 	defer cli.Close()
 	lctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
@@ -89,22 +99,35 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, outcome.Usagef("cannot reach etcd at %s: %v", strings.Join(opts.Endpoints, ","), err)
+		return nil, outcome.Usagef("cannot reach etcd at %s: %v", strings.Join(endpoints, ","), err)
 	}
 	for _, m := range list.Members {
-		em := &externalMember{name: m.Name, id: m.ID}
-		if len(m.ClientURLs) > 0 {
-			em.clientURL = m.ClientURLs[0]
-		}
+		em := &externalMember{name: m.Name, id: m.ID, clientURL: probeURL(m.ClientURLs)}
 		if len(m.PeerURLs) > 0 {
 			em.peerURL = m.PeerURLs[0]
 		}
 		if em.name == "" {
 			em.name = fmt.Sprintf("%x", m.ID)
 		}
+		if em.clientURL == "" && len(m.ClientURLs) > 0 {
+			// Health, status and metrics probes go to each member over http(s), whatever the load uses.
+			return nil, outcome.Usagef("member %s advertises no http(s) client URL (%s): chaosbench probes every member over http(s)",
+				em.name, strings.Join(m.ClientURLs, ","))
+		}
 		c.members = append(c.members, em)
 	}
 	return c, nil
+}
+
+// probeURL returns the first http(s) URL a member advertises for clients, or "". Members may also
+// advertise unix sockets, which the load can use but the probes (plain HTTP and gRPC over TCP) cannot.
+func probeURL(clientURLs []string) string {
+	for _, u := range clientURLs {
+		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return u
+		}
+	}
+	return ""
 }
 
 // Backend returns "external".
@@ -113,7 +136,7 @@ func (c *External) Backend() string { return "external" }
 // Members returns the members listed by the cluster; none is a Process.
 func (c *External) Members() []Member { return c.members }
 
-// Endpoints returns the endpoints given by the user.
+// Endpoints returns the endpoints given by the user, as URLs (see ParseEndpoints).
 func (c *External) Endpoints() []string { return c.endpoints }
 
 // TLS returns the client TLS configuration, or nil.

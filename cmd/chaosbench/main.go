@@ -76,6 +76,11 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
+			// etcdctl's ETCDCTL_* variables stand in for the external cluster's flags.
+			if err := s.UseEnvironment(os.LookupEnv); err != nil {
+				*code = outcome.ExitUsage
+				return err
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {

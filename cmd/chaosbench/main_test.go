@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 
 // TestBadInput: every kind of bad input gets one clear line, exit code 2, and starts nothing.
 func TestBadInput(t *testing.T) {
+	unsetEtcdctlEnv(t)
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -80,7 +81,11 @@ func TestBadInput(t *testing.T) {
 		{"external without endpoints", []string{"run", "--cluster", "external"}, "needs --endpoints"},
 		{"endpoints without external", []string{"run", "--endpoints", "http://127.0.0.1:2379"}, "are for --cluster external"},
 		{"unreachable endpoint", []string{"run", "--cluster", "external", "--endpoints", "http://127.0.0.1:1"}, "cannot reach etcd at http://127.0.0.1:1"},
-		{"bad endpoint", []string{"run", "--cluster", "external", "--endpoints", "localhost:2379"}, "expected a URL"},
+		{"endpoint without port", []string{"run", "--cluster", "external", "--endpoints", "localhost"}, `--endpoints "localhost": no port`},
+		{"endpoint port", []string{"run", "--cluster", "external", "--endpoints", "127.0.0.1:99999"}, `--endpoints "127.0.0.1:99999": port "99999"`},
+		{"endpoint without host", []string{"run", "--cluster", "external", "--endpoints", "http://:2379"}, `--endpoints "http://:2379": no host`},
+		{"endpoint scheme", []string{"run", "--cluster", "external", "--endpoints", "ftp://127.0.0.1:2379"}, `unknown scheme "ftp"`},
+		{"endpoint garbage in a list", []string{"run", "--cluster", "external", "--endpoints", "127.0.0.1:2379,,x"}, `--endpoints "127.0.0.1:2379,,x": empty endpoint in the list`},
 		{"missing TLS file", []string{"run", "--cluster", "external", "--endpoints", "https://127.0.0.1:1", "--cacert", "/nonexistent.pem"}, "TLS files"},
 		{"warmup", []string{"run", "--warmup", "2m", "--duration", "1m"}, "shorter than --duration"},
 		{"out exists", []string{"run", "--out", existing}, "already holds a run"},
