@@ -182,8 +182,8 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", r.dir, err)
 	}
-	fmt.Fprintf(r.out, "chaosbench %s: workload %s on a %s cluster, seed %d\nresults: %s\n",
-		env.Version, s.Workload, s.clusterLabel(), s.Seed, r.dir)
+	fmt.Fprintf(r.out, "chaosbench %s: workload %s on %s cluster, seed %d\nresults: %s\n",
+		env.Version, s.Workload, article(s.clusterLabel()), s.Seed, r.dir)
 	r.faults.describe(r.out)
 	if kubeCfg != nil {
 		if err := kube.WritePlan(r.out, *kubeCfg, kubeCfg.Plan(s.endpointCount())); err != nil {
@@ -198,6 +198,14 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 
 func (s *Scenario) clusterLabel() string {
 	return s.clusterDescription()
+}
+
+// article puts "a" or "an" before a word.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an " + word
+	}
+	return "a " + word
 }
 
 func newSeed() int64 {
