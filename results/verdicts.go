@@ -57,10 +57,14 @@ func ReadFaults(dir string) ([]FaultWindow, error) {
 }
 
 // Verdicts of a check. Unknown (the check could not decide, for example it timed out) is never a pass.
+// Nothing (the history held nothing the check covers: no watch events, no serializable reads) is neither a
+// pass nor a failure: the check ran on nothing and says so, rather than "ok"; its Detail says what was
+// absent.
 const (
 	VerdictOK        = "ok"
 	VerdictViolation = "violation"
 	VerdictUnknown   = "unknown"
+	VerdictNothing   = "nothing to check"
 )
 
 // Check is the verdict of one consistency check of a run (linearizability, watch guarantees, serializable
