@@ -57,9 +57,8 @@ func ReadFaults(dir string) ([]FaultWindow, error) {
 }
 
 // Verdicts of a check. Unknown (the check could not decide, for example it timed out) is never a pass.
-// Nothing (the history held nothing the check covers: no watch events, no serializable reads) is neither a
-// pass nor a failure: the check ran on nothing and says so, rather than "ok"; its Detail says what was
-// absent.
+// Nothing (the history held nothing this check looks at, such as no watch events) is neither a pass nor a
+// failure: it says the check did not check anything.
 const (
 	VerdictOK        = "ok"
 	VerdictViolation = "violation"
