@@ -11,7 +11,10 @@
 // Runner plays a Schedule against a cluster while the load runs: it checks the cluster's health before
 // each fault and after each heal (a cluster that does not recover within a bound is a reported failure,
 // never a hang), records every window to faults.jsonl, and measures what each window did to clients
-// (write unavailability, time to a new leader, leader changes, errors by class).
+// (write unavailability, time to a new leader, leader changes, errors by class). Whatever kept the schedule
+// from doing what it asked (a fault skipped, a nemesis with nothing to inject, a failed inject or
+// compaction, a window not recovered, a heal left to the final sweep) is a typed Problem of the Runner:
+// the caller decides what each costs the run, nothing is only logged.
 package faults
 
 import (

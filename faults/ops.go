@@ -1,14 +1,17 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -64,11 +67,18 @@ func (f *Defrag) Recover(context.Context) error { return nil }
 
 // Compact compacts the keyspace at the current revision, once, or every interval for the window (a
 // compaction burst). Workloads reading old revisions then see "required revision has been compacted".
+// A revision already compacted (nothing was written since the last compaction) is not a failure: the
+// keyspace is as asked.
 type Compact struct {
 	base
 	stop chan struct{}
 	done chan struct{}
-	errs chan error
+
+	mu       sync.Mutex
+	tries    int   // compactions of the burst after the first
+	idle     int   // of which found nothing new to compact
+	failed   int   // of which failed
+	firstErr error // the first failure
 }
 
 // Available: any cluster a client reaches.
@@ -83,19 +93,29 @@ func (f *Compact) Inject(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	compact := func(ctx context.Context) error {
+	// compact compacts at the current revision; idle: it was compacted already (etcd answers
+	// ErrCompacted), as happens when nothing was written since the last compaction.
+	compact := func(ctx context.Context) (idle bool, err error) {
 		resp, err := cli.Get(ctx, "compact-revision-probe", clientv3.WithCountOnly())
 		if err != nil {
-			return fmt.Errorf("compact: read revision: %w", err)
+			return false, fmt.Errorf("compact: read revision: %w", err)
 		}
-		if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("compact at %d: %w", resp.Header.Revision, err)
+		_, err = cli.Compact(ctx, resp.Header.Revision)
+		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			return true, nil
+		case err != nil && !errors.Is(err, context.Canceled):
+			return false, fmt.Errorf("compact at %d: %w", resp.Header.Revision, err)
 		}
-		return nil
+		return false, nil
 	}
-	if err := compact(ctx); err != nil {
+	idle, err := compact(ctx)
+	if err != nil {
 		cli.Close()
 		return err
+	}
+	if idle {
+		f.env.logf("fault %s: nothing new to compact", f.name)
 	}
 	if f.p.interval <= 0 || f.hold <= 0 {
 		cli.Close()
@@ -110,13 +130,32 @@ func (f *Compact) Inject(ctx context.Context) error {
 		for {
 			select {
 			case <-f.stop:
+				f.mu.Lock()
+				f.env.logf("fault %s: compactions after the first: %d, of which %d found nothing new to compact and %d failed", f.name, f.tries, f.idle, f.failed)
+				f.mu.Unlock()
 				return
 			case <-t.C:
+				select {
+				case <-f.stop:
+					continue // a tick left over from a slow compaction: the burst is over
+				default:
+				}
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := compact(cctx); err != nil {
+				idle, err := compact(cctx)
+				cancel()
+				f.mu.Lock()
+				f.tries++
+				if idle {
+					f.idle++
+				}
+				if err != nil {
+					f.failed++
+					f.firstErr = cmp.Or(f.firstErr, err)
+				}
+				f.mu.Unlock()
+				if err != nil {
 					f.env.logf("fault %s: %v", f.name, err)
 				}
-				cancel()
 			}
 		}
 	}()
@@ -130,6 +169,17 @@ func (f *Compact) Recover(context.Context) error {
 		<-f.done
 	}
 	return nil
+}
+
+// failures says, in one line, how many compactions of the burst failed after Inject returned ("" when
+// none did): Inject reports only the first compaction, and the window's outcome only the heal.
+func (f *Compact) failures() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("compaction burst: %d of %d compactions after the first failed; first: %v", f.failed, f.tries, f.firstErr)
 }
 
 // Replace replaces a member the way an operator replaces a failed machine: remove, wipe, add back as a

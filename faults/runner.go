@@ -91,8 +91,9 @@ type Runner struct {
 
 	mu           sync.Mutex
 	settling     map[*settling]struct{} // windows in their recovery phase
+	inEffect     map[*Lifecycle]string  // faults injected (or being injected) and not yet healed: their specs
 	windows      []results.FaultWindow
-	errs         []string
+	problems     []Problem
 	notRecovered int
 	injectFailed int
 	stopOnce     sync.Once
@@ -135,7 +136,7 @@ func Start(c clusters.Cluster, sched Schedule, opts Options) (*Runner, error) {
 		opts.Grace = 10 * time.Second
 	}
 	r := &Runner{opts: opts, sched: sched, env: NewEnv(c, opts.Dir, opts.Seed, opts.Log), begun: make(chan struct{}),
-		settling: map[*settling]struct{}{}}
+		settling: map[*settling]struct{}{}, inEffect: map[*Lifecycle]string{}}
 	if opts.Dir != "" {
 		f, err := os.OpenFile(filepath.Join(opts.Dir, results.FaultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -188,7 +189,11 @@ func (r *Runner) runEntry(i int, e Entry) {
 	select {
 	case <-r.begun:
 	case <-r.ctx.Done():
-		return
+		select {
+		case <-r.begun: // the load began, then ended: its occurrences were due
+		default:
+			return // the load never began: nothing was due
+		}
 	}
 	rng := seeded(r.opts.Seed, "entry", i)
 	for k := 0; ; k++ {
@@ -197,31 +202,57 @@ func (r *Runner) runEntry(i int, e Entry) {
 			at += time.Duration(rng.Int64N(int64(e.Jitter)))
 		}
 		if r.opts.Duration > 0 && at >= r.opts.Duration {
+			if k == 0 {
+				// Validate keeps At within the load; its jitter may still push the first occurrence out.
+				r.problem(ProblemNothingInjected, e.Spec, fmt.Sprintf("never ran: with its jitter it was due at %s, after the load's end at %s",
+					at.Round(time.Millisecond), r.opts.Duration))
+			}
 			return
 		}
 		if r.ctx.Err() != nil {
+			r.lost(e, k, at, "before its time")
 			return
 		}
-		r.occurrence(e, r.begin+at, rng)
+		if why := r.occurrence(e, r.begin+at, rng); why != "" {
+			r.lost(e, k, at, why)
+			return
+		}
 		if e.Every == 0 {
 			return
 		}
 	}
 }
 
-// guard turns a panic in a runner goroutine into a recorded error; the faults it injected are healed by
-// Lifecycle.Recover's own guard or by Stop's last-resort heal.
-func (r *Runner) guard(what string) {
+// lost reports an occurrence that did not start because the runner stopped first (why says at which step).
+// Only the end of the load makes that a problem, and only for an occurrence the schedule counted on: one due
+// before the load's planned end, or the first of an entry when the load's length was not known. An
+// interrupted run is incomplete anyway, and says so.
+func (r *Runner) lost(e Entry, k int, at time.Duration, why string) {
+	r.mu.Lock()
+	reason := r.stopReason
+	r.mu.Unlock()
+	if reason != LoadEnded || (r.opts.Duration == 0 && k > 0) {
+		return
+	}
+	r.problem(ProblemNothingInjected, e.Spec, fmt.Sprintf("did not start: the load ended %s (due at %.2fs)", why, at.Seconds()))
+}
+
+// guard turns a panic in a runner goroutine into a problem (its stack goes to the log); the faults it
+// injected are healed by Lifecycle.Recover's own guard or by Stop's last-resort heal.
+func (r *Runner) guard(spec string) {
 	if p := recover(); p != nil {
-		r.fail(fmt.Sprintf("fault %s: panic: %v\n%s", what, p, debug.Stack()))
+		r.logf("fault %s: panic: %v\n%s", spec, p, debug.Stack())
+		r.problem(ProblemRunner, spec, fmt.Sprintf("panic: %v", p))
 	}
 }
 
-func (r *Runner) fail(msg string) {
+// problem records a problem (text is made one line) and logs it.
+func (r *Runner) problem(kind ProblemKind, spec, text string) {
+	p := Problem{Kind: kind, Fault: spec, Text: oneLine(text)}
 	r.mu.Lock()
-	r.errs = append(r.errs, msg)
+	r.problems = append(r.problems, p)
 	r.mu.Unlock()
-	r.logf("%s", msg)
+	r.logf("%s", p)
 }
 
 // healthLead is how long before its time a fault's health check starts, so that the fault itself starts
@@ -229,40 +260,41 @@ func (r *Runner) fail(msg string) {
 const healthLead = time.Second
 
 // occurrence runs one fault: health check, inject at offset due, hold, recover, health check; its window
-// is recorded once its observation ends.
-func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
+// is recorded once its observation ends. It returns "" once the occurrence is settled (run, skipped or
+// reported), or, when the runner stopped before it could inject, at which step.
+func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStarted string) {
 	entry := e
 	if e.Kind == KindNemesis {
-		var ok bool
-		if entry, ok = r.pickNemesis(e, rng); !ok {
-			r.fail(fmt.Sprintf("fault %s: no fault of the nemesis is available on this cluster", e.Spec))
-			return
+		var err error
+		if entry, err = r.pickNemesis(e, rng); err != nil {
+			r.problem(ProblemNothingInjected, e.Spec, err.Error())
+			return ""
 		}
 	}
 	f, err := New(entry, r.env)
 	if err != nil {
-		r.fail(fmt.Sprintf("fault %s: %v", entry.Spec, err))
-		return
+		r.problem(ProblemInjectFailed, entry.Spec, err.Error())
+		return ""
 	}
 	if !r.sleepUntil(due - healthLead) {
-		return
+		return "before its time"
 	}
 	if err := f.Available(r.env.Cluster); err != nil {
 		r.skip(entry, fmt.Sprintf("unavailable: %v", err))
-		return
+		return ""
 	}
 	hctx, cancel := context.WithTimeout(r.ctx, r.opts.HealthTimeout)
 	err = r.env.Cluster.WaitHealthy(hctx)
 	cancel()
 	if r.ctx.Err() != nil {
-		return
+		return "while the health check before it ran"
 	}
 	if err != nil {
 		r.skip(entry, fmt.Sprintf("cluster not healthy before the fault: %v", err))
-		return
+		return ""
 	}
 	if !r.sleepUntil(due) {
-		return
+		return "before its time"
 	}
 
 	lc := NewLifecycle(f)
@@ -277,6 +309,9 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 		// An operation's window is the operation itself, which may take a while (a replacement).
 		r.logf("fault %s: injecting at %.2fs", entry.Spec, r.rel(start))
 	}
+	r.mu.Lock()
+	r.inEffect[lc] = entry.Spec
+	r.mu.Unlock()
 	injectErr := lc.Inject(r.ctx)
 	targets, leader := describe(f)
 	if injectErr != nil {
@@ -290,6 +325,14 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 	cutShort := r.ctx.Err() != nil
 	recoverErr := lc.Recover(r.ctx)
 	end := r.now()
+	r.mu.Lock()
+	delete(r.inEffect, lc)
+	r.mu.Unlock()
+	if c, ok := f.(*Compact); ok {
+		if msg := c.failures(); msg != "" {
+			r.problem(ProblemCompactionFailed, entry.Spec, msg)
+		}
+	}
 	if win != nil {
 		win.Heal(end)
 	}
@@ -304,8 +347,8 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 		}
 		r.mu.Lock()
 		r.injectFailed++
-		r.errs = append(r.errs, fmt.Sprintf("fault %s: %s", entry.Spec, w.Outcome))
 		r.mu.Unlock()
+		r.problem(ProblemInjectFailed, entry.Spec, w.Outcome)
 	case recoverErr != nil:
 		w.Outcome = fmt.Sprintf("%s: recover failed: %v", OutcomeNotRecovered, recoverErr)
 		r.notRecover(entry, w.Outcome)
@@ -317,13 +360,13 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 		case err == nil:
 			w.Outcome, w.RecoveredNs = OutcomeRecovered, int64(r.now())
 		case r.ctx.Err() != nil:
-			r.stopped(&w) // the run stopped while the cluster recovered
+			r.stopped(entry, &w) // the run stopped while the cluster recovered
 		default:
 			w.Outcome = fmt.Sprintf("%s within %s: %v", OutcomeNotRecovered, r.opts.RecoveryTimeout, err)
 			r.notRecover(entry, w.Outcome)
 		}
 	default:
-		r.stopped(&w)
+		r.stopped(entry, &w)
 	}
 	r.logf("fault %s: healed at %.2fs: %s", entry.Spec, r.rel(end), w.Outcome)
 
@@ -356,6 +399,7 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) {
 		}
 		r.record(w, st, at)
 	})
+	return ""
 }
 
 // settling is a window in its recovery phase; its observation ends when the phase does, or when the next
@@ -390,8 +434,9 @@ func (r *Runner) cutSettling(at time.Duration) {
 }
 
 // stopped ends a window that Stop cut short: after an interrupt it is only healed; at the end of the
-// load the cluster's recovery is checked within what is left of Stop's context.
-func (r *Runner) stopped(w *results.FaultWindow) {
+// load the cluster's recovery is checked within what is left of Stop's context, and a cluster that is not
+// healthy again is a window not recovered.
+func (r *Runner) stopped(e Entry, w *results.FaultWindow) {
 	r.mu.Lock()
 	reason, ctx := r.stopReason, r.stopCtx
 	r.mu.Unlock()
@@ -403,6 +448,7 @@ func (r *Runner) stopped(w *results.FaultWindow) {
 	defer cancel()
 	if err := r.env.Cluster.WaitHealthy(rctx); err != nil {
 		w.Outcome = fmt.Sprintf("%s; not healthy again before the run ended: %v", OutcomeLoadEnded, err)
+		r.notRecover(e, w.Outcome)
 		return
 	}
 	w.Outcome, w.RecoveredNs = OutcomeRecovered, int64(r.now())
@@ -414,8 +460,8 @@ func (r *Runner) rel(t time.Duration) float64 { return (t - r.begin).Seconds() }
 func (r *Runner) notRecover(e Entry, outcome string) {
 	r.mu.Lock()
 	r.notRecovered++
-	r.errs = append(r.errs, fmt.Sprintf("fault %s: %s", e.Spec, outcome))
 	r.mu.Unlock()
+	r.problem(ProblemNotRecovered, e.Spec, outcome)
 }
 
 // skip records a fault that did not run.
@@ -423,10 +469,7 @@ func (r *Runner) skip(e Entry, why string) {
 	now := r.now()
 	w := results.FaultWindow{Fault: e.Kind, Spec: e.Spec, Start: r.opts.Base.Add(now), End: r.opts.Base.Add(now),
 		StartNs: int64(now), EndNs: int64(now), Outcome: OutcomeSkipped + ": " + why}
-	r.logf("fault %s: %s", e.Spec, w.Outcome)
-	r.mu.Lock()
-	r.errs = append(r.errs, fmt.Sprintf("fault %s: %s", e.Spec, w.Outcome))
-	r.mu.Unlock()
+	r.problem(ProblemSkipped, e.Spec, w.Outcome)
 	r.record(w, nil, now)
 }
 
@@ -443,15 +486,18 @@ func (r *Runner) record(w results.FaultWindow, st *settling, at time.Duration) {
 		}
 		w.Availability = &a
 	}
+	w.Outcome = oneLine(w.Outcome) // errors.Join and panics spread over lines; the log has them in full
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.windows = append(r.windows, w)
+	var werr error
 	if r.file != nil {
 		if b, err := json.Marshal(w); err == nil {
-			if _, err := r.file.Write(append(b, '\n')); err != nil {
-				r.errs = append(r.errs, fmt.Sprintf("write %s: %v", results.FaultsFile, err))
-			}
+			_, werr = r.file.Write(append(b, '\n'))
 		}
+	}
+	r.mu.Unlock()
+	if werr != nil {
+		r.problem(ProblemRunner, "", fmt.Sprintf("write %s: %v", results.FaultsFile, werr))
 	}
 }
 
@@ -477,7 +523,7 @@ func (r *Runner) Stop(ctx context.Context, reason StopReason) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			r.fail("faults: still healing when the cleanup time ran out; healing directly")
+			r.problem(ProblemRunner, r.healing(), "still healing when the cleanup time ran out; healing directly")
 		}
 		r.healAll(ctx)
 		r.mon.close()
@@ -499,32 +545,58 @@ func (r *Runner) Stop(ctx context.Context, reason StopReason) error {
 	return r.stopErr
 }
 
+// healing returns the specs of the faults injected and not healed yet, sorted and comma-separated ("" when
+// none): those a leftover found by the final sweep belongs to.
+func (r *Runner) healing() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var specs []string
+	for _, spec := range r.inEffect {
+		if !slices.Contains(specs, spec) {
+			specs = append(specs, spec)
+		}
+	}
+	slices.Sort(specs)
+	return strings.Join(specs, ",")
+}
+
 // healAll is the last line of defence after the schedule's own heals: it lifts every proxy policy,
-// resumes paused members and restores disk speed, whatever a lost goroutine may have left behind.
+// resumes paused members and restores disk speed, whatever a lost goroutine may have left behind. Each
+// thing it had to heal is a problem (ProblemSweepHealed) naming the faults still being healed then.
 func (r *Runner) healAll(ctx context.Context) {
 	c := r.env.Cluster
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	spec := r.healing()
+	swept := func(format string, args ...any) {
+		r.problem(ProblemSweepHealed, spec, fmt.Sprintf(format, args...))
+	}
 	for _, m := range c.Members() {
 		if pc, ok := c.(proxied); ok {
 			if p := pc.Proxy(m.Name()); p != nil && p.Heal() {
-				r.fail(fmt.Sprintf("faults: peer proxy of %s was still shaped at the end; healed", m.Name()))
+				swept("peer proxy of %s was still shaped at the end; healed by the final sweep", m.Name())
 			}
 		}
 		if pc, ok := c.(clientProxied); ok {
 			if p := pc.ClientProxy(m.Name()); p != nil && p.Heal() {
-				r.fail(fmt.Sprintf("faults: client proxy of %s was still shaped at the end; healed", m.Name()))
+				swept("client proxy of %s was still shaped at the end; healed by the final sweep", m.Name())
 			}
 		}
 		if d, ok := c.(disked); ok {
 			if fs := d.Disk(m.Name()); fs != nil && fs.Delays() != (slowfs.Delays{}) {
-				fs.Set(hctx, slowfs.Delays{})
-				r.fail(fmt.Sprintf("faults: disk of %s was still slow at the end; healed", m.Name()))
+				if err := fs.Set(hctx, slowfs.Delays{}); err != nil {
+					swept("disk of %s was still slow at the end; the final sweep could not restore it: %v", m.Name(), err)
+					continue
+				}
+				swept("disk of %s was still slow at the end; restored by the final sweep", m.Name())
 			}
 		}
 		if p, ok := m.(clusters.Process); ok && p.Paused() {
-			p.Resume(hctx)
-			r.fail(fmt.Sprintf("faults: %s was still paused at the end; resumed", m.Name()))
+			if err := p.Resume(hctx); err != nil {
+				swept("%s was still paused at the end; the final sweep could not resume it: %v", m.Name(), err)
+				continue
+			}
+			swept("%s was still paused at the end; resumed by the final sweep", m.Name())
 		}
 	}
 }
@@ -536,12 +608,24 @@ func (r *Runner) Windows() []results.FaultWindow {
 	return slices.Clone(r.windows)
 }
 
-// Errors returns what went wrong with the schedule: skipped faults, failed injections, clusters that did
-// not recover.
-func (r *Runner) Errors() []string {
+// Problems returns every way the schedule fell short so far, in the order they were found: skipped
+// occurrences, faults that injected nothing, failed injections and compactions, windows not recovered,
+// heals left to the final sweep, and failures of the runner itself. A run whose runner reports none did
+// what its schedule asked.
+func (r *Runner) Problems() []Problem {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.errs)
+	return slices.Clone(r.problems)
+}
+
+// Errors returns the problems as lines (Problem.String).
+func (r *Runner) Errors() []string {
+	ps := r.Problems()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
 
 func describe(f Fault) (targets []string, leader string) {
@@ -591,13 +675,14 @@ var nemesisDefault = []string{KindKill, KindRestart, KindPause, KindPartition, K
 
 // pickNemesis turns a nemesis entry into a concrete entry: a kind available on the cluster, a target and
 // a value, all from the entry's seeded source. Strace-backed disks take no jitter; values are chosen to
-// fit.
-func (r *Runner) pickNemesis(e Entry, rng *rand.Rand) (Entry, bool) {
+// fit. When no kind is available it returns an error saying why for each.
+func (r *Runner) pickNemesis(e Entry, rng *rand.Rand) (Entry, error) {
 	allowed := e.params.nemesis
 	if len(allowed) == 0 {
 		allowed = nemesisDefault
 	}
 	var candidates []Entry
+	var why []string
 	n := len(r.env.Cluster.Members())
 	for _, kind := range allowed {
 		ch := nemesisChoices[kind]
@@ -620,6 +705,7 @@ func (r *Runner) pickNemesis(e Entry, rng *rand.Rand) (Entry, bool) {
 		spec += fmt.Sprintf("@0s+%s", e.For)
 		c, err := parseEntry(spec)
 		if err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", kind, err))
 			continue
 		}
 		if kinds[kind].defaultFor == 0 && c.params.interval == 0 {
@@ -627,14 +713,18 @@ func (r *Runner) pickNemesis(e Entry, rng *rand.Rand) (Entry, bool) {
 			spec = strings.Replace(spec, "+"+e.For.String(), "", 1)
 		}
 		f, err := New(c, r.env)
-		if err != nil || f.Available(r.env.Cluster) != nil {
+		if err == nil {
+			err = f.Available(r.env.Cluster)
+		}
+		if err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", kind, err))
 			continue
 		}
 		c.Spec = strings.Replace(spec, "@0s", "", 1) + " (nemesis)"
 		candidates = append(candidates, c)
 	}
 	if len(candidates) == 0 {
-		return Entry{}, false
+		return Entry{}, fmt.Errorf("nothing injected: no fault of the nemesis is available on this cluster (%s)", strings.Join(why, "; "))
 	}
-	return candidates[rng.IntN(len(candidates))], true
+	return candidates[rng.IntN(len(candidates))], nil
 }

@@ -205,6 +205,9 @@ func Check(ctx context.Context, h *History, opts Options) (*Report, error) {
 	case pk.unknown > 0:
 		linCheck.Verdict = results.VerdictUnknown
 		linCheck.Detail = fmt.Sprintf("%d of %d key segments not decided within %s; the global checks passed", pk.unknown, c.stats.Partitions, timeout)
+	case len(c.h.Operations) == 0:
+		linCheck.Verdict = results.VerdictNothing
+		linCheck.Detail = "no operations recorded"
 	default:
 		linCheck.Verdict = results.VerdictOK
 		linCheck.Detail = c.okDetail()
@@ -215,8 +218,13 @@ func Check(ctx context.Context, h *History, opts Options) (*Report, error) {
 		watchCheck.Verdict = results.VerdictViolation
 		watchCheck.Detail = watch[0].String() + moreViolations(len(watch))
 	case len(c.watchers) == 0:
-		watchCheck.Verdict = results.VerdictOK
+		watchCheck.Verdict = results.VerdictNothing
 		watchCheck.Detail = "no watches recorded"
+	case c.stats.WatchEvents == 0 && !c.anyProgress():
+		// What a watcher must have received is checked up to the last event or progress notification it
+		// got: without either, no delivery was checked.
+		watchCheck.Verdict = results.VerdictNothing
+		watchCheck.Detail = fmt.Sprintf("no watch event or progress notification recorded (%d watchers)", len(c.watchers))
 	default:
 		watchCheck.Verdict = results.VerdictOK
 		watchCheck.Detail = fmt.Sprintf("%d watchers, %d events: ordered, unique, atomic, reliable, resumable, bookmarkable; prevKV, IsCreate and filters correct", len(c.watchers), c.stats.WatchEvents)
@@ -228,7 +236,7 @@ func Check(ctx context.Context, h *History, opts Options) (*Report, error) {
 		serCheck.Verdict = results.VerdictViolation
 		serCheck.Detail = ser[0].String() + moreViolations(len(ser))
 	case nser == 0:
-		serCheck.Verdict = results.VerdictOK
+		serCheck.Verdict = results.VerdictNothing
 		serCheck.Detail = "no serializable reads recorded"
 	default:
 		serCheck.Verdict = results.VerdictOK
@@ -258,6 +266,11 @@ func (c *checker) okDetail() string {
 		s += fmt.Sprintf("; %d answers about keys an undecided write or lease expiry may have changed were checked per key only", c.stats.Uncertain)
 	}
 	return s
+}
+
+// anyProgress reports whether a watcher received a progress notification.
+func (c *checker) anyProgress() bool {
+	return slices.ContainsFunc(c.h.Watches, func(r WatchResponse) bool { return r.Progress })
 }
 
 func (c *checker) countSerializable() int {
@@ -350,14 +363,19 @@ func (c *checker) window(k int32, v Violation) segment {
 	return segment{rank: k, ops: ops[lo:hi], init: []kstate{{any: true}}}
 }
 
-// WriteVerdicts prints one line per check (a violation's detail follows, indented).
+// WriteVerdicts prints one line per check, verdict in capitals ("OK", "VIOLATION", "NOTHING TO CHECK"),
+// then its detail (a violation's further lines follow, indented).
 func WriteVerdicts(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "consistency checks: %d operations, %d watch events, %d keys, %.1fs\n", r.Stats.Operations, r.Stats.WatchEvents, r.Stats.Keys, r.Seconds)
+	width := len(results.VerdictViolation)
+	for _, c := range r.Checks {
+		width = max(width, len(c.Verdict))
+	}
 	for _, c := range r.Checks {
 		lines := strings.Split(c.Detail, "\n")
-		fmt.Fprintf(w, "  %-20s %-9s %s\n", c.Name, strings.ToUpper(c.Verdict), lines[0])
+		fmt.Fprintf(w, "  %-20s %-*s %s\n", c.Name, width, strings.ToUpper(c.Verdict), lines[0])
 		for _, l := range lines[1:] {
-			fmt.Fprintf(w, "  %-20s %-9s %s\n", "", "", l)
+			fmt.Fprintf(w, "  %-20s %-*s %s\n", "", width, "", l)
 		}
 	}
 }

@@ -13,7 +13,9 @@
 //
 // # Verdicts
 //
-// Check returns one verdict per check, each ok, violation or unknown (not decided in time; never a pass):
+// Check returns one verdict per check, each ok, violation, unknown (not decided in time; never a pass) or
+// nothing to check (the history held nothing the check covers: no operations, no watch events or progress
+// notifications, no serializable reads; the detail says which, and it is never reported as ok):
 //
 //   - linearizability: every answered operation (writes, linearizable reads, transactions, lease grants and
 //     revokes) is consistent with one sequential execution of etcd's key-value semantics that respects real

@@ -47,7 +47,8 @@ const everyFaultLoad = 27 * time.Second
 // TestTrafficUnderEveryFault: the full request mix against real etcd under every kind of fault the faults
 // package injects, scheduled, healed and recorded as chaosbench run does, must check clean. The test fails
 // when the run did not test what it claims: a fault that did not recover, no request that failed or timed
-// out during the faults (no uncertainty for the checker to resolve), a check that is not ok, or a member
+// out during the faults (no uncertainty for the checker to resolve), a problem of the schedule (a fault
+// skipped, injecting nothing or left to the final sweep), a check that is not ok, or a member
 // process, mount or snapshot file left behind. CHAOS_RUNS sets how many runs (default 1; make
 // soak-checker runs more), each with its own seed.
 func TestTrafficUnderEveryFault(t *testing.T) {
@@ -136,6 +137,10 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 	}
 	if stopErr != nil {
 		t.Errorf("faults: %v", stopErr)
+	}
+	// Nothing was skipped, injected nothing, failed or was left to the final sweep.
+	for _, p := range fr.Problems() {
+		t.Errorf("%s: %s", p.Kind, p)
 	}
 
 	// Every fault ran and the cluster recovered from each.

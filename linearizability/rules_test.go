@@ -2,6 +2,11 @@ package linearizability
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,8 +213,13 @@ func TestRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			absent := nothingFor(&tc.h.h)
 			for _, c := range rep.Checks {
-				if want := tc.want[c.Name]; c.Verdict != want {
+				want := tc.want[c.Name]
+				if want == results.VerdictOK && absent[c.Name] {
+					want = results.VerdictNothing // a rule about another check: this one had no input
+				}
+				if c.Verdict != want {
 					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
 				}
 				if c.Verdict == results.VerdictViolation {
@@ -263,11 +273,131 @@ func TestFaultCompactionExplainsMissingPrevKV(t *testing.T) {
 			}
 			for _, c := range rep.Checks {
 				want := results.VerdictOK
-				if c.Name == CheckWatch {
+				switch c.Name {
+				case CheckWatch:
 					want = tc.want
+				case CheckSerializable:
+					want = results.VerdictNothing // the history has no serializable read
 				}
 				if c.Verdict != want {
 					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
+				}
+			}
+		})
+	}
+}
+
+// nothingFor says which checks a history gives nothing to check: no operations, no watch event or progress
+// notification, no answered serializable read.
+func nothingFor(h *History) map[string]bool {
+	watched, serializable := false, false
+	for _, w := range h.Watches {
+		watched = watched || len(w.Events) > 0 || w.Progress
+	}
+	for _, op := range h.Operations {
+		serializable = serializable || (op.Response != nil && op.Request.Range != nil && op.Request.Range.Serializable)
+	}
+	return map[string]bool{CheckLinearizability: len(h.Operations) == 0, CheckWatch: !watched, CheckSerializable: !serializable}
+}
+
+// TestNothingToCheck: a check whose input the history lacks says "nothing to check" and what was absent,
+// never ok, in the report, in check.json and in the printed verdicts; with input it says ok.
+func TestNothingToCheck(t *testing.T) {
+	k1 := kv("k", 1, 2, 2, 1)
+	j1 := kv("j", 1, 2, 2, 1)
+	const nothing = results.VerdictNothing
+	for _, tc := range []struct {
+		name         string
+		h            *hb
+		lin, watch   string
+		serializable string
+		detail       string // in the detail of the first check that has nothing to check
+	}{
+		{"an empty history", new(hb), nothing, nothing, nothing, "no operations recorded"},
+		{"only puts", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)), results.VerdictOK, nothing, nothing, "no watches recorded"},
+		{"a watcher that received nothing", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)), results.VerdictOK, nothing, nothing,
+			"no watch event or progress notification recorded (1 watchers)"},
+		{"a watcher that received an event", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}),
+			results.VerdictOK, results.VerdictOK, nothing, "no serializable reads recorded"},
+		// The notification promises every event of "k" up to revision 2: that none was due is checked.
+		{"a watcher that received only a progress notification", new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", ProgressNotify: true}}).
+			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("j", 1), putResp(2)).
+			watch(WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}),
+			results.VerdictOK, results.VerdictOK, nothing, "no serializable reads recorded"},
+		{"a serializable read", new(hb).
+			op(0, 0, 10, putReq("j", 1), putResp(2)).
+			op(1, 20, 30, Request{Kind: KindRange, Range: &Range{Key: "j", Serializable: true}}, getResp(2, j1)),
+			results.VerdictOK, nothing, results.VerdictOK, "no watches recorded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := NewWriter(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.h.h.Operations {
+				w.Operation(&tc.h.h.Operations[i])
+			}
+			for i := range tc.h.h.Watches {
+				w.Watch(&tc.h.h.Watches[i])
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := CheckDir(context.Background(), dir, Options{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatalf("nothing to check is neither a violation nor undecided: %v", err)
+			}
+			want := map[string]string{CheckLinearizability: tc.lin, CheckWatch: tc.watch, CheckSerializable: tc.serializable}
+			detail := ""
+			for _, c := range rep.Checks {
+				if c.Verdict != want[c.Name] {
+					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want[c.Name], c.Detail)
+				}
+				if c.Verdict == nothing && detail == "" {
+					detail = c.Detail
+				}
+			}
+			if detail != tc.detail {
+				t.Errorf("detail %q, want %q", detail, tc.detail)
+			}
+			if rep.Violated() {
+				t.Error("reported as violated")
+			}
+
+			// check.json carries the verdict as is.
+			data, err := os.ReadFile(filepath.Join(dir, ReportFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fromFile Report
+			if err := json.Unmarshal(data, &fromFile); err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range fromFile.Checks {
+				if c.Verdict != rep.Checks[i].Verdict || c.Detail != rep.Checks[i].Detail {
+					t.Errorf("check.json has %s %q, the report %s %q", c.Name, c.Verdict, rep.Checks[i].Name, rep.Checks[i].Verdict)
+				}
+			}
+
+			// The printed verdicts say it in capitals, aligned, and never say OK for it.
+			var out strings.Builder
+			WriteVerdicts(&out, rep)
+			for _, c := range rep.Checks {
+				line := fmt.Sprintf("  %-20s %-16s %s\n", c.Name, strings.ToUpper(c.Verdict), c.Detail)
+				if !strings.Contains(out.String(), line) {
+					t.Errorf("verdicts lack %q:\n%s", line, out.String())
 				}
 			}
 		})

@@ -133,14 +133,7 @@ func checkDockerFaults(t *testing.T, out string, windows int) *results.Summary {
 		}
 		t.Logf("%-32s targets %v, write gap %.0f ms", w.Spec, w.Targets, w.Availability.WriteGapMs)
 	}
-	if len(s.Checks) == 0 {
-		t.Error("no consistency checks ran")
-	}
-	for _, c := range s.Checks {
-		if c.Verdict != results.VerdictOK {
-			t.Errorf("check %s: %s: %s", c.Name, c.Verdict, c.Detail)
-		}
-	}
+	requireChecks(t, s.Checks, kubeChecks) // dockerFaultsWorkload
 	if mounts := slowfs.MountsUnder(out); len(mounts) > 0 {
 		t.Errorf("mounts remain: %v", mounts)
 	}
