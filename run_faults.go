@@ -236,9 +236,10 @@ func (p *faultRun) stop(ctx context.Context) {
 }
 
 // summarize puts the windows, the phases (when the load was measured) and the schedule's problems into the
-// summary. Every problem is an error of the run, a reason of its outcome, unless the scenario allowed it:
-// with --fault-skip-ok, skipped faults and a nemesis with nothing to inject are only reported. A window
-// after which the cluster did not recover is in the windows, where the outcome finds it.
+// summary. A window after which the cluster did not recover is an availability finding about etcd (like a
+// failed threshold); every other problem is an error of the run, a reason of its outcome, unless the
+// scenario allowed it: with --fault-skip-ok, skipped faults and faults that injected nothing are reported
+// as allowed.
 func (p *faultRun) summarize(s *results.Summary, from, end time.Duration, measured bool) {
 	if p == nil || p.runner == nil {
 		return
@@ -247,14 +248,14 @@ func (p *faultRun) summarize(s *results.Summary, from, end time.Duration, measur
 	if err := p.phases.Close(end); err == nil && measured && from < end {
 		s.Phases = p.phases.Summary(from, end)
 	}
-	for _, e := range p.runner.Errors() {
+	for _, pr := range p.runner.Problems() {
 		switch {
-		case strings.Contains(e, ": "+faults.OutcomeNotRecovered):
-			// Judged from its window (a failed availability expectation, like a threshold).
-		case p.opts.SkipOK && strings.Contains(e, ": "+faults.OutcomeSkipped+": "):
-			s.Allowed = append(s.Allowed, e)
+		case pr.Kind == faults.ProblemNotRecovered:
+			s.NotRecovered = append(s.NotRecovered, pr.String())
+		case p.opts.SkipOK && (pr.Kind == faults.ProblemSkipped || pr.Kind == faults.ProblemNothingInjected):
+			s.Allowed = append(s.Allowed, pr.String())
 		default:
-			s.Errors = append(s.Errors, e)
+			s.Errors = append(s.Errors, pr.String())
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 //   - every entry of Errors (the load or the cluster failed, a fault was skipped or injected nothing, a
 //     member exited by itself, a heal was left to the final sweep, a file could not be written) is a
 //     harness error, and so is a load that stopped early for any reason but an interrupt;
-//   - a fault window after which the cluster did not recover, and every failed threshold, fail a threshold.
+//   - a fault window after which the cluster did not recover (NotRecovered), and every failed threshold,
+//     fail a threshold.
 //
 // outcome.Decide orders them by precedence.
 func Decide(s *Summary) outcome.Outcome {
@@ -40,10 +41,8 @@ func Decide(s *Summary) outcome.Outcome {
 	for _, e := range s.Errors {
 		rs = append(rs, outcome.New(outcome.HarnessError, "%s", oneLine(e)))
 	}
-	for _, w := range s.Faults {
-		if strings.HasPrefix(w.Outcome, faultNotRecovered) {
-			rs = append(rs, outcome.New(outcome.ThresholdFailed, "fault %s: %s", w.Spec, oneLine(w.Outcome)))
-		}
+	for _, n := range s.NotRecovered {
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", oneLine(n)))
 	}
 	for _, t := range s.Thresholds {
 		if t.Verdict == ThresholdFail {
@@ -59,10 +58,6 @@ func Decide(s *Summary) outcome.Outcome {
 	}
 	return outcome.Decide(rs...)
 }
-
-// faultNotRecovered is the prefix of a fault window's outcome when the cluster was not healthy again within
-// the recovery bound (faults.OutcomeNotRecovered; results cannot import faults).
-const faultNotRecovered = "not recovered"
 
 // SetOutcome decides the summary's outcome and stores it in the summary.
 func (s *Summary) SetOutcome() outcome.Outcome {

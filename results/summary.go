@@ -56,6 +56,9 @@ type Summary struct {
 	GeneratorLoad    *GeneratorLoad        `json:"generator_load,omitempty"`
 	// Errors are what did not go as asked (harness errors): each is a reason of a failed outcome.
 	Errors []string `json:"errors,omitempty"`
+	// NotRecovered names the fault windows after which the cluster was not healthy again in time: each fails
+	// the run as a threshold does (the cluster did not meet the availability the run expects).
+	NotRecovered []string `json:"not_recovered,omitempty"`
 	// Allowed are problems the scenario explicitly allowed (--fault-skip-ok): shown, but not failing.
 	Allowed []string `json:"allowed,omitempty"`
 

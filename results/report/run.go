@@ -297,7 +297,7 @@ func renderedKeys() map[string]bool {
 	for _, k := range []string{"schema", "name", "command", "incomplete", "incomplete_reason", "seed", "versions",
 		"cluster", "config", "start", "end", "duration_s", "warmup_s", "measured_s", "schedule", "total",
 		"operations", "faults", "checks", "errors", "server_metrics", "thresholds", "diagnosis", "environment",
-		"time_base", "kube", "generator_load", "outcome", "reasons", "interrupted", "allowed"} {
+		"time_base", "kube", "generator_load", "outcome", "reasons", "interrupted", "allowed", "not_recovered"} {
 		m[k] = true
 	}
 	return m
