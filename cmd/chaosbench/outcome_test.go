@@ -57,6 +57,12 @@ func TestOneOutcome(t *testing.T) {
 			kind: outcome.OK,
 		},
 		{
+			// A nemesis of network faults on one member has nothing it can inject: the run tested no fault.
+			name: "nemesis with nothing to inject",
+			args: []string{"--duration", "3s", "--members", "1", "--faults", "nemesis=partition|delay@1s+1s"},
+			kind: outcome.HarnessError, reason: "nothing injected: no fault of the nemesis is available",
+		},
+		{
 			// A member that dies by itself (here: SIGKILL from outside chaosbench's schedule) fails the run.
 			name: "member crash",
 			args: []string{"--duration", "5s", "--faults", "none"},
