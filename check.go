@@ -123,4 +123,5 @@ func (r *run) printChecks() {
 	if r.checkReport != nil {
 		lin.WriteVerdicts(r.out, r.checkReport)
 	}
+	r.members.print(r.out)
 }

@@ -100,6 +100,8 @@ type run struct {
 	faults      *faultRun   // the fault schedule (run_faults.go)
 	checkReport *lin.Report // consistency checks of the history (check.go)
 	checkNote   string      // why they did not run
+
+	members memberAgreement // whether the members hold the same data (memberagree.go)
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -340,6 +342,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	// The last scrape of etcd's metrics needs the members still running.
 	errs = append(errs, r.stopScraper(cctx))
+	r.compareMembers(ctx, interrupted)
 	if r.cluster != nil {
 		if err := r.cluster.Close(cctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop cluster: %w", err))
@@ -407,6 +410,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 
 	// Consistency checks of the recorded history (check.go).
 	checkErr := r.checkHistory(ctx, interrupted)
+	checkErr = errors.Join(checkErr, r.addMembersCheck())
 
 	r.mu.Lock()
 	s.Errors = append(s.Errors, r.events...)

@@ -248,7 +248,7 @@ type hashGroup struct {
 	names []string
 }
 
-// groupByHash groups members by hash, the largest group first (ties in the members' order).
+// groupByHash groups members by hash, names sorted, the largest group first (ties in the members' order).
 func groupByHash(ms []MemberHash) []hashGroup {
 	var out []hashGroup
 	for _, m := range ms {
@@ -258,6 +258,9 @@ func groupByHash(ms []MemberHash) []hashGroup {
 			i = len(out) - 1
 		}
 		out[i].names = append(out[i].names, m.Name)
+	}
+	for _, g := range out {
+		slices.Sort(g.names)
 	}
 	slices.SortStableFunc(out, func(a, b hashGroup) int { return len(b.names) - len(a.names) })
 	return out
