@@ -20,7 +20,7 @@ const CheckMembersAgree = "members-agree"
 // the leader's revision, so that the members are compared at their common head. After a window the load
 // still runs: the members are compared at the lowest revision they all have applied, without waiting.
 const (
-	membersTimeout       = time.Minute
+	membersTimeout       = 30 * time.Second
 	membersConverge      = 5 * time.Second
 	membersWindowTimeout = 15 * time.Second
 )
@@ -31,8 +31,9 @@ type memberAgreement struct {
 	note  string
 }
 
-// compareMembers compares the members' data once the load is over and every fault is healed, before the
-// cluster stops, and folds in what the comparisons after the fault windows found.
+// compareMembers compares the members' data once the load is over and every fault is healed (execute
+// heals them on its way out), before anything stops, and folds in what the comparisons after the fault
+// windows found. It has a bound of its own, and runs before finish's cleanup budget starts to count.
 func (r *run) compareMembers(ctx context.Context, interrupted bool) {
 	switch {
 	case r.cluster == nil:
@@ -49,6 +50,10 @@ func (r *run) compareMembers(ctx context.Context, interrupted bool) {
 	mctx, cancel := context.WithTimeout(ctx, membersTimeout)
 	defer cancel()
 	final := membersCheck(clusters.CompareHashes(mctx, r.cluster, clusters.HashOptions{Converge: membersConverge}), time.Since(start))
+	if ctx.Err() != nil {
+		r.members.note = CheckMembersAgree + " skipped: the run was interrupted while comparing"
+		return
+	}
 	var windows []results.FaultWindow
 	if r.faults != nil && r.faults.runner != nil {
 		windows = r.faults.runner.Windows()

@@ -321,6 +321,7 @@ func (r *run) memberExited(ev clusters.ExitEvent) {
 
 // finish stops everything execute started, in order (load, clients, cluster), and writes the results.
 func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, error) {
+	r.compareMembers(ctx, ctx.Err() != nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	interrupted := ctx.Err() != nil
@@ -342,7 +343,6 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	// The last scrape of etcd's metrics needs the members still running.
 	errs = append(errs, r.stopScraper(cctx))
-	r.compareMembers(ctx, interrupted)
 	if r.cluster != nil {
 		if err := r.cluster.Close(cctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop cluster: %w", err))

@@ -80,7 +80,8 @@ type HashOptions struct {
 	Attempts int
 	// Interval is the pause between rounds (default 200 ms).
 	Interval time.Duration
-	// CallTimeout bounds each HashKV call; hashing reads the member's whole key space (default 30 s).
+	// CallTimeout bounds each HashKV call, which reads the member's whole key space (default 10 s, about
+	// what etcd's own corruption check gives a peer).
 	CallTimeout time.Duration
 }
 
@@ -105,7 +106,7 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		o.Interval = 200 * time.Millisecond
 	}
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = 30 * time.Second
+		o.CallTimeout = 10 * time.Second
 	}
 	var members []Member
 	for _, m := range c.Members() {
@@ -122,7 +123,7 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 	for attempt := 1; ; {
 		answers := h.hashAll(ctx, 0, nil)
 		rev, same := commonRevision(answers)
-		if !same && rev >= 0 && time.Now().Before(converge) && pause(ctx, o.Interval) {
+		if !same && time.Now().Before(converge) && pause(ctx, o.Interval) {
 			continue // writes have stopped: the followers are still applying them
 		}
 		if rev > 0 {
@@ -153,14 +154,14 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 	return last
 }
 
-// commonRevision returns the lowest current revision among the members that answered, and whether every
-// member answered with that same revision; -1 when none answered.
+// commonRevision returns the lowest current revision among the members that answered, and whether they
+// all answered with that same revision; -1 when none answered. Members that did not answer are left to
+// the rounds of CompareHashes: waiting for revisions to converge would not bring them back.
 func commonRevision(answers []MemberHash) (rev int64, same bool) {
 	rev, same = -1, true
 	for _, a := range answers {
 		switch {
 		case a.Err != "":
-			same = false
 		case rev < 0:
 			rev = a.Revision
 		case a.Revision != rev:

@@ -68,7 +68,7 @@ func TestCommonRevision(t *testing.T) {
 	}{
 		{[]int64{5, 5, 5}, 5, true},
 		{[]int64{5, 4, 6}, 4, false},
-		{[]int64{5, -1, 5}, 5, false},
+		{[]int64{5, -1, 5}, 5, true},
 		{[]int64{-1, -1}, -1, false},
 	} {
 		var answers []MemberHash
