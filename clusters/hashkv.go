@@ -366,11 +366,13 @@ func compactLabel(rev int64) string {
 	return fmt.Sprintf("compact revision %d", rev)
 }
 
+// names returns the members' names, sorted.
 func names(ms []MemberHash) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.Name
 	}
+	slices.Sort(out)
 	return out
 }
 

@@ -238,3 +238,29 @@ func divergeRevision(t *testing.T, dataDir string, rev int64) {
 		t.Fatalf("change revision %d in %s: %v", rev, dataDir, err)
 	}
 }
+
+// TestMembersAgreeOverTLS: an external cluster with mutual TLS is compared member by member, over the
+// members MemberList names and the client certificate given.
+func TestMembersAgreeOverTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	embedded, err := StartEmbedded(ctx, EmbedOptions{Members: 3, Dir: t.TempDir(), TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Close(context.Background()) })
+	files, _ := embedded.ClientTLSFiles()
+	ext, err := ConnectExternal(ctx, ExternalOptions{Endpoints: embedded.Endpoints()[:1], CACert: files.CA, Cert: files.Cert, Key: files.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ext.Close(context.Background()) })
+	if _, err := newClient(t, ext).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	got := CompareHashes(ctx, ext, HashOptions{Converge: 5 * time.Second})
+	if got.Agreement != Agree || len(got.Members) != 3 || !strings.HasPrefix(got.Members[2].Endpoint, "https://") {
+		t.Fatalf("%+v", got)
+	}
+	t.Log(got.Detail)
+}
