@@ -124,4 +124,5 @@ func (r *run) printChecks() {
 	if r.checkReport != nil {
 		lin.WriteVerdicts(r.out, r.checkReport)
 	}
+	r.members.print(r.out)
 }

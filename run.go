@@ -102,6 +102,8 @@ type run struct {
 	faults      *faultRun   // the fault schedule (run_faults.go)
 	checkReport *lin.Report // consistency checks of the history (check.go)
 	checkNote   string      // why they did not run
+
+	members memberAgreement // whether the members hold the same data (memberagree.go)
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -329,6 +331,7 @@ func (r *run) memberExited(ev clusters.ExitEvent) {
 
 // finish stops everything execute started, in order (load, clients, cluster), and writes the results.
 func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, error) {
+	r.compareMembers(ctx, ctx.Err() != nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	interrupted := ctx.Err() != nil
@@ -422,6 +425,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 
 	// Consistency checks of the recorded history (check.go).
 	r.checkHistory(ctx, interrupted)
+	r.addMembersCheck()
 
 	r.mu.Lock()
 	s.Errors = append(s.Errors, r.events...)

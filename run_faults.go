@@ -201,7 +201,7 @@ func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scena
 	p.runner, err = faults.Start(c, p.sched, faults.Options{
 		Base: base, Seed: s.Seed, Dir: dir, Log: out, Phases: p.phases, Duration: s.Duration,
 		HealthTimeout: p.opts.HealthTimeout, RecoveryTimeout: p.opts.RecoveryTimeout, Settle: p.opts.Settle,
-		Grace: s.RequestTimeout,
+		Grace: s.RequestTimeout, AfterRecovery: membersAfterWindow(c),
 	})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,11 @@ type Options struct {
 	// Grace is how long a window still counts the requests that were in flight when its observation
 	// ended, before it is recorded: the request timeout (default 10 s). Stop cuts it short.
 	Grace time.Duration
+	// AfterRecovery, when set, runs as soon as the cluster is healthy again after a window, with the load
+	// still running, and its verdict is stored in the window (FaultWindow.Members): a run compares the
+	// members' data there. Its time counts into the window's recovery phase, and it delays the entry's next
+	// occurrence by as long as it takes; Stop cancels its context.
+	AfterRecovery func(ctx context.Context) results.Check
 }
 
 // Runner plays a schedule against a cluster while the load runs. Create it with Start before the load,
@@ -359,6 +364,7 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 		switch {
 		case err == nil:
 			w.Outcome, w.RecoveredNs = OutcomeRecovered, int64(r.now())
+			w.Members = r.afterRecovery(entry)
 		case r.ctx.Err() != nil:
 			r.stopped(entry, &w) // the run stopped while the cluster recovered
 		default:
@@ -400,6 +406,18 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 		r.record(w, st, at)
 	})
 	return ""
+}
+
+// afterRecovery runs Options.AfterRecovery, if set, for a window the cluster recovered from.
+func (r *Runner) afterRecovery(e Entry) *results.Check {
+	if r.opts.AfterRecovery == nil {
+		return nil
+	}
+	c := r.opts.AfterRecovery(r.ctx)
+	if c.Verdict != results.VerdictOK {
+		r.logf("fault %s: %s after recovery: %s: %s", e.Spec, c.Name, c.Verdict, c.Detail)
+	}
+	return &c
 }
 
 // settling is a window in its recovery phase; its observation ends when the phase does, or when the next

@@ -31,6 +31,9 @@ type FaultWindow struct {
 	RecoveredNs int64 `json:"recovered_ns,omitempty"`
 	// Availability is what the window did to clients: write gap, election, errors (see Availability).
 	Availability *Availability `json:"availability,omitempty"`
+	// Members is whether the members held the same data once the cluster recovered (the members-agree
+	// check, compared with the load still running); nil when it was not compared.
+	Members *Check `json:"members,omitempty"`
 }
 
 // ReadFaults reads dir/faults.jsonl; a run without faults has none and returns nil.

@@ -343,6 +343,12 @@ func TestRunWithFaults(t *testing.T) {
 		if w.Outcome != faults.OutcomeRecovered || w.Availability == nil {
 			t.Fatalf("window %+v\n%s", w, output)
 		}
+		if w.Members == nil || w.Members.Verdict != results.VerdictOK {
+			t.Errorf("members after %s: %+v", w.Spec, w.Members)
+		}
+	}
+	if c := membersCheck(s); c == nil || c.Verdict != results.VerdictOK {
+		t.Errorf("members-agree: %+v\n%s", c, output)
 	}
 	if kill := s.Faults[0].Availability; kill.TimeToLeaderMs == nil || kill.WriteGapMs <= 0 {
 		t.Errorf("kill availability %+v", kill)
