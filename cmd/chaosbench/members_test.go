@@ -27,7 +27,45 @@ import (
 func TestDivergedMemberExits4(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 3, Dir: t.TempDir()})
+	c, follower := startDivergedCluster(ctx, t)
+
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.CommandContext(ctx, binary, "run", "--cluster", "external", "--endpoints", strings.Join(c.Endpoints(), ","),
+		"--workload", "put", "--duration", "2s", "--rate", "100", "--clients", "4", "--conns", "2", "--out", out, "--progress", "none")
+	output, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitViolation {
+		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitViolation, output)
+	}
+	s, err := results.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := membersCheck(s)
+	if check == nil || check.Verdict != results.VerdictViolation {
+		t.Fatalf("members-agree: %+v\n%s", check, output)
+	}
+	first := strings.SplitN(check.Detail, "\n", 2)[0]
+	for _, want := range []string{"after the load: members disagree at revision", follower.Name() + " has hash", "have hash"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("detail %q lacks %q", first, want)
+		}
+	}
+	if !strings.Contains(string(output), "members-agree        VIOLATION") {
+		t.Errorf("the verdict was not printed:\n%s", output)
+	}
+	t.Log(first)
+}
+
+// startDivergedCluster starts a 3-member embedded cluster with etcd settings flags, writes 20 keys, and makes
+// one follower diverge at one of their revisions (divergeRevision); it returns the healthy cluster and that
+// follower. The cluster is stopped when the test ends.
+func startDivergedCluster(ctx context.Context, t *testing.T, flags ...string) (*clusters.Embedded, clusters.Process) {
+	t.Helper()
+	etcdFlags, err := clusters.ParseEtcdFlags(flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 3, Dir: t.TempDir(), EtcdFlags: etcdFlags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,32 +107,7 @@ func TestDivergedMemberExits4(t *testing.T) {
 	if err := c.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-
-	out := filepath.Join(t.TempDir(), "run")
-	cmd := exec.CommandContext(ctx, binary, "run", "--cluster", "external", "--endpoints", strings.Join(c.Endpoints(), ","),
-		"--workload", "put", "--duration", "2s", "--rate", "100", "--clients", "4", "--conns", "2", "--out", out, "--progress", "none")
-	output, _ := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitViolation {
-		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitViolation, output)
-	}
-	s, err := results.ReadSummary(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := membersCheck(s)
-	if check == nil || check.Verdict != results.VerdictViolation {
-		t.Fatalf("members-agree: %+v\n%s", check, output)
-	}
-	first := strings.SplitN(check.Detail, "\n", 2)[0]
-	for _, want := range []string{"after the load: members disagree at revision", follower.Name() + " has hash", "have hash"} {
-		if !strings.Contains(first, want) {
-			t.Errorf("detail %q lacks %q", first, want)
-		}
-	}
-	if !strings.Contains(string(output), "members-agree        VIOLATION") {
-		t.Errorf("the verdict was not printed:\n%s", output)
-	}
-	t.Log(first)
+	return c, follower
 }
 
 // membersCheck returns the run's members-agree check, or nil.

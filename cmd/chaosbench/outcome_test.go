@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -26,11 +27,14 @@ func TestOneOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		// setup prepares what the run needs and returns more arguments (nil: nothing).
+		setup func(t *testing.T) []string
 		// during acts on the running process once the load has begun (nil: nothing).
 		during func(t *testing.T, cmd *exec.Cmd, out string)
 		kind   outcome.Kind
-		// reason is a piece of the reason that must be named.
-		reason string
+		// reason is a piece of the reason that must be named; also, of another reason that must be listed
+		// below it (what the outcome outranked).
+		reason, also string
 	}{
 		{name: "ok", args: []string{"--duration", "3s", "--faults", "none"}, kind: outcome.OK},
 		{
@@ -55,6 +59,20 @@ func TestOneOutcome(t *testing.T) {
 			name: "skipped fault allowed",
 			args: []string{"--duration", "6s", "--faults", "pause:m1@1s+4s,kill:m2@2s+1s", "--fault-health-timeout", "300ms", "--fault-skip-ok"},
 			kind: outcome.OK,
+		},
+		{
+			// One member holds different data (its bbolt file was changed while it was stopped), and the load
+			// fails: the database is too small for the keys the range workload preloads. The load error is a
+			// harness error, but the violation outranks it: exit 4.
+			name: "violation after a load error",
+			args: []string{"--workload", "range", "--key-space-size", "5000", "--val-size", "10000", "--duration", "3s", "--faults", "none"},
+			setup: func(t *testing.T) []string {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				t.Cleanup(cancel)
+				c, _ := startDivergedCluster(ctx, t, "quota-backend-bytes=33554432")
+				return []string{"--cluster", "external", "--endpoints", strings.Join(c.Endpoints(), ",")}
+			},
+			kind: outcome.Violation, reason: "members-agree", also: "the load stopped early: set up workload range: preload keys: etcdserver: mvcc: database space exceeded",
 		},
 		{
 			// A nemesis of network faults on one member has nothing it can inject: the run tested no fault.
@@ -86,8 +104,17 @@ func TestOneOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
 			args := append(append([]string{"run", "--out", out}, load...), tc.args...)
+			if tc.setup != nil {
+				args = append(args, tc.setup(t)...)
+			}
 			code, printed := runWhile(t, args, tc.during, out)
 			assertOneOutcome(t, out, code, printed, tc.kind, tc.reason)
+			if tc.also != "" {
+				s, _ := results.ReadSummary(out)
+				if texts := s.Verdict().Texts(); len(texts) < 2 || !strings.Contains(strings.Join(texts[1:], "\n"), tc.also) {
+					t.Fatalf("no lesser reason names %q: %v", tc.also, s.Reasons)
+				}
+			}
 			if left := processesMentioning(out); len(left) > 0 {
 				t.Fatalf("processes remain after the run: %v", left)
 			}
