@@ -53,7 +53,8 @@ func WriteSuiteJUnit(w io.Writer, dir string, s *results.Suite) error {
 			suite.Cases = append(suite.Cases, junitCase{
 				Classname: "chaosbench.retry", Name: fmt.Sprintf("attempt %d of %d", i+1, len(sc.Attempts)),
 				Time:    fmt.Sprintf("%.3f", a.DurationSeconds),
-				Skipped: &junitMessage{Message: fmt.Sprintf("retried once after a harness error (--retry-harness): %s (run directory %s)", o, a.Dir)},
+				Skipped: &junitMessage{Message: fmt.Sprintf("retried once after a harness error (--retry-harness): %s", o),
+					Text: fmt.Sprintf("run directory: %s", a.Dir)},
 			})
 		}
 		countCases(&suite)
@@ -149,14 +150,22 @@ func WriteSuiteMarkdown(w io.Writer, s *results.Suite) error {
 			fmt.Fprintf(&b, "- %s: %s\n", r.Kind, mdEscape(r.Text))
 		}
 		if sc.Retried() {
-			a := sc.Attempts[0]
-			fmt.Fprintf(&b, "- retried once after a harness error (`--retry-harness`); attempt 1 (%s): %s\n", a.Dir,
-				mdEscape(outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons}.String()))
+			fmt.Fprintf(&b, "- retried once after a harness error (`--retry-harness`); %s\n", mdEscape(firstAttempt(sc)))
 		}
 		fmt.Fprintf(&b, "\nreplay: `%s`\n", sc.Replay)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// firstAttempt describes a retried scenario's first attempt.
+func firstAttempt(sc results.SuiteScenario) string {
+	a := sc.Attempts[0]
+	where := ""
+	if a.Dir != "" {
+		where = " (" + a.Dir + ")"
+	}
+	return fmt.Sprintf("attempt 1%s: %s", where, outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons})
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
@@ -233,10 +242,8 @@ func WriteSuiteHTML(w io.Writer, s *results.Suite) error {
 			row.Link = sc.Dir + "/" + HTMLFile
 		}
 		if sc.Retried() {
-			a := sc.Attempts[0]
 			row.Attempts += " (retried)"
-			row.Reasons = append(row.Reasons, fmt.Sprintf("retried once after a harness error; attempt 1 (%s): %s", a.Dir,
-				outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons}))
+			row.Reasons = append(row.Reasons, "retried once after a harness error; "+firstAttempt(sc))
 		}
 		data.Rows = append(data.Rows, row)
 	}
