@@ -52,7 +52,7 @@ func WriteSuiteJUnit(w io.Writer, dir string, s *results.Suite) error {
 			o := outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons}
 			suite.Cases = append(suite.Cases, junitCase{
 				Classname: "chaosbench.retry", Name: fmt.Sprintf("attempt %d of %d", i+1, len(sc.Attempts)),
-				Time:    fmt.Sprintf("%.3f", a.DurationSeconds),
+				Time: fmt.Sprintf("%.3f", a.DurationSeconds),
 				Skipped: &junitMessage{Message: fmt.Sprintf("retried once after a harness error (--retry-harness): %s", o),
 					Text: fmt.Sprintf("run directory: %s", a.Dir)},
 			})
