@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// TestSuiteVerdicts runs a real suite of three short scenarios, one with a threshold no run can meet:
+// each scenario's verdict is its run's outcome, the suite's is the failed threshold (exit code 3), and
+// suite.json, junit.xml, suite.md, suite.html and the printed text agree; the failed scenario prints the
+// command that replays it.
+func TestSuiteVerdicts(t *testing.T) {
+	reg := t.TempDir()
+	load := "rate: 100\nclients: 4\nconns: 2\nduration: 2s\nfaults: none\nprogress: none\nmembers: 1\n"
+	for name, body := range map[string]string{
+		"put.yaml":   "name: put-ok\nworkload: put\n" + load + "suite:\n  tags: [smoke]\n",
+		"range.yaml": "name: range-ok\nworkload: range\n" + load + "suite:\n  tags: [smoke]\n",
+		"slow.yaml": "name: put-too-slow\nworkload: put\n" + load + "threshold: [put:p50<1us]\nseed: 99\n" +
+			"suite:\n  tags: [smoke]\n  seed-policy: fixed\n",
+		"long.yaml": "name: not-selected\nworkload: put\n" + load + "suite:\n  tags: [long]\n",
+	} {
+		if err := os.WriteFile(filepath.Join(reg, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "suite")
+	cmd := exec.Command(binary, "suite", reg, "--tags", "smoke", "--out", out)
+	printed, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitThresholds {
+		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitThresholds, printed)
+	}
+	s, err := results.ReadSuite(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]outcome.Kind{"put-ok": outcome.OK, "range-ok": outcome.OK, "put-too-slow": outcome.ThresholdFailed}
+	if s.Outcome != outcome.ThresholdFailed || len(s.Scenarios) != len(want) || s.Selection.Registry != 4 {
+		t.Fatalf("suite.json: outcome %s, %d scenarios of %d\n%s", s.Outcome, len(s.Scenarios), s.Selection.Registry, printed)
+	}
+	for _, sc := range s.Scenarios {
+		sum, err := results.ReadSummary(filepath.Join(out, sc.Dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Outcome != want[sc.Name] || sum.Outcome != sc.Outcome || sum.Seed != sc.Seed || sc.Seed == 0 || len(sc.Attempts) != 1 {
+			t.Errorf("%s: outcome %s (run: %s), seed %d (run: %d), %d attempts; want %s", sc.Name, sc.Outcome, sum.Outcome, sc.Seed, sum.Seed, len(sc.Attempts), want[sc.Name])
+		}
+		if _, err := os.Stat(filepath.Join(out, sc.Dir, "report.html")); err != nil {
+			t.Errorf("%s: %v", sc.Name, err)
+		}
+	}
+	slow := s.Scenarios[1]
+	replay := "chaosbench run --config " + filepath.Join(reg, "slow.yaml") + " --seed 99"
+	if slow.Name != "put-too-slow" || slow.Seed != 99 || slow.Replay != replay {
+		t.Fatalf("scenarios are not in name order, or the fixed seed or replay is wrong: %+v", slow)
+	}
+	text := string(printed)
+	for _, w := range []string{"replay: " + replay, "suite verdict: FAIL (threshold-failed, exit code 3)",
+		fmt.Sprintf("seed %d (fresh)", s.Scenarios[0].Seed), "seed 99 (fixed)"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q:\n%s", w, text)
+		}
+	}
+
+	// JUnit: one testsuite per scenario, as its run's junit.xml has it.
+	b, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tcase struct {
+		Classname string    `xml:"classname,attr"`
+		Name      string    `xml:"name,attr"`
+		Failure   *struct{} `xml:"failure"`
+		Error     *struct{} `xml:"error"`
+	}
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Suites   []struct {
+			Name     string  `xml:"name,attr"`
+			Failures int     `xml:"failures,attr"`
+			Cases    []tcase `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil || len(doc.Suites) != 3 {
+		t.Fatalf("junit.xml: %v\n%s", err, b)
+	}
+	for _, su := range doc.Suites {
+		name := strings.TrimPrefix(su.Name, "chaosbench.")
+		failed := want[name] != outcome.OK
+		if su.Cases[0].Name != "outcome" || (su.Cases[0].Failure != nil) != failed || len(su.Cases) < 4 {
+			t.Errorf("junit suite %s: cases %+v", su.Name, su.Cases)
+		}
+		if failed && (su.Failures != 2 || su.Cases[len(su.Cases)-1].Classname != "chaosbench.thresholds") {
+			t.Errorf("junit suite %s: %d failures, cases %+v; want the outcome and the threshold", su.Name, su.Failures, su.Cases)
+		}
+	}
+	if doc.Failures != 2 || doc.Errors != 0 {
+		t.Errorf("junit totals: %d failures, %d errors", doc.Failures, doc.Errors)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "suite.md"))
+	html, _ := os.ReadFile(filepath.Join(out, "suite.html"))
+	if !strings.Contains(string(md), "**FAIL** — outcome: threshold-failed (exit code 3)") || !strings.Contains(string(md), "`"+replay+"`") {
+		t.Errorf("suite.md:\n%s", md)
+	}
+	for _, sc := range s.Scenarios {
+		if !strings.Contains(string(html), fmt.Sprintf(`href="%s/report.html"`, sc.Dir)) {
+			t.Errorf("suite.html does not link %s's report", sc.Name)
+		}
+	}
+}
