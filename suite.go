@@ -158,6 +158,11 @@ func loadSuiteEntry(path string, set []string) (SuiteEntry, error) {
 	if err := e.Scenario.validate(); err != nil {
 		return e, fmt.Errorf("%s: %w", path, err)
 	}
+	// The fault schedule is checked against the cluster it targets, as Run checks it, so that a suite
+	// refuses a bad scenario before it has run the others.
+	if _, err := planFaults(&e.Scenario); err != nil {
+		return e, fmt.Errorf("%s: %w", path, err)
+	}
 	return e, nil
 }
 
