@@ -118,3 +118,57 @@ func TestSuiteVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestSuiteShardsAndBadInput: `--shard 1/2` and `--shard 2/2` list every scenario of ci/chaos exactly once
+// between them; bad suite input is one line and exit code 2, and starts nothing.
+func TestSuiteShardsAndBadInput(t *testing.T) {
+	list := func(args ...string) []string {
+		t.Helper()
+		var stdout, stderr strings.Builder
+		if code := execute(append([]string{"suite", "../../ci/chaos", "--list"}, args...), &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit code %d: %s", args, code, stderr.String())
+		}
+		var names []string
+		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			names = append(names, strings.Fields(line)[0])
+		}
+		return names
+	}
+	all := list()
+	seen := map[string]int{}
+	for _, shard := range []string{"1/2", "2/2"} {
+		for _, n := range list("--shard", shard) {
+			seen[n]++
+		}
+	}
+	for _, n := range all {
+		if seen[n] != 1 {
+			t.Errorf("%s listed %d times across the shards", n, seen[n])
+		}
+	}
+	if len(seen) != len(all) || len(all) < 4 {
+		t.Errorf("shards listed %v; all: %v", seen, all)
+	}
+	if smoke := list("--tags", "smoke"); len(smoke) < 2 {
+		t.Errorf("smoke scenarios: %v", smoke)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"suite"}, "requires at least 1 arg"},
+		{[]string{"suite", "../../ci/chaos", "--tags", "smoek"}, "no scenario has the tags smoek"},
+		{[]string{"suite", "../../ci/chaos", "--only", "smoke-nemsis"}, `did you mean "smoke-nemesis"`},
+		{[]string{"suite", "../../ci/chaos", "--shard", "2"}, `--shard "2"`},
+		{[]string{"suite", "../../ci/chaos", "--set", "etcd-version"}, `--set "etcd-version"`},
+		{[]string{"suite", "/nonexistent"}, "no such file"},
+	} {
+		var stdout, stderr strings.Builder
+		code := execute(tc.args, &stdout, &stderr)
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		if code != outcome.ExitUsage || len(lines) != 1 || !strings.Contains(lines[0], tc.want) || stdout.Len() != 0 {
+			t.Errorf("%v: exit code %d, stderr %q, stdout %q; want exit 2 and one line containing %q", tc.args, code, stderr.String(), stdout.String(), tc.want)
+		}
+	}
+}
