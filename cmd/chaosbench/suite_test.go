@@ -172,3 +172,47 @@ func TestSuiteShardsAndBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestSuiteRetryHarness: with --retry-harness, a scenario whose run is a harness error (a fault skipped on
+// an unhealthy cluster) runs once more, with the same seed, into <name>.retry1; it stays red, and the retry
+// shows in suite.json, JUnit, suite.md and the printed text.
+func TestSuiteRetryHarness(t *testing.T) {
+	reg := t.TempDir()
+	body := "name: skipped-fault\nworkload: put\nrate: 100\nclients: 4\nconns: 2\nduration: 5s\nprogress: none\n" +
+		"faults: [pause:m1@1s+3s, kill:m2@2s+1s]\nfault-health-timeout: 300ms\n"
+	if err := os.WriteFile(filepath.Join(reg, "skipped.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "suite")
+	cmd := exec.Command(binary, "suite", reg, "--retry-harness", "--out", out)
+	printed, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitHarness {
+		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitHarness, printed)
+	}
+	s, err := results.ReadSuite(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.Scenarios[0]
+	if sc.Outcome != outcome.HarnessError || len(sc.Attempts) != 2 || sc.Dir != "skipped-fault.retry1" || sc.Attempts[0].Dir != "skipped-fault" {
+		t.Fatalf("suite.json scenario: %+v", sc)
+	}
+	for _, a := range sc.Attempts {
+		sum, err := results.ReadSummary(filepath.Join(out, a.Dir))
+		if err != nil || sum.Seed != sc.Seed || sum.Outcome != outcome.HarnessError {
+			t.Fatalf("attempt %s: %v, seed %d of %d, outcome %v", a.Dir, err, sum.Seed, sc.Seed, sum.Outcome)
+		}
+	}
+	junit, _ := os.ReadFile(filepath.Join(out, "junit.xml"))
+	md, _ := os.ReadFile(filepath.Join(out, "suite.md"))
+	for name, w := range map[string][2]string{
+		"text":     {string(printed), "retrying once (--retry-harness)"},
+		"text end": {string(printed), "retried after harness-error"},
+		"junit":    {string(junit), `name="attempt 1 of 2"`},
+		"suite.md": {string(md), "2 (retried: attempt 1 was harness-error)"},
+	} {
+		if !strings.Contains(w[0], w[1]) {
+			t.Errorf("%s lacks %q:\n%s", name, w[1], w[0])
+		}
+	}
+}
