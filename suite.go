@@ -330,7 +330,7 @@ func ShellJoin(args []string) string {
 // error carries the suite's outcome, decided from the scenarios' outcomes, and so its exit code.
 func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, error) {
 	if env.Out == nil {
-		env.Out = os.Stdout
+		env.Out = io.Discard
 	}
 	if opts.Shard != "" {
 		if _, _, err := ParseShard(opts.Shard); err != nil {
