@@ -51,6 +51,12 @@ test-versions: build
 chaos-nightly:
 	ci/nightly-chaos.sh
 
+## nightly-smoke: the smoke-tagged scenarios of ci/chaos/ as a suite (a few minutes): faults heal, the
+## cluster recovers, the histories check clean; results in results/nightly-smoke-<time>.
+.PHONY: nightly-smoke
+nightly-smoke: build
+	bin/chaosbench suite ci/chaos --tags smoke --out results/nightly-smoke-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
+
 ## bench-checker: check a 10-minute kube-shaped history at 500 requests/s (about 300,000 operations and
 ## half a million watch events, from a simulated etcd: linearizability/kubesim) and print the time, CPU,
 ## peak memory, operations and events. HISTORY=dir checks a recorded run directory instead.

@@ -185,6 +185,10 @@ func LoadScenarioFile(path string, fs *pflag.FlagSet) error {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		where := fmt.Sprintf("%s:%d", path, k.Line)
+		if k.Value == SuiteKey {
+			// The suite's metadata (tags, seed policy): not a setting of the run (see LoadSuite).
+			continue
+		}
 		f := fs.Lookup(k.Value)
 		if f == nil || k.Value == "config" {
 			if s := outcome.Suggest(k.Value, names); s != "" {

@@ -51,6 +51,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
 		compareCommand(stdout, stderr, &code), reaperCommand())
 	root.AddCommand(checkCommand(stdout, stderr, &code))
+	root.AddCommand(suiteCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -64,13 +65,20 @@ func execute(args []string, stdout, stderr io.Writer) int {
 
 func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	s := chaosbench.DefaultScenario()
-	var config, cpuProfile string
+	var config, cpuProfile, replay string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Start (or connect to) a cluster, run a workload and write the results",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if config != "" {
+			if replay != "" {
+				// A recorded run's settings (replay.go); flags given here override them.
+				if err := replayInto(&s, replay, config, cmd.Flags()); err != nil {
+					*code = outcome.ExitUsage
+					return err
+				}
+			}
+			if config != "" && replay == "" {
 				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
 					*code = outcome.ExitUsage
 					return err
@@ -106,6 +114,7 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "scenario file (YAML, keys are these flags' names); flags given here override it")
+	cmd.Flags().StringVar(&replay, "replay", "", "run again what a run directory recorded (its settings and seed) into a new directory; flags given here override them")
 	chaosbench.BindFlags(cmd.Flags(), &s)
 	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of chaosbench itself (not of the members) to this file")
 	cmd.Flags().SortFlags = false
