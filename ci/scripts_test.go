@@ -1,0 +1,200 @@
+// Package ci_test tests the verdicts of the CI scripts (ci/judge.sh, and the nightly that calls it) against
+// small fixtures in testdata: runs that must pass, and runs that must fail, including every way a summary
+// can be unreadable. Nothing here starts etcd; every test takes seconds.
+package ci_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// script runs a ci script with bash and returns its output and exit code; env is added to the environment.
+func script(t *testing.T, env []string, name string, args ...string) (string, int) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash not found: %v", err)
+	}
+	cmd := exec.Command(bash, append([]string{name}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	}
+	t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	return "", 0
+}
+
+// judge runs ci/judge.sh; the scripts need python3, and without it every verdict is a failure.
+func judge(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 not found: ci/judge.sh (and so the nightly and the benchmarks) need it")
+	}
+	return script(t, nil, "judge.sh", args...)
+}
+
+// TestNightlyVerdict: one scenario's verdict from its exit code and summary.json. Only a readable summary
+// whose outcome is "ok", with nothing in it saying otherwise, and exit code 0 is green.
+func TestNightlyVerdict(t *testing.T) {
+	tests := []struct {
+		fixture string
+		code    int
+		green   bool
+		says    []string // in the verdict line
+	}{
+		{"ok", 0, true, []string{"seed 8974512365478512369", "outcome ok"}},
+		{"ok-errors-empty", 0, true, []string{"outcome ok"}},
+		{"ok", 1, false, []string{"exit code 1"}},
+		{"ok", 130, false, []string{"exit code 130"}},
+		{"errors", 0, false, []string{"1 errors: fault kill leader at 10s skipped"}},
+		{"errors-not-a-list", 0, false, []string{"errors unreadable"}},
+		{"no-outcome", 0, false, []string{"outcome unknown", "no outcome"}},
+		{"outcome-null", 0, false, []string{"no outcome"}},
+		{"outcome-unknown", 0, false, []string{"unknown outcome 'passed'"}},
+		{"violation", 4, false, []string{"outcome violation", "violation: linearizability: put /k=3", "harness-error: workload put", "exit code 4"}},
+		{"undecided", 1, false, []string{"outcome undecided", "could not decide"}},
+		{"undecided", 0, false, []string{"outcome undecided"}},
+		{"harness-error", 1, false, []string{"outcome harness-error", "member m2 (pid 4242) exited unexpectedly", "1 errors (among the reasons)"}},
+		{"threshold-failed", 3, false, []string{"outcome threshold-failed", "thresholds failed: put:p99<1s"}},
+		{"incomplete", 130, false, []string{"outcome incomplete", "interrupted by signal"}},
+		{"outcome-without-reasons", 1, false, []string{"outcome harness-error without reasons"}},
+		{"reasons-unreadable", 1, false, []string{"reasons unreadable"}},
+		{"ok-with-reasons", 0, false, []string{"harness-error: compaction burst failed"}},
+		{"ok-check-unknown", 0, false, []string{"checks: linearizability=unknown"}},
+		{"ok-check-no-verdict", 0, false, []string{"checks: linearizability=missing"}},
+		{"ok-fault-not-recovered", 0, false, []string{"1 fault windows not recovered"}},
+		{"ok-incomplete", 0, false, []string{"incomplete: workload put: connection refused"}},
+		{"not-an-object", 0, false, []string{"not an object"}},
+		{"truncated", 0, false, []string{"summary.json unreadable"}},
+		{"empty", 0, false, []string{"summary.json unreadable"}},
+		{"missing", 0, false, []string{"no summary.json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture+"/exit-"+strconv.Itoa(tc.code), func(t *testing.T) {
+			t.Parallel()
+			out, code := judge(t, "run", tc.fixture, filepath.Join("testdata", "run", tc.fixture+".json"), strconv.Itoa(tc.code))
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("want one line, got:\n%s", out)
+			}
+			word := strings.Fields(lines[0])[0]
+			if tc.green != (code == 0) || tc.green != (word == "green") || (!tc.green && word != "red") {
+				t.Errorf("green %v: judge exit code %d, line %q", tc.green, code, lines[0])
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(lines[0], s) {
+					t.Errorf("line does not say %q: %s", s, lines[0])
+				}
+			}
+		})
+	}
+}
+
+// TestNightlyWithoutPython: without python3 nothing is read, so every run is red.
+func TestNightlyWithoutPython(t *testing.T) {
+	out, code := script(t, []string{"PATH=" + t.TempDir()}, "judge.sh", "run", "ok", "testdata/run/ok.json", "0")
+	if code == 0 || !strings.HasPrefix(out, "red ") || !strings.Contains(out, "python3 not found") {
+		t.Errorf("exit code %d, output %q: want red, python3 not found", code, out)
+	}
+}
+
+// TestNightly: the nightly script, with a stand-in for chaosbench, prints one line per scenario and fails
+// unless every one is green.
+func TestNightly(t *testing.T) {
+	fake, err := filepath.Abs("testdata/nightly/fake-chaosbench.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		scenarios []string
+		pass      bool
+		lines     []string // prefixes of the final lines, one per scenario
+	}{
+		{"all green", []string{"green", "green-too"}, true, []string{"green  green ", "green  green-too "}},
+		{"errors with exit code 0", []string{"green", "errors-exit-0"}, false, []string{"green  green ", "red    errors-exit-0 "}},
+		{"violation", []string{"violation", "green"}, false, []string{"red    violation ", "green  green "}},
+		{"no summary", []string{"no-summary"}, false, []string{"red    no-summary "}},
+		{"ok summary, exit code 1", []string{"ok-exit-1"}, false, []string{"red    ok-exit-1 "}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			for _, s := range tc.scenarios {
+				args = append(args, filepath.Join("ci", "testdata", "nightly", s+".yaml"))
+			}
+			out, code := script(t, []string{"CHAOSBENCH=" + fake, "OUT=" + t.TempDir()}, "nightly-chaos.sh", args...)
+			if tc.pass != (code == 0) {
+				t.Errorf("pass %v, exit code %d:\n%s", tc.pass, code, out)
+			}
+			_, tail, ok := strings.Cut(out, "=== nightly chaos: results in ")
+			if !ok {
+				t.Fatalf("no final summary:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(tail), "\n")[1:]
+			if len(lines) != len(tc.lines)+1 {
+				t.Fatalf("want %d scenario lines and the verdict, got:\n%s", len(tc.lines), tail)
+			}
+			for i, prefix := range tc.lines {
+				if !strings.HasPrefix(lines[i], prefix) {
+					t.Errorf("line %d: want %q..., got %q", i, prefix, lines[i])
+				}
+			}
+			if verdict := lines[len(lines)-1]; tc.pass != strings.HasPrefix(verdict, "PASS") {
+				t.Errorf("pass %v, last line %q", tc.pass, verdict)
+			}
+		})
+	}
+}
+
+// TestT975 compares the t quantile with published values of t(0.975, df).
+func TestT975(t *testing.T) {
+	tests := []struct {
+		n    int // samples; df = n - 1
+		want float64
+	}{
+		{2, 12.706}, {3, 4.303}, {5, 2.776}, {10, 2.262}, {16, 2.131}, {17, 2.120}, {18, 2.110}, {20, 2.093},
+		{25, 2.064}, {29, 2.048}, {30, 2.045}, {31, 2.042}, {41, 2.021}, {61, 2.000}, {100, 1.984},
+		{121, 1.980}, {1001, 1.962},
+	}
+	args := []string{"t975"}
+	for _, tc := range tests {
+		args = append(args, strconv.Itoa(tc.n-1))
+	}
+	out, code := judge(t, args...)
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, out)
+	}
+	got := strings.Fields(out)
+	if len(got) != len(tests) {
+		t.Fatalf("want %d values, got:\n%s", len(tests), out)
+	}
+	for i, tc := range tests {
+		v, err := strconv.ParseFloat(got[i], 64)
+		if err != nil {
+			t.Fatalf("n=%d: %q: %v", tc.n, got[i], err)
+		}
+		if d := v - tc.want; d < -0.0006 || d > 0.0006 {
+			t.Errorf("n=%d (df %d): t = %.4f, want %.3f", tc.n, tc.n-1, v, tc.want)
+		}
+	}
+	for _, df := range []string{"0", "-1", "x", ""} {
+		if out, code := judge(t, "t975", df); code == 0 {
+			t.Errorf("df %q: exit code 0, output %q; want a failure", df, out)
+		}
+	}
+}
