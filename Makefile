@@ -37,7 +37,8 @@ bench-vs-etcd:
 	ci/bench-vs-etcd.sh
 
 ## bench-kube: requests per second the kube workload's generator issues per core with the large preset,
-## pinned to one CPU while etcd runs on the others; fails if it cannot sustain the preset on that core.
+## pinned to one CPU while etcd runs on the others; fails if it cannot sustain the preset on that core, or
+## if a figure it prints or judges is missing from the run's summary.json.
 .PHONY: bench-kube
 bench-kube:
 	ci/bench-kube.sh

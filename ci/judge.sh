@@ -10,6 +10,9 @@
 #       "outcome" missing, unknown or not "ok"; a non-empty "errors"; an incomplete run; a check whose
 #       verdict is a violation, unknown or unrecognised; a fault window that did not recover; a failed
 #       threshold.
+#   ci/judge.sh kube PRESET SUMMARY_JSON
+#       make bench-kube: prints the generator's figures and PASS or FAIL; exits 1 when the generator did not
+#       sustain the preset on one core, or when a figure it reports or judges is missing or not a number.
 #   ci/judge.sh t975 DF...
 #       the 0.975 quantile of Student's t with DF degrees of freedom (the half-width factor of a two-sided
 #       95% interval over DF+1 samples), one line per DF.
@@ -87,7 +90,11 @@ def field(doc, dotted, what="summary.json"):
 
 
 def figure(doc, dotted, what="summary.json"):
-    return number(f"{what} {dotted}", field(doc, dotted, what))
+    """The JSON number at a dotted path: a string, even one that reads as a number, is not a figure."""
+    v = field(doc, dotted, what)
+    if isinstance(v, str):
+        raise Unreadable(f"{what} {dotted} is not a number: {v!r}")
+    return number(f"{what} {dotted}", v)
 
 
 # ---- the nightly ----
@@ -189,6 +196,38 @@ def cmd_run(name, path, code):
     return 0 if green else 1
 
 
+# ---- make bench-kube ----
+
+def cmd_kube(preset, path):
+    try:
+        s = load_json(path)
+        if not isinstance(s, dict):
+            raise Unreadable(f"summary.json is not an object ({path})")
+        requests = figure(s, "total.count")
+        if requests <= 0:
+            raise Unreadable("summary.json total.count is 0: the generator sent no request")
+        cpu = figure(s, "generator_load.cpu_s")
+        cores = figure(s, "generator_load.cores")
+        per_cpu = figure(s, "generator_load.requests_per_cpu_s")
+        rss = figure(s, "generator_load.max_rss_bytes")
+        live = figure(s, "generator_load.live_heap_bytes")
+        missed = figure(s, "schedule.missed_percent")
+        if cpu <= 0 or cores <= 0 or per_cpu <= 0:
+            raise Unreadable(f"summary.json generator_load measured no CPU time (cpu_s {cpu}, cores {cores})")
+    except Unreadable as e:
+        print(f"FAIL: cannot judge the {preset} preset: {e}")
+        return 1
+    print(f"generator over the load: {cpu:.1f} CPU-seconds ({cores:.2f} cores), {per_cpu:.0f} requests per "
+          f"CPU-second, {requests:.0f} requests, live heap {live / 2**20:.0f} MB, peak RSS {rss / 2**20:.0f} MB; "
+          f"{missed:.2f}% of slots late")
+    what = f"the {preset} preset on one core ({cores:.2f} cores used, {missed:.2f}% of slots late)"
+    if cores < 1 and missed < 1:
+        print(f"PASS: the generator sustained {what}")
+        return 0
+    print(f"FAIL: the generator did not sustain {what}")
+    return 1
+
+
 # ---- statistics ----
 
 def t975(df):
@@ -244,12 +283,12 @@ def cmd_t975(*dfs):
     return 0
 
 
-COMMANDS = {"run": (cmd_run, 3), "t975": (cmd_t975, None)}
+COMMANDS = {"run": (cmd_run, 3), "kube": (cmd_kube, 2), "t975": (cmd_t975, None)}
 
 
 def main(args):
     if not args or args[0] not in COMMANDS or len(args) - 1 != (COMMANDS[args[0]][1] or max(1, len(args) - 1)):
-        print("usage: ci/judge.sh run|t975 ARGS... (see the header of ci/judge.sh)",
+        print("usage: ci/judge.sh run|kube|t975 ARGS... (see the header of ci/judge.sh)",
               file=sys.stderr)
         return 2
     fn, _ = COMMANDS[args[0]]

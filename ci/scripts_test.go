@@ -161,6 +161,39 @@ func TestNightly(t *testing.T) {
 	}
 }
 
+// TestBenchKubeVerdict: make bench-kube passes only when every figure it prints and judges is there and a
+// number, the generator used under one core and missed under 1% of its slots.
+func TestBenchKubeVerdict(t *testing.T) {
+	tests := []struct {
+		fixture string
+		pass    bool
+		says    string
+	}{
+		{"sustained", true, "PASS: the generator sustained the large preset on one core (0.16 cores used, 0.67% of slots late)"},
+		{"over-one-core", false, "FAIL: the generator did not sustain the large preset on one core (1.04 cores used"},
+		{"late", false, "FAIL: the generator did not sustain the large preset on one core (0.16 cores used, 2.50% of slots late)"},
+		{"no-generator-load", false, "FAIL: cannot judge the large preset: summary.json has no generator_load.cpu_s"},
+		{"no-missed-percent", false, "FAIL: cannot judge the large preset: summary.json has no schedule.missed_percent"},
+		{"no-peak-rss", false, "FAIL: cannot judge the large preset: summary.json has no generator_load.max_rss_bytes"},
+		{"cores-a-string", false, "generator_load.cores is not a number"},
+		{"cores-null", false, "generator_load.cores is missing"},
+		{"no-requests", false, "the generator sent no request"},
+		{"missing", false, "FAIL: cannot judge the large preset: no summary.json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			t.Parallel()
+			out, code := judge(t, "kube", "large", filepath.Join("testdata", "kube", tc.fixture+".json"))
+			if tc.pass != (code == 0) || !strings.Contains(out, tc.says) {
+				t.Errorf("want pass %v and %q; exit code %d:\n%s", tc.pass, tc.says, code, out)
+			}
+			if tc.pass == strings.Contains(out, "FAIL") {
+				t.Errorf("pass %v, but the output says otherwise:\n%s", tc.pass, out)
+			}
+		})
+	}
+}
+
 // TestT975 compares the t quantile with published values of t(0.975, df).
 func TestT975(t *testing.T) {
 	tests := []struct {
