@@ -13,6 +13,14 @@
 #   ci/judge.sh kube PRESET SUMMARY_JSON
 #       make bench-kube: prints the generator's figures and PASS or FAIL; exits 1 when the generator did not
 #       sustain the preset on one core, or when a figure it reports or judges is missing or not a number.
+#   ci/judge.sh vs-etcd-round ROWS ROUND ORDER TOTAL ETCD_STDOUT ETCD_CPU CB_SUMMARY CB_CPU
+#       make bench-vs-etcd, one round (ORDER etcd-first or chaosbench-first; TOTAL puts asked of etcd's
+#       tool): reads etcd's benchmark output, chaosbench's summary.json and each tool's CPU time (a file
+#       holding "USER SYS" seconds), prints the round's line and appends its figures to the file ROWS;
+#       exits 1 naming the figure that is missing or not a number.
+#   ci/judge.sh vs-etcd ROWS
+#       make bench-vs-etcd, the verdict over every round of ROWS; exits 1 when chaosbench is slower (the
+#       whole 95% interval of the mean ratio chaosbench/etcd below 1), or with fewer than two rounds.
 #   ci/judge.sh t975 DF...
 #       the 0.975 quantile of Student's t with DF degrees of freedom (the half-width factor of a two-sided
 #       95% interval over DF+1 samples), one line per DF.
@@ -228,7 +236,61 @@ def cmd_kube(preset, path):
     return 1
 
 
-# ---- statistics ----
+# ---- make bench-vs-etcd ----
+
+ORDERS = ("etcd-first", "chaosbench-first")
+COLUMNS = ("round", "order", "etcd_rps", "etcd_requests", "etcd_cpu_s", "cb_rps", "cb_requests", "cb_load_cpu_s", "cb_cpu_s")
+
+
+def cpu_seconds(path, what):
+    """user + system seconds from a file holding "USER SYS" (bash's time with TIMEFORMAT='%3U %3S')."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            parts = f.read().split()
+    except OSError as e:
+        raise Unreadable(f"{what} unreadable: {one_line(e)}")
+    if len(parts) != 2:
+        raise Unreadable(f"{what} unreadable: expected \"USER SYS\" seconds in {path}, found {' '.join(parts)!r}")
+    return number(f"{what} (user)", parts[0]) + number(f"{what} (system)", parts[1])
+
+
+def etcd_requests_per_sec(path):
+    """The "Requests/sec:" figure of etcd's benchmark tool's report."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [l.split() for l in f if l.strip().startswith("Requests/sec:")]
+    except OSError as e:
+        raise Unreadable(f"etcd benchmark output unreadable: {one_line(e)}")
+    if len(lines) != 1 or len(lines[0]) != 2:
+        raise Unreadable(f"etcd benchmark Requests/sec is missing from its output ({path})")
+    return number("etcd benchmark Requests/sec", lines[0][1])
+
+
+def cmd_vs_etcd_round(rows, rnd, order, total, etcd_out, etcd_cpu, cb_summary, cb_cpu):
+    try:
+        if order not in ORDERS:
+            raise Unreadable(f"order {order!r} is not one of {', '.join(ORDERS)}")
+        rnd = int(number("round", rnd))
+        ereq = number("total puts", total)
+        erps = etcd_requests_per_sec(etcd_out)
+        ecpu = cpu_seconds(etcd_cpu, "etcd benchmark CPU time")
+        s = load_json(cb_summary, "chaosbench summary.json")
+        crps = figure(s, "total.throughput", "chaosbench summary.json")
+        creq = figure(s, "total.count", "chaosbench summary.json")
+        cload = figure(s, "generator_load.cpu_s", "chaosbench summary.json")
+        ccpu = cpu_seconds(cb_cpu, "chaosbench CPU time")
+        if min(erps, ereq, ecpu, crps, creq, cload, ccpu) <= 0:
+            raise Unreadable("a figure is zero (throughput, requests or CPU): nothing was measured")
+    except Unreadable as e:
+        print(f"FAIL: round {rnd}: {e}")
+        return 1
+    with open(rows, "a", encoding="utf-8") as f:
+        f.write(",".join(str(v) for v in (rnd, order, erps, int(ereq), ecpu, crps, int(creq), cload, ccpu)) + "\n")
+    print(f"round {rnd} ({order.replace('-', ' ')}): etcd benchmark {erps:.1f} puts/s, chaosbench {crps:.1f} puts/s,"
+          f" ratio {crps / erps:.3f}; client CPU per put: etcd benchmark {ecpu * 1e6 / ereq:.1f} us (whole process),"
+          f" chaosbench {cload * 1e6 / creq:.1f} us (load alone), {ccpu * 1e6 / creq:.1f} us (whole process)")
+    return 0
+
 
 def t975(df):
     """The 0.975 quantile of Student's t distribution with df degrees of freedom: the t with
@@ -277,18 +339,85 @@ def betacf(a, b, x):
     raise ArithmeticError(f"incomplete beta ({a}, {b}, {x}) did not converge")
 
 
+def read_rows(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [l.strip() for l in f if l.strip()]
+    except OSError as e:
+        raise Unreadable(f"rounds unreadable: {one_line(e)}")
+    rows = []
+    for i, l in enumerate(lines, 1):
+        parts = l.split(",")
+        if len(parts) != len(COLUMNS):
+            raise Unreadable(f"round line {i} has {len(parts)} fields, not {len(COLUMNS)}: {l!r}")
+        row = dict(zip(COLUMNS, parts))
+        if row["order"] not in ORDERS:
+            raise Unreadable(f"round line {i}: order {row['order']!r} is not one of {', '.join(ORDERS)}")
+        for k in COLUMNS[2:]:
+            row[k] = number(f"round line {i} {k}", row[k])
+            if row[k] <= 0:
+                raise Unreadable(f"round line {i} {k} is {row[k]}: nothing was measured")
+        rows.append(row)
+    return rows
+
+
+def cmd_vs_etcd(path):
+    try:
+        rows = read_rows(path)
+    except Unreadable as e:
+        print(f"FAIL: {e}")
+        return 1
+    n = len(rows)
+    if n < 2:
+        print(f"FAIL: cannot decide from {n} round(s): the interval needs at least two")
+        return 1
+    ratios = [r["cb_rps"] / r["etcd_rps"] for r in rows]
+    mean = statistics.mean(ratios)
+    t = t975(n - 1)
+    half = t * statistics.stdev(ratios) / math.sqrt(n)
+    def med(k, requests=None):
+        """The median of column k over the rounds; per request of column requests, in microseconds."""
+        return statistics.median(r[k] * 1e6 / r[requests] if requests else r[k] for r in rows)
+
+    print(f"median throughput: etcd benchmark {med('etcd_rps'):.0f} puts/s, chaosbench {med('cb_rps'):.0f} puts/s")
+    print("median client CPU per put:")
+    print(f"  etcd benchmark, whole process:  {med('etcd_cpu_s', 'etcd_requests'):6.1f} us"
+          " (the load, its start-up and its final report)")
+    print(f"  chaosbench, load alone:         {med('cb_load_cpu_s', 'cb_requests'):6.1f} us"
+          " (summary.json generator_load: from the first request to the last, recording histograms,"
+          " interval log and history included)")
+    print(f"  chaosbench, whole process:      {med('cb_cpu_s', 'cb_requests'):6.1f} us"
+          " (also its start-up, and writing summary, histograms and reports; the consistency check and"
+          " metrics scraping are off)")
+    for order in ORDERS:
+        rs = [r["cb_rps"] / r["etcd_rps"] for r in rows if r["order"] == order]
+        if rs:
+            print(f"mean ratio when {order.replace('-', ' ')}: {statistics.mean(rs):.3f} over {len(rs)} rounds")
+    print(f"ratio chaosbench/etcd: mean {mean:.3f}, 95% interval [{mean - half:.3f}, {mean + half:.3f}]"
+          f" over {n} rounds (t = {t:.3f}, {n - 1} degrees of freedom)")
+    if mean + half < 1:
+        print("FAIL: chaosbench is slower than etcd's benchmark")
+        return 1
+    if mean >= 1:
+        print("PASS: chaosbench, recording everything, is at least as fast as etcd's benchmark")
+    else:
+        print("PASS: no measurable difference: chaosbench, recording everything, keeps up with etcd's benchmark")
+    return 0
+
+
 def cmd_t975(*dfs):
     for df in dfs:
         print(f"{t975(number('degrees of freedom', df)):.4f}")
     return 0
 
 
-COMMANDS = {"run": (cmd_run, 3), "kube": (cmd_kube, 2), "t975": (cmd_t975, None)}
+COMMANDS = {"run": (cmd_run, 3), "kube": (cmd_kube, 2), "vs-etcd-round": (cmd_vs_etcd_round, 8),
+            "vs-etcd": (cmd_vs_etcd, 1), "t975": (cmd_t975, None)}
 
 
 def main(args):
     if not args or args[0] not in COMMANDS or len(args) - 1 != (COMMANDS[args[0]][1] or max(1, len(args) - 1)):
-        print("usage: ci/judge.sh run|kube|t975 ARGS... (see the header of ci/judge.sh)",
+        print("usage: ci/judge.sh run|kube|vs-etcd-round|vs-etcd|t975 ARGS... (see the header of ci/judge.sh)",
               file=sys.stderr)
         return 2
     fn, _ = COMMANDS[args[0]]

@@ -194,6 +194,96 @@ func TestBenchKubeVerdict(t *testing.T) {
 	}
 }
 
+// TestBenchVsEtcdRound: a round's figures are read from what the tools leave behind, and a figure that is
+// missing or not a number fails the round, naming it.
+func TestBenchVsEtcdRound(t *testing.T) {
+	const etcdOut, cpu, summary = "etcd-benchmark.out", "cpu.txt", "chaosbench-summary.json"
+	tests := []struct {
+		name                      string
+		etcdOut, etcdCPU, cb, cpu string
+		says                      string
+	}{
+		{"no Requests/sec", "etcd-benchmark-failed.out", cpu, summary, cpu, "etcd benchmark Requests/sec is missing"},
+		{"no etcd CPU", etcdOut, "cpu-empty.txt", summary, cpu, "etcd benchmark CPU time unreadable"},
+		{"no generator load", etcdOut, cpu, "chaosbench-no-load.json", cpu, "chaosbench summary.json has no generator_load.cpu_s"},
+		{"chaosbench CPU unreadable", etcdOut, cpu, summary, "cpu-garbage.txt", "chaosbench CPU time unreadable"},
+		{"no summary", etcdOut, cpu, "missing.json", cpu, "no chaosbench summary.json"},
+		{"no CPU file", etcdOut, cpu, summary, "missing.txt", "chaosbench CPU time unreadable"},
+	}
+	dir := filepath.Join("testdata", "vs-etcd")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rows := filepath.Join(t.TempDir(), "rounds.csv")
+			out, code := judge(t, "vs-etcd-round", rows, "3", "etcd-first", "50000", filepath.Join(dir, tc.etcdOut),
+				filepath.Join(dir, tc.etcdCPU), filepath.Join(dir, tc.cb), filepath.Join(dir, tc.cpu))
+			if code == 0 || !strings.Contains(out, "FAIL: round 3: "+tc.says) {
+				t.Errorf("want a failure saying %q; exit code %d:\n%s", tc.says, code, out)
+			}
+			if b, err := os.ReadFile(rows); err == nil && len(b) > 0 {
+				t.Errorf("a failed round was recorded: %s", b)
+			}
+		})
+	}
+
+	// Two good rounds, one of each order, and the verdict over them.
+	rows := filepath.Join(t.TempDir(), "rounds.csv")
+	for i, order := range []string{"etcd-first", "chaosbench-first"} {
+		out, code := judge(t, "vs-etcd-round", rows, strconv.Itoa(i+1), order, "50000", filepath.Join(dir, etcdOut),
+			filepath.Join(dir, cpu), filepath.Join(dir, summary), filepath.Join(dir, cpu))
+		want := "round " + strconv.Itoa(i+1) + " (" + strings.ReplaceAll(order, "-", " ") + "): etcd benchmark 13124.5 puts/s, " +
+			"chaosbench 12442.3 puts/s, ratio 0.948; client CPU per put: etcd benchmark 50.0 us (whole process), " +
+			"chaosbench 44.2 us (load alone), 50.0 us (whole process)"
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Fatalf("exit code %d:\n%s\nwant:\n%s", code, out, want)
+		}
+	}
+	out, code := judge(t, "vs-etcd", rows)
+	if code == 0 || !strings.Contains(out, "mean ratio when chaosbench first: 0.948 over 1 rounds") ||
+		!strings.Contains(out, "FAIL: chaosbench is slower") {
+		t.Errorf("exit code %d:\n%s", code, out)
+	}
+}
+
+// TestBenchVsEtcdVerdict: the verdict over the rounds' ratios, with the t quantile of their number.
+func TestBenchVsEtcdVerdict(t *testing.T) {
+	tests := []struct {
+		rows string
+		pass bool
+		says []string
+	}{
+		{"faster", true, []string{"interval [1.033, 1.067] over 15 rounds (t = 2.145", "PASS: chaosbench, recording everything, is at least as fast"}},
+		{"even", true, []string{"PASS: no measurable difference"}},
+		{"slower", false, []string{"interval [0.883, 0.917]", "FAIL: chaosbench is slower"}},
+		// t(0.975, 16) = 2.120 takes this interval's top to 1.001; the old table's 2.0 stopped at 0.999.
+		{"seventeen-reaches-1", true, []string{"[0.939, 1.001] over 17 rounds (t = 2.120, 16 degrees of freedom)", "PASS: no measurable difference"}},
+		{"seventeen-slower", false, []string{"(t = 2.120", "FAIL: chaosbench is slower"}},
+		{"one-round", false, []string{"FAIL: cannot decide from 1 round(s)"}},
+		{"empty", false, []string{"FAIL: cannot decide from 0 round(s)"}},
+		{"bad-figure", false, []string{"FAIL: round line 2 cb_rps is missing"}},
+		{"bad-order", false, []string{"FAIL: round line 2: order 'etcd-last'"}},
+		{"zero-throughput", false, []string{"FAIL: round line 2 etcd_rps is 0.0"}},
+		{"missing", false, []string{"FAIL: rounds unreadable"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.rows, func(t *testing.T) {
+			t.Parallel()
+			out, code := judge(t, "vs-etcd", filepath.Join("testdata", "vs-etcd", tc.rows+".csv"))
+			if tc.pass != (code == 0) {
+				t.Errorf("pass %v, exit code %d:\n%s", tc.pass, code, out)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(out, s) {
+					t.Errorf("output does not say %q:\n%s", s, out)
+				}
+			}
+			if tc.pass == strings.Contains(out, "FAIL") {
+				t.Errorf("pass %v, but the output says otherwise:\n%s", tc.pass, out)
+			}
+		})
+	}
+}
+
 // TestT975 compares the t quantile with published values of t(0.975, df).
 func TestT975(t *testing.T) {
 	tests := []struct {
