@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The nightly chaos job: runs every scenario in ci/chaos/ (or those given as arguments) and fails when any
-# verdict is red: a fault the cluster did not recover from (exit code 3), a consistency violation (4), a
-# harness failure (1), or a check whose verdict is not "ok" (unknown is never a pass). Every run keeps its
-# directory under $OUT (default results/nightly-<date>) with summary.json and faults.jsonl, and its seed,
-# which `chaosbench run --config FILE --seed SEED` uses to replay the night's schedule.
+# The nightly chaos job: runs every scenario in ci/chaos/ (or those given as arguments) and fails unless
+# every run is green. ci/judge.sh decides, per run, from its exit code and its summary.json: green only
+# when the exit code is 0, summary.json is readable, its "outcome" is "ok" and nothing in it says otherwise
+# (no "errors", no check whose verdict is a violation or unknown, every fault window recovered, no failed
+# threshold). A run without summary.json, or whose outcome is missing or not one the judge knows, is red:
+# what cannot be read is never a pass. One line per scenario gives the verdict, the seed, the outcome and
+# every reason.
+# Every run keeps its directory under $OUT (default results/nightly-<date>) with summary.json and
+# faults.jsonl, and its seed, which `chaosbench run --config FILE --seed SEED` uses to replay the night's
+# schedule. CHAOSBENCH names a chaosbench binary to use instead of building one; CHAOSBENCH_ARGS adds flags
+# to every run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-results/nightly-$(date -u +%Y%m%d-%H%M%S)}
-mkdir -p bin "$out"
-go build -o bin/chaosbench ./cmd/chaosbench || exit 1
+mkdir -p "$out" || exit 1
+chaosbench=${CHAOSBENCH:-}
+if [ -z "$chaosbench" ]; then
+	chaosbench=bin/chaosbench
+	mkdir -p bin && go build -o "$chaosbench" ./cmd/chaosbench || exit 1
+fi
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
@@ -21,37 +31,27 @@ for scenario in "${scenarios[@]}"; do
 	name=$(basename "$scenario" .yaml)
 	dir="$out/$name"
 	echo "=== $name ($scenario)"
-	bin/chaosbench run --config "$scenario" --out "$dir" --progress lines ${CHAOSBENCH_ARGS:-}
+	# shellcheck disable=SC2086 # CHAOSBENCH_ARGS is a list of flags
+	"$chaosbench" run --config "$scenario" --out "$dir" --progress lines ${CHAOSBENCH_ARGS:-}
 	code=$?
-	verdict=green
-	reasons=()
-	if [ $code -ne 0 ]; then
-		verdict=red
-		reasons+=("exit code $code")
-	fi
-	if [ -f "$dir/summary.json" ]; then
-		not_recovered=$(jq '[.faults[]? | select(.outcome != "recovered")] | length' "$dir/summary.json")
-		bad_checks=$(jq -r '[.checks[]? | select(.verdict != "ok") | "\(.name)=\(.verdict)"] | join(" ")' "$dir/summary.json")
-		# Not through jq: seeds are 63-bit integers, and jq reads numbers as doubles.
-		seed=$(sed -n 's/^  "seed": \([0-9]*\),$/\1/p' "$dir/summary.json")
-		if [ "$not_recovered" != "0" ]; then
-			verdict=red
-			reasons+=("$not_recovered fault windows not recovered")
+	line=$(ci/judge.sh run "$name" "$dir/summary.json" "$code")
+	judged=$?
+	# Green needs both the judge's exit code and its word: a judge that broke is not a pass.
+	if [ $judged -ne 0 ] || [ "${line%% *}" != green ]; then
+		red=1
+		if [ "${line%% *}" != red ]; then
+			line=$(printf '%-6s %-28s seed %-20s %s' red "$name" unknown "cannot judge (ci/judge.sh exit code $judged, exit code $code): $line")
 		fi
-		if [ -n "$bad_checks" ]; then
-			verdict=red
-			reasons+=("checks: $bad_checks")
-		fi
-	else
-		verdict=red
-		seed=unknown
-		reasons+=("no summary.json")
 	fi
-	[ "$verdict" = red ] && red=1
-	summary+=("$(printf '%-6s %-28s seed %-20s %s' "$verdict" "$name" "$seed" "${reasons[*]:-}")")
+	echo "$line"
+	summary+=("$line")
 done
 
 echo
 echo "=== nightly chaos: results in $out"
 printf '%s\n' "${summary[@]}"
-exit $red
+if [ $red -ne 0 ]; then
+	echo "FAIL: not every run is green"
+	exit 1
+fi
+echo "PASS: every run is green"
