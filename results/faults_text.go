@@ -24,11 +24,11 @@ func writeFaultsText(w io.Writer, s *Summary) error {
 		}
 		fmt.Fprintf(w, "faults: %d windows, %d recovered\n", len(s.Faults), recovered)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  fault\ttargets\tleader\twindow\toutcome\twrite gap\telection\tleader changes\terrors")
+		fmt.Fprintln(tw, "  fault\ttargets\tleader\twindow\toutcome\twrite gap\tread gap\telection\tleader changes\terrors")
 		for _, f := range s.Faults {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Spec, dash(strings.Join(f.Targets, ",")), dash(f.Leader),
-				windowText(f), outcomeText(f.Outcome), gapText(f.Availability), electionText(f.Availability), changesText(f.Availability),
-				availErrorsText(f.Availability))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Spec, dash(strings.Join(f.Targets, ",")), dash(f.Leader),
+				windowText(f), outcomeText(f.Outcome), gapText(f.Availability, AccessWrite), gapText(f.Availability, AccessRead),
+				electionText(f.Availability), changesText(f.Availability), availErrorsText(f.Availability))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -83,16 +83,23 @@ func windowText(f FaultWindow) string {
 	return fmt.Sprintf("%.2fs-%.2fs", start, end)
 }
 
-func gapText(a *Availability) string {
-	switch {
-	case a == nil:
+// gapText shows a window's write or read gap: "no writes" when none was made, ">" before a gap still
+// open when the observation ended.
+func gapText(a *Availability, access Access) string {
+	if a == nil {
 		return "-"
-	case a.Writes == 0 && !a.WriteGapOpen:
-		return "no writes"
-	case a.WriteGapOpen:
-		return ">" + fmtMs(a.WriteGapMs)
 	}
-	return fmtMs(a.WriteGapMs)
+	n, gap, open := a.Writes, a.WriteGapMs, a.WriteGapOpen
+	if access == AccessRead {
+		n, gap, open = a.Reads, a.ReadGapMs, a.ReadGapOpen
+	}
+	switch {
+	case n == 0 && !open:
+		return "no " + access.String()
+	case open:
+		return ">" + fmtMs(gap)
+	}
+	return fmtMs(gap)
 }
 
 func electionText(a *Availability) string {

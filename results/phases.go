@@ -29,17 +29,24 @@ type Phase struct {
 // Availability is what one fault window did to the cluster's clients. Times are offsets from the run's
 // time base, in nanoseconds, like the window's.
 type Availability struct {
-	// Writes is the number of writes that succeeded while the window was observed (from injection to the
-	// end of its recovery phase).
+	// Writes and Reads count the writes and reads that succeeded while the window was observed (from
+	// injection to the end of its recovery phase).
 	Writes int64 `json:"writes"`
-	// WriteGapMs is the longest time without a successful write that overlaps the window: from the last
-	// write that succeeded before it (WriteGapFromNs, a completion time) to the first that succeeded after
-	// it (WriteGapToNs). WriteGapOpen means writes were still failing, none having succeeded since
-	// WriteGapFromNs, when the observation ended.
+	Reads  int64 `json:"reads"`
+	// WriteGapMs is the window's write gap as LongestGap defines it, over the observation: the longest
+	// time without a successful write, from the last write that succeeded before it (WriteGapFromNs, a
+	// completion time) to the first that succeeded after it (WriteGapToNs). WriteGapOpen means writes
+	// were still being tried, none having succeeded since WriteGapFromNs, when the observation ended
+	// (WriteGapToNs is then its end). All zero when no write was made.
 	WriteGapMs     float64 `json:"write_gap_ms"`
 	WriteGapFromNs int64   `json:"write_gap_from_ns"`
 	WriteGapToNs   int64   `json:"write_gap_to_ns"`
 	WriteGapOpen   bool    `json:"write_gap_open,omitempty"`
+	// ReadGapMs and the other ReadGap fields are the same for reads.
+	ReadGapMs     float64 `json:"read_gap_ms"`
+	ReadGapFromNs int64   `json:"read_gap_from_ns"`
+	ReadGapToNs   int64   `json:"read_gap_to_ns"`
+	ReadGapOpen   bool    `json:"read_gap_open,omitempty"`
 	// TimeToLeaderMs is the time from injection until a leader other than the one in office at injection
 	// (or the same member, re-elected in a later term) was observed; absent when no election happened.
 	TimeToLeaderMs *float64 `json:"time_to_leader_ms,omitempty"`
@@ -55,9 +62,11 @@ type Availability struct {
 	ObservedToNs int64 `json:"observed_to_ns"`
 }
 
+// okStripe holds the completion offsets of the latest successful write and read one group of workers
+// saw.
 type okStripe struct {
-	v atomic.Int64
-	_ [56]byte
+	write, read atomic.Int64
+	_           [48]byte
 }
 
 type transition struct {
@@ -74,8 +83,9 @@ type Phases struct {
 
 	transitions atomic.Pointer[[]transition]
 	windows     atomic.Pointer[[]*Window] // under observation
-	// lastOK holds the completion offset of the latest successful write, striped by worker so that writes
-	// from different cores do not contend on one cache line; a window reads the maximum when it opens.
+	// lastOK holds the completion offsets of the latest successful write and read, striped by worker so
+	// that records from different cores do not contend on one cache line; a window reads the maximum when
+	// it opens: it bounds the window's first gap.
 	lastOK []okStripe
 
 	mu         sync.Mutex
@@ -109,9 +119,12 @@ func (p *Phases) Begin(at time.Duration) {
 // Record files r under the phase of its intended start and counts it in every window under observation.
 func (p *Phases) Record(worker int, r *Record) {
 	p.collectors[p.phaseAt(r.Intended)].Record(worker, r)
-	okWrite := r.Write && r.Outcome == OK
-	if okWrite {
-		s := &p.lastOK[uint(worker)%uint(len(p.lastOK))].v
+	if r.Access != AccessNone && succeeded(r) {
+		st := &p.lastOK[uint(worker)%uint(len(p.lastOK))]
+		s := &st.write
+		if r.Access == AccessRead {
+			s = &st.read
+		}
 		for end := int64(r.End); ; {
 			prev := s.Load()
 			if end <= prev || s.CompareAndSwap(prev, end) {
@@ -120,17 +133,21 @@ func (p *Phases) Record(worker int, r *Record) {
 		}
 	}
 	for _, w := range *p.windows.Load() {
-		w.record(r, okWrite)
+		w.record(r)
 	}
 }
 
-// latestOK returns the completion offset of the latest successful write so far.
-func (p *Phases) latestOK() int64 {
-	var m int64
+// succeeded reports whether etcd answered r without an error: a transaction whose comparison failed was
+// answered.
+func succeeded(r *Record) bool { return r.Outcome != Error }
+
+// latestOK returns the completion offsets of the latest successful write and read so far (0: none).
+func (p *Phases) latestOK() (write, read int64) {
 	for i := range p.lastOK {
-		m = max(m, p.lastOK[i].v.Load())
+		write = max(write, p.lastOK[i].write.Load())
+		read = max(read, p.lastOK[i].read.Load())
 	}
-	return m
+	return write, read
 }
 
 func (p *Phases) phaseAt(t time.Duration) int {
@@ -168,8 +185,15 @@ func (p *Phases) changed(at time.Duration) {
 // that order.
 func (p *Phases) Open(at time.Duration) *Window {
 	w := &Window{p: p, start: at, errClasses: map[string]int64{}}
-	// Writes that succeeded before the fault bound the gap from below.
-	w.lastOK = p.latestOK()
+	// Successes before the fault bound its first gaps.
+	if write, read := p.latestOK(); write > 0 || read > 0 {
+		if write > 0 {
+			w.act.Writes.Add(time.Duration(write), time.Duration(write), true)
+		}
+		if read > 0 {
+			w.act.Reads.Add(time.Duration(read), time.Duration(read), true)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.open++
@@ -180,9 +204,10 @@ func (p *Phases) Open(at time.Duration) *Window {
 	return w
 }
 
-// Window is one fault window under observation. Its write gap is measured from completions during the
-// observation (injection to Close); its operations and errors are the records intended during the
-// observation, counted until Finalize so that requests still in flight at Close are not lost.
+// Window is one fault window under observation. Its gaps are LongestGap's over the observation
+// (injection to Close), from the records that arrive until Finalize, so that requests still in flight at
+// Close count (a request that has not come back by Finalize is not known to the window). Its operations
+// and errors are the records intended during the observation.
 type Window struct {
 	p           *Phases
 	start       time.Duration
@@ -193,20 +218,16 @@ type Window struct {
 	closed     bool
 	final      bool
 	obsEnd     time.Duration
-	lastOK     int64 // latest successful write completion seen by this window
-	lastFail   int64 // latest failed write completion
-	gap        int64
-	gapFrom    int64
-	gapTo      int64
-	gapOpen    bool
+	act        Activities
 	writes     int64
+	reads      int64
 	ops        int64
 	errors     int64
 	errClasses map[string]int64
 	result     Availability // once final
 }
 
-func (w *Window) record(r *Record, okWrite bool) {
+func (w *Window) record(r *Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.final {
@@ -219,21 +240,17 @@ func (w *Window) record(r *Record, okWrite bool) {
 			w.errClasses[r.ErrClass]++
 		}
 	}
-	if w.closed || r.End < w.start {
+	if r.Access == AccessNone || (w.closed && r.Start > w.obsEnd) {
 		return
 	}
-	if r.Write && r.Outcome == Error {
-		w.lastFail = max(w.lastFail, int64(r.End))
-	}
-	if okWrite {
-		w.writes++
-		// Completions can be reported slightly out of order by concurrent workers; one that is not the
-		// latest closes no gap.
-		if end := int64(r.End); end > w.lastOK {
-			if end-w.lastOK > w.gap {
-				w.gap, w.gapFrom, w.gapTo = end-w.lastOK, w.lastOK, end
-			}
-			w.lastOK = end
+	ok := succeeded(r)
+	// Time in flight before the injection says nothing about the window: the bitmaps start there.
+	w.act.Add(r.Access, max(r.Start, w.start), r.End, ok)
+	if ok && r.End >= w.start && (!w.closed || r.End <= w.obsEnd) {
+		if r.Access == AccessWrite {
+			w.writes++
+		} else {
+			w.reads++
 		}
 	}
 }
@@ -252,8 +269,8 @@ func (w *Window) Heal(at time.Duration) {
 	p.changed(at)
 }
 
-// Close ends the observation at offset at: the window's phase ends and its write gap is settled. Only
-// the first call counts.
+// Close ends the observation at offset at: the window's phase ends, and so does the span its gaps are
+// measured over. Only the first call counts.
 func (w *Window) Close(at time.Duration) {
 	p := w.p
 	p.mu.Lock()
@@ -274,11 +291,6 @@ func (w *Window) Close(at time.Duration) {
 		return
 	}
 	w.closed, w.obsEnd = true, at
-	// A gap still open at the end of the observation (writes were failing, none had succeeded since)
-	// counts up to its end.
-	if open := int64(at) - w.lastOK; w.lastOK > 0 && w.lastFail > w.lastOK && open > w.gap {
-		w.gap, w.gapFrom, w.gapTo, w.gapOpen = open, w.lastOK, 0, true
-	}
 }
 
 // Finalize stops counting the window's records (closing it at offset at if it is still observed) and
@@ -304,8 +316,8 @@ func (w *Window) Finalize(at time.Duration) Availability {
 		return w.result
 	}
 	w.final = true
-	a := Availability{Writes: w.writes, Ops: w.ops, Errors: w.errors, ObservedToNs: int64(w.obsEnd),
-		WriteGapMs: float64(w.gap) / 1e6, WriteGapFromNs: w.gapFrom, WriteGapToNs: w.gapTo, WriteGapOpen: w.gapOpen}
+	a := Availability{Writes: w.writes, Reads: w.reads, Ops: w.ops, Errors: w.errors, ObservedToNs: int64(w.obsEnd)}
+	a.setGaps(&w.act, w.start, w.obsEnd)
 	if len(w.errClasses) > 0 {
 		a.ErrorsByClass = make(map[string]int64, len(w.errClasses))
 		for k, v := range w.errClasses {
@@ -354,4 +366,15 @@ func (p *Phases) Summary(from, end time.Duration) map[string]*Phase {
 		out[phaseNames[i]] = &Phase{Seconds: secs[i].Seconds(), Operations: ops, Total: Totals(ops)}
 	}
 	return out
+}
+
+// setGaps sets the write and read gaps of a window observed over [from, until] from the activity of its
+// requests.
+func (a *Availability) setGaps(act *Activities, from, until time.Duration) {
+	if g, ok := LongestGap(&act.Writes, from, until); ok {
+		a.WriteGapMs, a.WriteGapFromNs, a.WriteGapToNs, a.WriteGapOpen = float64(g.Length())/1e6, int64(g.From), int64(g.To), g.Open
+	}
+	if g, ok := LongestGap(&act.Reads, from, until); ok {
+		a.ReadGapMs, a.ReadGapFromNs, a.ReadGapToNs, a.ReadGapOpen = float64(g.Length())/1e6, int64(g.From), int64(g.To), g.Open
+	}
 }

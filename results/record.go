@@ -44,9 +44,9 @@ type Record struct {
 	Revision int64
 	WriteID  uint64
 	Miss     Miss
-	// Write marks a request that modifies the store (put, delete, or a transaction with a put or delete):
-	// availability figures measure how long writes could not succeed.
-	Write bool
+	// Access says whether the request wrote or read the key space, or neither (watch events, leases,
+	// status): availability gaps are measured per access (see AccessOf and LongestGap).
+	Access Access
 }
 
 // ServiceTime is how long etcd took to answer, from the actual send.

@@ -181,7 +181,7 @@ func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.
 	if req.Kind == lin.KindPut {
 		rec.WriteID = req.Put.Value.ID
 	}
-	rec.Write = isWrite(req)
+	rec.Access = access(req)
 	if c.rec.history != nil {
 		h := &c.op
 		*h = lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
@@ -212,21 +212,20 @@ func canceledByCaller(parent context.Context, err error) bool {
 	return err != nil && parent.Err() != nil
 }
 
-// isWrite reports whether req modifies the store: a put, a delete, or a transaction with one in a branch.
-func isWrite(req lin.Request) bool {
-	switch req.Kind {
-	case lin.KindPut, lin.KindDelete:
-		return true
-	case lin.KindTxn:
+// access classifies req for the availability gaps, by the one definition of results.AccessOf.
+func access(req lin.Request) results.Access {
+	return results.AccessOf(string(req.Kind), func(yield func(string) bool) {
+		if req.Txn == nil {
+			return
+		}
 		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range branch {
-				if isWrite(r) {
-					return true
+				if !yield(string(r.Kind)) {
+					return
 				}
 			}
 		}
-	}
-	return false
+	})
 }
 
 func requestKey(req lin.Request) string {
