@@ -55,15 +55,26 @@ const (
 	AccessWrite
 )
 
-// String names the access as reports do: "writes", "reads" or "none".
+// String names the access as timeseries.jsonl does: "write", "read" or "none".
 func (a Access) String() string {
 	switch a {
 	case AccessRead:
-		return "reads"
+		return "read"
 	case AccessWrite:
-		return "writes"
+		return "write"
 	}
 	return "none"
+}
+
+// ParseAccess reads what String wrote; anything else is AccessNone.
+func ParseAccess(s string) Access {
+	switch s {
+	case "read":
+		return AccessRead
+	case "write":
+		return AccessWrite
+	}
+	return AccessNone
 }
 
 // AccessOf classifies a request by its kind, as history.jsonl names it ("put", "delete", "range",
@@ -126,6 +137,9 @@ func (a *Activity) Add(start, end time.Duration, ok bool) {
 		a.ok.add(toMs(end))
 	}
 }
+
+// Empty reports whether no request was added.
+func (a *Activity) Empty() bool { return len(a.busy.words) == 0 && len(a.ok.words) == 0 }
 
 // Activities holds the activity of both classes.
 type Activities struct {

@@ -82,6 +82,7 @@ type opState struct {
 	total   *window
 	tput    runningStats // per full interval, from the op's first interval with records
 	started bool
+	access  atomic.Uint32 // the Access of the operation's records
 }
 
 type stripe struct {
@@ -209,6 +210,9 @@ func (c *Collector) Record(worker int, r *Record) {
 		return
 	}
 	st := c.op(r.Op)
+	if r.Access != AccessNone && Access(st.access.Load()) != r.Access {
+		st.access.Store(uint32(r.Access))
+	}
 	s := &st.stripes[uint(worker)%uint(len(st.stripes))]
 	s.mu.Lock()
 	w := s.cur
@@ -275,10 +279,12 @@ func (c *Collector) Run(ctx context.Context) {
 }
 
 // TimeSeriesRow is one line of timeseries.jsonl: one operation during one interval ending at T seconds.
-// Latencies are response times in milliseconds; ServiceP99 is the service time's p99.
+// Latencies are response times in milliseconds; ServiceP99 is the service time's p99. Access is the
+// operation's access ("write", "read"; empty for neither), for availability gaps of runs without a history.
 type TimeSeriesRow struct {
 	T          float64 `json:"t"`
 	Op         string  `json:"op"`
+	Access     string  `json:"access,omitempty"`
 	Count      int64   `json:"count"`
 	Errors     int64   `json:"errors,omitempty"`
 	Failed     int64   `json:"failed,omitempty"`
@@ -352,6 +358,9 @@ func (c *Collector) tick(at time.Duration, full bool) {
 				P99:        ms(iw.response.ValueAtQuantile(99)),
 				Max:        ms(iw.response.Max()),
 				ServiceP99: ms(iw.service.ValueAtQuantile(99)),
+			}
+			if a := Access(st.access.Load()); a != AccessNone {
+				row.Access = a.String()
 			}
 			if err := c.tsEnc.Encode(row); err != nil && c.ioErr == nil {
 				c.ioErr = err

@@ -95,7 +95,7 @@ func gapText(a *Availability, access Access) string {
 	}
 	switch {
 	case n == 0 && !open:
-		return "no " + access.String()
+		return "no " + access.String() + "s"
 	case open:
 		return ">" + fmtMs(gap)
 	}

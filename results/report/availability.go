@@ -7,41 +7,88 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
-// Gap is the availability gap around one fault window: the longest time without a successful request
-// among the intervals between consecutive successes that overlap the window, that is from the last success
-// before the fault (or within it) to the first success after it. Only writes count when the run wrote
-// (reads served by a member that lost quorum would hide a write outage); otherwise every request counts.
-// Without faults, the gap is the longest over the measured load.
+// Gap is the availability of one fault window (or of the measured load, when the run had no faults),
+// measured by results.LongestGap, the one definition chaosbench has, for writes and reads apart: the
+// longest stretch without a successful request of the class from the fault's injection to the end of
+// its observation (see results.FaultSpans).
 type Gap struct {
 	// Fault names the fault ("kill m1"); Index is its position in faults.jsonl, -1 for the whole load.
 	Fault string `json:"fault"`
 	Index int    `json:"index"`
-	// WindowStart and WindowEnd are the fault window, Start and End the gap, in seconds from the time base.
+	// WindowStart and WindowEnd are the fault window (injection to heal), in seconds from the time base.
 	WindowStart float64 `json:"window_start_s"`
 	WindowEnd   float64 `json:"window_end_s"`
-	Start       float64 `json:"start_s"`
-	End         float64 `json:"end_s"`
-	Seconds     float64 `json:"gap_s"`
-	// Recovered is false when no request succeeded after the window until the load ended.
-	Recovered bool `json:"recovered"`
+	// Start, End, Seconds and Recovered are the gap of Kind, the class a run's availability is judged by
+	// (thresholds, verdicts, comparisons): "writes" when the run wrote, else "reads". Recovered is false
+	// when the gap was still open when the observation ended.
+	Start     float64 `json:"start_s"`
+	End       float64 `json:"end_s"`
+	Seconds   float64 `json:"gap_s"`
+	Recovered bool    `json:"recovered"`
 	// Requests and Errors count the requests issued during the window.
-	Requests int64 `json:"requests"`
-	Errors   int64 `json:"errors"`
-	// Kind is "writes" or "requests"; Resolution is 1ms (from history.jsonl) or 1s (from timeseries.jsonl,
-	// when the run recorded no history).
-	Kind       string `json:"kind"`
+	Requests int64  `json:"requests"`
+	Errors   int64  `json:"errors"`
+	Kind     string `json:"kind"`
+	// Resolution is 1ms (from history.jsonl) or 1s (from timeseries.jsonl, when the run recorded no
+	// history). Kind and Resolution are empty when the run's files say nothing of its writes and reads:
+	// the window is listed, not measured.
 	Resolution string `json:"resolution"`
+	// Writes and Reads are both gaps; nil when the window saw no request of the class.
+	Writes *ClassGap `json:"writes,omitempty"`
+	Reads  *ClassGap `json:"reads,omitempty"`
+}
+
+// ClassGap is the gap of one class (writes or reads), in seconds from the time base.
+type ClassGap struct {
+	Start     float64 `json:"start_s"`
+	End       float64 `json:"end_s"`
+	Seconds   float64 `json:"gap_s"`
+	Recovered bool    `json:"recovered"`
+}
+
+// GapNote says under the availability table what its gaps are.
+func (v *view) GapNote() string {
+	return "Writes and reads are measured apart. A gap is the longest time without a successful request of the class, " +
+		"from the last success before the fault's injection to the first one after it, as long as the fault was observed " +
+		"(until the cluster was healthy again and settled, the next fault, or the end of the load); \"not recovered\": " +
+		"none had succeeded again by then. Verdicts and thresholds judge the write gap (the read gap in runs that do not write)."
+}
+
+// classGapText shows one class's gap in the availability table.
+func classGapText(c *ClassGap, kind, resolution string) string {
+	switch {
+	case resolution == "":
+		return "-"
+	case c == nil:
+		return "no " + kind
+	case resolution == "1s" && c.Seconds == 0:
+		return "< 1 s (1 s resolution)"
+	case resolution == "1s":
+		return "≥ " + fmtSeconds(c.Seconds) + " (1 s resolution)"
+	case !c.Recovered:
+		return "> " + fmtSeconds(c.Seconds) + " (not recovered)"
+	}
+	return fmtSeconds(c.Seconds)
+}
+
+func classGap(a *results.Activity, span [2]time.Duration) *ClassGap {
+	g, ok := results.LongestGap(a, span[0], span[1])
+	if !ok {
+		return nil
+	}
+	return &ClassGap{Start: g.From.Seconds(), End: g.To.Seconds(), Seconds: g.Length().Seconds(), Recovered: !g.Open}
 }
 
 // Label names the gap's fault for tables and verdicts.
@@ -52,15 +99,16 @@ func (g Gap) Label() string {
 	return g.Fault
 }
 
-// LongestGap returns the longest availability gap of the run.
+// LongestGap returns the longest availability gap of the run; false when none was measured.
 func (r *Run) LongestGap() (Gap, bool) {
 	var best Gap
-	for i, g := range r.Gaps {
-		if i == 0 || g.Seconds > best.Seconds {
-			best = g
+	found := false
+	for _, g := range r.Gaps {
+		if g.Kind != "" && (!found || g.Seconds > best.Seconds) {
+			best, found = g, true
 		}
 	}
-	return best, len(r.Gaps) > 0
+	return best, found
 }
 
 func faultLabel(f results.FaultWindow) string {
@@ -70,170 +118,104 @@ func faultLabel(f results.FaultWindow) string {
 	return f.Fault
 }
 
-// msSet is a set of milliseconds since the time base: one bit per millisecond, so that a long run's
-// request completions take a few hundred kilobytes instead of eight bytes each.
-type msSet struct{ words []uint64 }
-
-func (s *msSet) add(ms int64) {
-	if ms < 0 {
-		return
-	}
-	w := int(ms / 64)
-	for len(s.words) <= w {
-		s.words = append(s.words, 0)
-	}
-	s.words[w] |= 1 << uint(ms%64)
+// gapWindow is a span of the run to measure a gap over, and the window whose requests it counts.
+type gapWindow struct {
+	label      string
+	index      int
+	from, to   time.Duration // the fault window
+	span       [2]time.Duration
+	reqs, errs int64
 }
 
-func (s *msSet) empty() bool {
-	for _, w := range s.words {
-		if w != 0 {
-			return false
-		}
-	}
-	return true
+// HistoryActivity reads what results.LongestGap needs of every request of a history file (history.jsonl),
+// and when the last of them returned.
+func HistoryActivity(path string) (*results.Activities, time.Duration, error) {
+	act := &results.Activities{}
+	var last time.Duration
+	err := scanHistory(path, func(call, ret time.Duration, access results.Access, failed bool) {
+		last = max(last, ret)
+		act.Add(access, call, ret, !failed)
+	})
+	return act, last, err
 }
 
-// prev returns the largest member <= ms, or -1.
-func (s *msSet) prev(ms int64) int64 {
-	if ms < 0 {
-		return -1
-	}
-	w := int(ms / 64)
-	if w >= len(s.words) {
-		w, ms = len(s.words)-1, int64(len(s.words))*64-1
-	}
-	for ; w >= 0; w-- {
-		word := s.words[w]
-		if int64(w) == ms/64 {
-			word &= ^uint64(0) >> (63 - uint(ms%64))
-		}
-		if word != 0 {
-			return int64(w)*64 + int64(63-bits.LeadingZeros64(word))
-		}
-	}
-	return -1
-}
-
-// next returns the smallest member >= ms, or -1.
-func (s *msSet) next(ms int64) int64 {
-	if ms < 0 {
-		ms = 0
-	}
-	for w := int(ms / 64); w < len(s.words); w++ {
-		word := s.words[w]
-		if int64(w) == ms/64 {
-			word &= ^uint64(0) << uint(ms%64)
-		}
-		if word != 0 {
-			return int64(w)*64 + int64(bits.TrailingZeros64(word))
-		}
-	}
-	return -1
-}
-
-// longestGap returns the longest interval between consecutive members of s among those that overlap
-// [from, to] (milliseconds). When no member follows the window, the interval from the last member to
-// until (the end of the load) counts, and recovered is false.
-func (s *msSet) longestGap(from, to, until int64) (start, end int64, recovered bool) {
-	prev := s.prev(from)
-	if prev < 0 {
-		prev = from
-	}
-	start, end = prev, prev
-	for prev < to {
-		next := s.next(prev + 1)
-		if next < 0 {
-			if open := max(until, to); open-prev > end-start {
-				start, end = prev, open
-			}
-			return start, end, false
-		}
-		if next-prev > end-start {
-			start, end = prev, next
-		}
-		prev = next
-	}
-	return start, end, true
-}
-
-func isWrite(k lin.Kind) bool {
-	return k == lin.KindPut || k == lin.KindDelete || k == lin.KindTxn
-}
-
-// availabilityGaps measures the gap of every fault window (or of the measured load when there were no
+// availabilityGaps measures the gaps of every fault window (or of the measured load when there were no
 // faults) from history.jsonl, or from timeseries.jsonl at one-second resolution when there is no history.
 func availabilityGaps(dir string, faults []results.FaultWindow, series []results.TimeSeriesRow) ([]Gap, error) {
 	var windows []gapWindow
 	for i, f := range faults {
-		to := f.EndNs
-		if to < f.StartNs {
-			to = f.StartNs // a fault still open when the run stopped
-		}
-		windows = append(windows, gapWindow{faultLabel(f), i, f.StartNs / 1e6, to / 1e6})
+		windows = append(windows, gapWindow{label: faultLabel(f), index: i,
+			from: time.Duration(f.StartNs), to: time.Duration(max(f.EndNs, f.StartNs))})
 	}
+	measuredFrom, measuredTo, measured := measuredWindow(series)
 	if len(windows) == 0 {
-		from, to, ok := measuredWindow(series)
-		if !ok {
+		if !measured {
 			return nil, nil
 		}
-		windows = append(windows, gapWindow{"", -1, int64(from * 1000), int64(to * 1000)})
+		windows = append(windows, gapWindow{index: -1, from: seconds(measuredFrom), to: seconds(measuredTo)})
 	}
 
+	var act *results.Activities
+	resolution := "1ms"
+	loadEnd := seconds(measuredTo)
 	path := filepath.Join(dir, lin.HistoryFile)
 	if _, err := os.Stat(path); err == nil {
-		var writes, all msSet
-		var lastReturn int64
-		reqs, errs := make([]int64, len(windows)), make([]int64, len(windows))
-		err := scanHistory(path, func(call, ret int64, write, failed bool) {
-			callMs := call / 1e6
-			lastReturn = max(lastReturn, ret/1e6)
-			for i, w := range windows {
-				if callMs >= w.from && callMs <= w.to {
-					reqs[i]++
+		act = &results.Activities{}
+		err := scanHistory(path, func(call, ret time.Duration, access results.Access, failed bool) {
+			loadEnd = max(loadEnd, ret)
+			act.Add(access, call, ret, !failed)
+			for i := range windows {
+				if w := &windows[i]; call >= w.from && call <= w.to {
+					w.reqs++
 					if failed {
-						errs[i]++
+						w.errs++
 					}
 				}
-			}
-			if failed {
-				return
-			}
-			all.add(ret / 1e6)
-			if write {
-				writes.add(ret / 1e6)
 			}
 		})
 		if err != nil {
 			return nil, fmt.Errorf("availability: %w", err)
 		}
-		set, kind := &writes, "writes"
-		if writes.empty() {
-			set, kind = &all, "requests"
+	} else {
+		if len(series) == 0 {
+			return nil, nil
 		}
-		if set.empty() {
-			return nil, errors.New("availability: no request in history.jsonl succeeded")
-		}
-		var out []Gap
-		for i, w := range windows {
-			start, end, recovered := set.longestGap(w.from, w.to, lastReturn)
-			out = append(out, Gap{
-				Fault: w.label, Index: w.index,
-				WindowStart: float64(w.from) / 1000, WindowEnd: float64(w.to) / 1000,
-				Start: float64(start) / 1000, End: float64(end) / 1000, Seconds: float64(end-start) / 1000,
-				Recovered: recovered, Requests: reqs[i], Errors: errs[i], Kind: kind, Resolution: "1ms",
-			})
-		}
-		return out, nil
+		act, resolution = seriesActivity(series, windows), "1s"
 	}
-	return seriesGaps(windows, series), nil
+	kind, judged := "writes", &act.Writes
+	if act.Writes.Empty() {
+		kind, judged = "reads", &act.Reads
+	}
+	var err error
+	if judged.Empty() {
+		// The windows are still listed, unmeasured.
+		kind, resolution = "", ""
+		err = errors.New("availability: not measured: no write or read in the run's history or time series (a time series of an older version does not say which operations write or read)")
+	}
+
+	spans := results.FaultSpans(faults, loadEnd)
+	var out []Gap
+	for i, w := range windows {
+		span := [2]time.Duration{w.from, w.to}
+		if w.index >= 0 {
+			span = spans[i]
+		}
+		g := Gap{Fault: w.label, Index: w.index, WindowStart: w.from.Seconds(), WindowEnd: w.to.Seconds(),
+			Requests: w.reqs, Errors: w.errs, Kind: kind, Resolution: resolution, Recovered: true,
+			Writes: classGap(&act.Writes, span), Reads: classGap(&act.Reads, span)}
+		if c := classGap(judged, span); c != nil {
+			g.Start, g.End, g.Seconds, g.Recovered = c.Start, c.End, c.Seconds, c.Recovered
+		}
+		out = append(out, g)
+	}
+	return out, err
 }
 
 // scanHistory calls fn with the times, kind and outcome of every operation of a history file. It reads
 // the few fields it needs straight from each line, which the history encoder writes in a fixed order, so
 // that a run of millions of operations is scanned in a fraction of a second; a line it cannot read that way
 // is decoded in full.
-func scanHistory(path string, fn func(call, ret int64, write, failed bool)) error {
+func scanHistory(path string, fn func(call, ret time.Duration, access results.Access, failed bool)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -247,7 +229,7 @@ func scanHistory(path string, fn func(call, ret int64, write, failed bool)) erro
 			continue
 		}
 		if call, ret, kind, failed, ok := fastOperation(line); ok {
-			fn(call, ret, isWrite(lin.Kind(kind)), failed)
+			fn(time.Duration(call), time.Duration(ret), results.AccessOf(kind, lineBranches(line)), failed)
 			continue
 		}
 		var op lin.Operation
@@ -258,7 +240,7 @@ func scanHistory(path string, fn func(call, ret int64, write, failed bool)) erro
 			}
 			continue
 		}
-		fn(op.Call, op.Return, isWrite(op.Request.Kind), op.Error != "")
+		fn(time.Duration(op.Call), time.Duration(op.Return), requestAccess(op.Request), op.Error != "")
 	}
 	return sc.Err()
 }
@@ -294,11 +276,45 @@ func fastOperation(line []byte) (call, ret int64, kind string, failed, ok bool) 
 	return call, ret, string(rest[:end]), bytes.Contains(line, []byte(`"error":"`)), true
 }
 
-// gapWindow is a span of the run to measure a gap in, in milliseconds from the time base.
-type gapWindow struct {
-	label    string
-	index    int
-	from, to int64
+// lineBranches yields the kinds of the requests in a transaction's branches from its history line: every
+// "kind" key after the request's own. Responses have no such key, and a JSON string cannot hold the key
+// with its quotes unescaped.
+func lineBranches(line []byte) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		key := []byte(`"kind":"`)
+		i := bytes.Index(line, key)
+		if i < 0 {
+			return
+		}
+		rest := line[i+len(key):]
+		for {
+			j := bytes.Index(rest, key)
+			if j < 0 {
+				return
+			}
+			rest = rest[j+len(key):]
+			end := bytes.IndexByte(rest, '"')
+			if end < 0 || !yield(string(rest[:end])) {
+				return
+			}
+		}
+	}
+}
+
+// requestAccess classifies a decoded request by results.AccessOf.
+func requestAccess(req lin.Request) results.Access {
+	return results.AccessOf(string(req.Kind), func(yield func(string) bool) {
+		if req.Txn == nil {
+			return
+		}
+		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
+			for _, r := range branch {
+				if !yield(string(r.Kind)) {
+					return
+				}
+			}
+		}
+	})
 }
 
 // measuredWindow returns the measured load's span in seconds from the time series.
@@ -313,81 +329,32 @@ func measuredWindow(series []results.TimeSeriesRow) (from, to float64, ok bool) 
 	return math.Max(from, 0), to, true
 }
 
-// seriesGaps measures gaps from per-second rows: a second without a successful request (a missing row
-// counts as none) belongs to a gap.
-func seriesGaps(windows []gapWindow, series []results.TimeSeriesRow) []Gap {
-	if len(series) == 0 {
-		return nil
-	}
-	writes := false
-	for _, r := range series {
-		if isWriteName(r.Op) {
-			writes = true
-		}
-	}
-	kind := "requests"
-	if writes {
-		kind = "writes"
-	}
-	t0 := series[0].T
-	for _, r := range series {
-		t0 = math.Min(t0, r.T)
-	}
-	ok := map[int]bool{} // interval k (ending at t0+k) had a success
-	last, reqs, errs := 0, map[int]int64{}, map[int]int64{}
-	for _, r := range series {
-		k := int(math.Round(r.T - t0))
-		last = max(last, k)
-		reqs[k] += r.Count
-		errs[k] += r.Errors
-		if (!writes || isWriteName(r.Op)) && r.Count-r.Errors > 0 {
-			ok[k] = true
-		}
-	}
-	var out []Gap
-	for _, v := range windows {
-		g := Gap{Fault: v.label, Index: v.index, WindowStart: float64(v.from) / 1000, WindowEnd: float64(v.to) / 1000,
-			Kind: kind, Resolution: "1s", Recovered: true}
-		// Interval k covers (t0+k-1, t0+k].
-		first := int(math.Ceil(float64(v.from)/1000 - t0))
-		lastK := int(math.Ceil(float64(v.to)/1000 - t0))
-		for k := max(first, 0); k <= min(lastK, last); k++ {
-			g.Requests += reqs[k]
-			g.Errors += errs[k]
-		}
-		run, runStart := 0, 0
-		for k := max(first, 0); k <= last; k++ {
-			if ok[k] {
-				if k > lastK {
-					break
-				}
-				run = 0
-				continue
-			}
-			if run == 0 {
-				runStart = k
-			}
-			run++
-			if float64(run) > g.Seconds {
-				g.Seconds = float64(run)
-				g.Start, g.End = t0+float64(runStart)-1, t0+float64(k)
-			}
-			if k == last {
-				g.Recovered = false
-			}
-		}
-		out = append(out, g)
-	}
-	return out
-}
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// isWriteName guesses from an operation's name whether it writes, for runs without a history.
-func isWriteName(op string) bool {
-	verb, _, _ := strings.Cut(op, "/")
-	for _, p := range []string{"put", "txn-put", "txn-write", "create", "update", "delete", "patch"} {
-		if verb == p {
-			return true
+// seriesActivity builds the activity of a run from its per-second rows, for runs without a history, and
+// counts the requests of each window. Each row covers the second before its time: one with a success
+// counts as successes at both ends of that second, so that a gap is the whole seconds without any; one
+// with requests and no success as requests in flight throughout. Rows of an older version, which do not
+// say their access, count in neither class.
+func seriesActivity(series []results.TimeSeriesRow, windows []gapWindow) *results.Activities {
+	act := &results.Activities{}
+	for _, r := range series {
+		to := seconds(r.T)
+		from := to - time.Second
+		access := results.ParseAccess(r.Access)
+		if r.Count-r.Errors > 0 {
+			act.Add(access, from, from, true)
+			act.Add(access, from, to, true)
+		} else if r.Count > 0 {
+			act.Add(access, from, to, false)
+		}
+		for i := range windows {
+			// The row's second overlaps the window.
+			if w := &windows[i]; to > w.from && from <= w.to {
+				w.reqs += r.Count
+				w.errs += r.Errors
+			}
 		}
 	}
-	return false
+	return act
 }

@@ -448,28 +448,32 @@ func (d *diagnosis) errors() {
 
 func (d *diagnosis) availability() {
 	for _, g := range d.r.Gaps {
-		if g.Index < 0 {
-			if g.Seconds >= 1 {
-				d.add(results.SeverityProblem, "availability", "no %s succeeded for %s (from %s to %s) without any fault injected", gapKind(g), fmtSeconds(g.Seconds), fmtSeconds(g.Start), fmtSeconds(g.End))
+		for _, c := range []struct {
+			kind string
+			gap  *ClassGap
+		}{{"write", g.Writes}, {"read", g.Reads}} {
+			if c.gap == nil {
+				continue
 			}
-			continue
-		}
-		if !g.Recovered {
-			d.add(results.SeverityProblem, "availability", "after %s no %s succeeded until the load ended (%s)", g.Fault, gapKind(g), fmtSeconds(g.Seconds))
-			continue
-		}
-		if g.Seconds >= 1 {
-			d.add(results.SeverityWarning, "availability", "%s: no %s succeeded for %s (%d of %d requests in the window failed)", g.Fault, gapKind(g), fmtSeconds(g.Seconds), g.Errors, g.Requests)
+			if g.Index < 0 {
+				if c.gap.Seconds >= 1 {
+					d.add(results.SeverityProblem, "availability", "no %s succeeded for %s (from %s to %s) without any fault injected", c.kind, fmtSeconds(c.gap.Seconds), fmtSeconds(c.gap.Start), fmtSeconds(c.gap.End))
+				}
+				continue
+			}
+			if !c.gap.Recovered {
+				d.add(results.SeverityProblem, "availability", "after %s no %s succeeded for %s, until the fault's observation ended", g.Fault, c.kind, fmtSeconds(c.gap.Seconds))
+				continue
+			}
+			if c.gap.Seconds >= 1 {
+				d.add(results.SeverityWarning, "availability", "%s: no %s succeeded for %s (%d of %d requests in the window failed)", g.Fault, c.kind, fmtSeconds(c.gap.Seconds), g.Errors, g.Requests)
+			}
 		}
 	}
 }
 
-func gapKind(g Gap) string {
-	if g.Kind == "writes" {
-		return "write"
-	}
-	return "request"
-}
+// gapKind names the class a gap's headline figures belong to: "write" or "read".
+func gapKind(g Gap) string { return strings.TrimSuffix(g.Kind, "s") }
 
 func (d *diagnosis) proposalsAndApply() {
 	sv := d.server()

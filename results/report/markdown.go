@@ -79,17 +79,13 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 
 	if len(v.Gaps) > 0 {
 		p("\n## Availability\n\n")
-		cols := append([]string{"fault", "window", "longest gap", "recovered", "requests", "errors", "outcome"}, v.GapColumns...)
+		cols := append([]string{"fault", "window", "write gap", "read gap", "recovered", "requests", "errors", "outcome"}, v.GapColumns...)
 		table(b, cols, func(row func(...string)) {
 			for _, g := range v.Gaps {
-				row(append([]string{g.Fault, g.Window, g.Gap, g.Recovered, g.Requests, g.Errors, g.Outcome}, g.Extra...)...)
+				row(append([]string{g.Fault, g.Window, g.Gap, g.ReadGap, g.Recovered, g.Requests, g.Errors, g.Outcome}, g.Extra...)...)
 			}
 		})
-		if r.Gaps[0].Kind == "writes" {
-			p("\nA gap is the longest time without a successful write between the last success before a fault and the first one after it.\n")
-		} else {
-			p("\nA gap is the longest time without a successful request between the last success before a fault and the first one after it.\n")
-		}
+		p("\n%s\n", v.GapNote())
 	}
 
 	if len(v.Checks) > 0 {

@@ -59,8 +59,10 @@ func steady(kind lin.Kind, from, to, step, holeFrom, holeTo int64) []histOp {
 }
 
 func TestAvailabilityGaps(t *testing.T) {
+	// A fault observed until 3.5 s, as the fault runner records it.
 	fault := func(start, end int64) results.FaultWindow {
-		return results.FaultWindow{Fault: "kill", Targets: []string{"m1"}, StartNs: start * 1e6, EndNs: end * 1e6}
+		return results.FaultWindow{Fault: "kill", Targets: []string{"m1"}, StartNs: start * 1e6, EndNs: end * 1e6,
+			Availability: &results.Availability{ObservedToNs: 3500e6}}
 	}
 	tests := []struct {
 		name      string
@@ -70,13 +72,15 @@ func TestAvailabilityGaps(t *testing.T) {
 		recovered bool
 		kind      string
 		errors    int64
+		readGap   float64 // seconds, -1: no reads
 	}{
-		{"writes stop during the fault", steady(lin.KindPut, 0, 5000, 10, 1200, 1900), []results.FaultWindow{fault(1000, 2000)}, 0.71, true, "writes", 70},
-		{"the gap reaches past the window", steady(lin.KindPut, 0, 5000, 10, 1500, 2600), []results.FaultWindow{fault(1000, 2000)}, 1.11, true, "writes", 51},
-		{"no outage", steady(lin.KindPut, 0, 5000, 10, 0, 0), []results.FaultWindow{fault(1000, 2000)}, 0.01, true, "writes", 0},
-		{"never recovers", steady(lin.KindPut, 0, 5000, 10, 1500, 5000), []results.FaultWindow{fault(1000, 2000)}, 8.5, false, "writes", 51},
-		{"reads only", steady(lin.KindRange, 0, 5000, 10, 1200, 1400), []results.FaultWindow{fault(1000, 2000)}, 0.21, true, "requests", 20},
-		{"reads do not hide a write outage", append(steady(lin.KindPut, 0, 5000, 10, 1000, 3000), steady(lin.KindRange, 0, 5000, 7, 0, 0)...), []results.FaultWindow{fault(1000, 2000)}, 2.01, true, "writes", 100},
+		{"writes stop during the fault", steady(lin.KindPut, 0, 5000, 10, 1200, 1900), []results.FaultWindow{fault(1000, 2000)}, 0.71, true, "writes", 70, -1},
+		{"the gap reaches past the window", steady(lin.KindPut, 0, 5000, 10, 1500, 2600), []results.FaultWindow{fault(1000, 2000)}, 1.11, true, "writes", 51, -1},
+		{"no outage", steady(lin.KindPut, 0, 5000, 10, 0, 0), []results.FaultWindow{fault(1000, 2000)}, 0.01, true, "writes", 0, -1},
+		// from the last success (1.49 s) to the end of the observation
+		{"never recovers", steady(lin.KindPut, 0, 5000, 10, 1500, 5000), []results.FaultWindow{fault(1000, 2000)}, 2.01, false, "writes", 51, -1},
+		{"reads only", steady(lin.KindRange, 0, 5000, 10, 1200, 1400), []results.FaultWindow{fault(1000, 2000)}, 0.21, true, "reads", 20, 0.21},
+		{"reads do not hide a write outage", append(steady(lin.KindPut, 0, 5000, 10, 1000, 3000), steady(lin.KindRange, 0, 5000, 7, 0, 0)...), []results.FaultWindow{fault(1000, 2000)}, 2.01, true, "writes", 100, 0.007},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +94,14 @@ func TestAvailabilityGaps(t *testing.T) {
 			if math.Abs(g.Seconds-tt.want) > 0.0015 || g.Recovered != tt.recovered || g.Kind != tt.kind || g.Errors != tt.errors || g.Resolution != "1ms" {
 				t.Fatalf("gap %+v, want %.3fs recovered=%v kind=%s errors=%d", g, tt.want, tt.recovered, tt.kind, tt.errors)
 			}
+			switch {
+			case tt.readGap < 0 && g.Reads != nil:
+				t.Fatalf("read gap %+v in a run without reads", *g.Reads)
+			case tt.readGap >= 0 && (g.Reads == nil || math.Abs(g.Reads.Seconds-tt.readGap) > 0.0015):
+				t.Fatalf("read gap %+v, want %.3fs", g.Reads, tt.readGap)
+			case (tt.kind == "writes") != (g.Writes != nil):
+				t.Fatalf("write gap %+v in a run of %s", g.Writes, tt.kind)
+			}
 		})
 	}
 	t.Run("from the time series without a history", func(t *testing.T) {
@@ -98,33 +110,18 @@ func TestAvailabilityGaps(t *testing.T) {
 			if s == 4 || s == 5 {
 				continue // no completions at all: no row
 			}
-			series = append(series, results.TimeSeriesRow{T: float64(s) + 0.001, Op: "put", Count: 100})
+			series = append(series, results.TimeSeriesRow{T: float64(s) + 0.001, Op: "put", Access: "write", Count: 100})
 		}
-		gaps, err := availabilityGaps(t.TempDir(), []results.FaultWindow{fault(3000, 4500)}, series)
+		f := fault(3000, 4500)
+		f.Availability = nil // not observed: measured until the end of the load
+		gaps, err := availabilityGaps(t.TempDir(), []results.FaultWindow{f}, series)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g := gaps[0]; g.Seconds != 2 || g.Resolution != "1s" || !g.Recovered {
+		if g := gaps[0]; math.Abs(g.Seconds-2) > 1e-9 || g.Resolution != "1s" || !g.Recovered {
 			t.Fatalf("gap %+v, want 2 s at 1 s resolution", g)
 		}
 	})
-}
-
-func TestMsSet(t *testing.T) {
-	var s msSet
-	for _, ms := range []int64{3, 64, 65, 200, 1000} {
-		s.add(ms)
-	}
-	for _, tt := range []struct{ at, prev, next int64 }{
-		{0, -1, 3}, {3, 3, 3}, {4, 3, 64}, {63, 3, 64}, {66, 65, 200}, {999, 200, 1000}, {5000, 1000, -1},
-	} {
-		if p, n := s.prev(tt.at), s.next(tt.at); p != tt.prev || n != tt.next {
-			t.Errorf("at %d: prev %d next %d, want %d %d", tt.at, p, n, tt.prev, tt.next)
-		}
-	}
-	if start, end, ok := s.longestGap(60, 300, 2000); start != 200 || end != 1000 || !ok {
-		t.Errorf("gap %d-%d %v", start, end, ok)
-	}
 }
 
 func healthyServer() *results.ServerMetrics {
@@ -183,7 +180,8 @@ func TestDiagnose(t *testing.T) {
 			s.Checks = []results.Check{{Name: "linearizability", Verdict: results.VerdictViolation, Detail: "key k: read of a lost write"}}
 		}, "consistency", results.SeverityProblem, "linearizability found a violation: key k: read of a lost write"},
 		{"stall without faults", func(_ *results.Summary, r *Run) {
-			r.Gaps = []Gap{{Index: -1, Seconds: 2.5, Start: 10, End: 12.5, Kind: "writes", Recovered: true}}
+			r.Gaps = []Gap{{Index: -1, Seconds: 2.5, Start: 10, End: 12.5, Kind: "writes", Recovered: true,
+				Writes: &ClassGap{Seconds: 2.5, Start: 10, End: 12.5, Recovered: true}}}
 		}, "availability", results.SeverityProblem, "no write succeeded for 2.5 s (from 10 s to 12.5 s) without any fault injected"},
 		{"no metrics", func(s *results.Summary, _ *Run) { s.Server = nil }, "run", results.SeverityWarning, "no etcd metrics were scraped"},
 	}

@@ -176,12 +176,12 @@ window.addEventListener("error", function (e) {
 
 {{- if .Gaps}}
 <h2 id="availability">Availability</h2>
-<table><tr><th>fault</th><th>window</th><th>longest gap</th><th>recovered</th><th>requests</th><th>errors</th><th>outcome</th>{{range .GapColumns}}<th>{{.}}</th>{{end}}</tr>
+<table><tr><th>fault</th><th>window</th><th>write gap</th><th>read gap</th><th>recovered</th><th>requests</th><th>errors</th><th>outcome</th>{{range .GapColumns}}<th>{{.}}</th>{{end}}</tr>
 {{- range .Gaps}}
-<tr><td>{{.Fault}}</td><td>{{.Window}}</td><td class="{{.Class}}">{{.Gap}}</td><td>{{.Recovered}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td class="l">{{.Outcome}}</td>{{range .Extra}}<td class="wrap">{{.}}</td>{{end}}</tr>
+<tr><td>{{.Fault}}</td><td>{{.Window}}</td><td class="{{.Class}}">{{.Gap}}</td><td>{{.ReadGap}}</td><td>{{.Recovered}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td class="l">{{.Outcome}}</td>{{range .Extra}}<td class="wrap">{{.}}</td>{{end}}</tr>
 {{- end}}
 </table>
-<p class="note">A gap is the longest time without a successful write (or request, in runs that do not write) between the last success before a fault and the first one after it.</p>
+<p class="note">{{.GapNote}}</p>
 {{- end}}
 
 {{- if .Checks}}

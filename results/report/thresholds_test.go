@@ -129,8 +129,8 @@ func testRun() *Run {
 		},
 	}
 	return &Run{Summary: s, Gaps: []Gap{
-		{Fault: "kill m1", Index: 0, Seconds: 2.5, Recovered: true},
-		{Fault: "pause m2", Index: 1, Seconds: 0.4, Recovered: true},
+		{Fault: "kill m1", Index: 0, Seconds: 2.5, Recovered: true, Kind: "writes"},
+		{Fault: "pause m2", Index: 1, Seconds: 0.4, Recovered: true, Kind: "writes"},
 	}}
 }
 

@@ -58,8 +58,8 @@ type opRow struct {
 }
 
 type gapRow struct {
-	Fault, Window, Gap, Recovered, Requests, Errors, Outcome, Class string
-	Extra                                                           []string
+	Fault, Window, Gap, ReadGap, Recovered, Requests, Errors, Outcome, Class string
+	Extra                                                                    []string
 }
 
 type memberRow struct {
@@ -317,14 +317,10 @@ func (v *view) availability(r *Run) {
 	}
 	v.GapColumns = sortedKeys(colSet)
 	for _, g := range r.Gaps {
-		row := gapRow{Fault: g.Label(), Gap: fmtSeconds(g.Seconds), Requests: strconv.FormatInt(g.Requests, 10),
-			Errors: strconv.FormatInt(g.Errors, 10), Recovered: "yes", Class: "ok"}
-		if g.Resolution == "1s" {
-			if g.Seconds == 0 {
-				row.Gap = "< 1 s (1 s resolution)"
-			} else {
-				row.Gap = "≥ " + row.Gap + " (1 s resolution)"
-			}
+		row := gapRow{Fault: g.Label(), Gap: classGapText(g.Writes, "writes", g.Resolution), ReadGap: classGapText(g.Reads, "reads", g.Resolution),
+			Requests: strconv.FormatInt(g.Requests, 10), Errors: strconv.FormatInt(g.Errors, 10), Recovered: "yes", Class: "ok"}
+		if g.Kind == "" {
+			row.Recovered = "-"
 		}
 		row.Window = fmt.Sprintf("%s – %s", fmtSeconds(g.WindowStart), fmtSeconds(g.WindowEnd))
 		if !g.Recovered {
