@@ -14,6 +14,7 @@ import (
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files")
@@ -116,6 +117,8 @@ func window(startMs, endMs float64) results.FaultWindow {
 	return results.FaultWindow{Fault: "kill", StartNs: int64(startMs * 1e6), EndNs: int64(endMs * 1e6), Outcome: "recovered"}
 }
 
+// TestAvailabilityGaps: the comparison's gaps of fault windows recorded without their observation (by an
+// older version) reach until the next fault or the end of the load.
 func TestAvailabilityGaps(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -145,13 +148,13 @@ func TestAvailabilityGaps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeHistory(t, dir, tt.ops)
-			got, err := AvailabilityGaps(filepath.Join(dir, lin.HistoryFile), tt.faults)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := faultGaps(dir, tt.faults)
 			for i := range tt.want {
-				if got[i] != tt.want[i] {
-					t.Errorf("fault %d: gap %s, want %s", i+1, got[i], tt.want[i])
+				if got[i][0] == nil || time.Duration(*got[i][0]*1e6) != tt.want[i] {
+					t.Errorf("fault %d: gap %v, want %s", i+1, got[i][0], tt.want[i])
+				}
+				if got[i][1] != nil {
+					t.Errorf("fault %d: read gap %v in a history without reads", i+1, *got[i][1])
 				}
 			}
 		})
@@ -251,5 +254,150 @@ func golden(t *testing.T, name, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("%s differs from the golden file (run with -update after checking):\n%s", name, got)
+	}
+}
+
+// TestAvailabilityCallersAgree plays one stream of requests (puts, ranges, transactions that write and that
+// only read, lease grants and watch events, which count in neither class) through a fault window and
+// checks that the three places that report availability give the same write and read gaps: the fault
+// runner's live figures (results.Phases, into summary.json), the report (from history.jsonl) and the
+// comparison of runs.
+func TestAvailabilityCallersAgree(t *testing.T) {
+	dir := t.TempDir()
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	p, err := results.NewPhases(results.CollectorOptions{Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Begin(0)
+	hist, err := lin.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "k", Value: lin.Value{ID: 1, Size: 8}}}
+	rng := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "k"}}
+	kinds := []struct {
+		op  string
+		req lin.Request
+	}{
+		{"put", put},
+		{"range", rng},
+		{"txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{rng, put}}}},
+		{"txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{rng}}}},
+		{"lease-grant", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 10}}},
+	}
+	// Writes fail from 2.0 s to 2.83 s, reads from 2.1 s to 2.35 s, lease grants from 1 s on (they count in
+	// neither gap); the fault is injected at 2 s, healed at 2.5 s, observed until 3.5 s.
+	fails := func(op string, end int64) bool {
+		switch op {
+		case "put", "txn-write":
+			return end >= 2000 && end < 2830
+		case "range", "txn-read":
+			return end >= 2100 && end < 2350
+		}
+		return end >= 1000
+	}
+	var w *results.Window
+	var late []*results.Record
+	for i := int64(0); i < 600; i++ {
+		at := 10 * i
+		switch at {
+		case 2000:
+			w = p.Open(ms(at))
+		case 2500:
+			w.Heal(ms(at))
+		case 3500:
+			w.Close(ms(at))
+		}
+		k := kinds[i%int64(len(kinds))]
+		end := at + 3
+		failed := fails(k.op, end)
+		op := &lin.Operation{Client: int(i % 8), Op: k.op, Call: int64(ms(at)), Return: int64(ms(end)), Request: k.req}
+		rec := &results.Record{Op: k.op, Intended: ms(at), Start: ms(at), End: ms(end), Access: results.AccessOf(string(k.req.Kind), branchKinds(k.req))}
+		if failed {
+			op.Error, rec.Outcome, rec.ErrClass = "unavailable", results.Error, "unavailable"
+		} else {
+			op.Response = &lin.Response{Revision: i + 2}
+		}
+		hist.Operation(op)
+		if i%7 == 0 {
+			late = append(late, rec) // reported after later completions, as concurrent workers do
+		} else {
+			p.Record(int(i%8), rec)
+		}
+		p.Record(0, &results.Record{Op: "watch", Intended: ms(at), Start: ms(at), End: ms(end)})
+		if len(late) > 2 {
+			p.Record(1, late[0])
+			late = late[1:]
+		}
+	}
+	for _, rec := range late {
+		p.Record(1, rec)
+	}
+	if err := hist.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a := w.Finalize(ms(6000))
+	if err := p.Close(ms(6000)); err != nil {
+		t.Fatal(err)
+	}
+	fault := results.FaultWindow{Fault: "kill", Targets: []string{"m1"}, StartNs: int64(ms(2000)), EndNs: int64(ms(2500)),
+		Outcome: "recovered", Availability: &a}
+	s := &results.Summary{Schema: results.SummarySchema, Name: "agree", MeasuredSeconds: 6,
+		Operations: map[string]*results.Operation{"put": {Count: 120}}, Faults: []results.FaultWindow{fault}}
+	if err := results.WriteSummary(dir, s); err != nil {
+		t.Fatal(err)
+	}
+
+	// The definition, worked out by hand (requests every 10 ms, cycling through the kinds above, each taking
+	// 3 ms): the last write before the outage completed at 1.973 s (txn-write sent at 1.97 s), the first
+	// after it at 2.853 s (put at 2.85 s); reads: 2.083 s (txn-read at 2.08 s) to 2.363 s (range at 2.36 s).
+	wantWrite, wantRead := 880.0, 280.0
+	if a.WriteGapMs != wantWrite || a.ReadGapMs != wantRead || a.WriteGapOpen || a.ReadGapOpen {
+		t.Errorf("fault runner: write gap %v ms, read gap %v ms; want %v and %v", a.WriteGapMs, a.ReadGapMs, wantWrite, wantRead)
+	}
+	r, err := report.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Gaps) != 1 || r.Gaps[0].Writes == nil || r.Gaps[0].Reads == nil {
+		t.Fatalf("report gaps %+v (warnings %v)", r.Gaps, r.Warnings)
+	}
+	if g := r.Gaps[0]; g.Writes.Seconds*1000 != wantWrite || g.Reads.Seconds*1000 != wantRead || g.Seconds*1000 != wantWrite {
+		t.Errorf("report: write gap %v s, read gap %v s, judged %v s; want %v and %v ms", g.Writes.Seconds, g.Reads.Seconds, g.Seconds, wantWrite, wantRead)
+	}
+	cmp := CompareRuns([]VariantDirs{{Label: "a", Dirs: []string{dir}}})
+	for _, want := range []struct {
+		row string
+		ms  float64
+	}{{"1. kill m1", wantWrite}, {"1. kill m1 (reads)", wantRead}} {
+		found := false
+		for _, sec := range cmp.Sections {
+			for _, row := range sec.Rows {
+				if row.Metric == want.row {
+					found = true
+					if row.Values[0] == nil || *row.Values[0] != want.ms {
+						t.Errorf("comparison: %s %v, want %v ms", want.row, row.Cells, want.ms)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("comparison: no row %q", want.row)
+		}
+	}
+}
+
+// branchKinds yields the kinds of a transaction's branch requests, as the workloads classify requests.
+func branchKinds(req lin.Request) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		if req.Txn == nil {
+			return
+		}
+		for _, r := range append(req.Txn.Then, req.Txn.Else...) {
+			if !yield(string(r.Kind)) {
+				return
+			}
+		}
 	}
 }

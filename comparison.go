@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 // Files a comparison writes into its directory.
@@ -287,36 +287,38 @@ func (c *Comparison) latencySection() CompareSection {
 }
 
 // faultSection compares, fault by fault (matched by position: the same seed injects the same schedule),
-// the longest stretch without a successful request around the fault, and how the fault ended.
+// the write and the read gap of the fault, and how it ended.
 func (c *Comparison) faultSection() CompareSection {
 	sec := CompareSection{Title: "Availability per fault (ms)",
-		Note: "The longest stretch without a successful request that overlaps the fault, recovery included; faults are matched by position (the same seed injects the same schedule)."}
+		Note: "The longest stretch without a successful write (and, in rows of their own, read) from the last success before the fault to the first after it, as long as the fault was observed (recovery included); faults are matched by position (the same seed injects the same schedule)."}
 	type faultRun struct {
 		window results.FaultWindow
-		gap    *time.Duration
+		gaps   [2]*float64 // writes, reads, in ms
 	}
 	perVariant := make([][][]faultRun, len(c.Variants)) // variant, run, fault
 	n := 0
+	reads := false
 	for i, v := range c.Variants {
 		for _, r := range v.Runs {
 			if r.Summary == nil || len(r.Summary.Faults) == 0 {
 				continue
 			}
 			n = max(n, len(r.Summary.Faults))
-			gaps, err := AvailabilityGaps(filepath.Join(r.Dir, lin.HistoryFile), r.Summary.Faults)
 			frs := make([]faultRun, len(r.Summary.Faults))
+			gaps := faultGaps(r.Dir, r.Summary.Faults)
 			for f, w := range r.Summary.Faults {
-				frs[f].window = w
-				if err == nil {
-					frs[f].gap = &gaps[f]
-				}
+				frs[f] = faultRun{window: w, gaps: gaps[f]}
+				reads = reads || gaps[f][1] != nil
 			}
 			perVariant[i] = append(perVariant[i], frs)
 		}
 	}
 	for f := range n {
 		name := ""
-		samples := make([][]float64, len(c.Variants))
+		var samples [2][][]float64
+		for k := range samples {
+			samples[k] = make([][]float64, len(c.Variants))
+		}
 		notes := make([][]string, len(c.Variants))
 		for i, runs := range perVariant {
 			for _, frs := range runs {
@@ -330,23 +332,60 @@ func (c *Comparison) faultSection() CompareSection {
 						name += " " + strings.Join(w.Targets, ",")
 					}
 				}
-				if frs[f].gap != nil {
-					samples[i] = append(samples[i], float64(*frs[f].gap)/1e6)
+				for k, g := range frs[f].gaps {
+					if g != nil {
+						samples[k][i] = append(samples[k][i], *g)
+					}
 				}
 				if w.Outcome != "" && w.Outcome != "recovered" && !slices.Contains(notes[i], w.Outcome) {
 					notes[i] = append(notes[i], w.Outcome)
 				}
 			}
 		}
-		row := numRow(name, fmtMillis, samples)
+		row := numRow(name, fmtMillis, samples[0])
 		for i := range row.Cells {
 			if len(notes[i]) > 0 {
 				row.Cells[i] += " (" + strings.Join(notes[i], "; ") + ")"
 			}
 		}
 		sec.Rows = append(sec.Rows, row)
+		if reads {
+			sec.Rows = append(sec.Rows, numRow(name+" (reads)", fmtMillis, samples[1]))
+		}
 	}
 	return sec
+}
+
+// faultGaps returns the write and read gap (ms) of each fault window of the run in dir, measured by
+// results.LongestGap from its history; without one, the figures the fault runner measured with it while the
+// run went on. A nil gap is one the run has no figure for (no request of the class, or nothing to measure from).
+func faultGaps(dir string, faults []results.FaultWindow) [][2]*float64 {
+	out := make([][2]*float64, len(faults))
+	ms := func(g results.Gap, ok bool) *float64 {
+		if !ok {
+			return nil
+		}
+		v := float64(g.Length()) / 1e6
+		return &v
+	}
+	act, loadEnd, err := report.HistoryActivity(filepath.Join(dir, lin.HistoryFile))
+	if err == nil {
+		for i, span := range results.FaultSpans(faults, loadEnd) {
+			out[i] = [2]*float64{ms(results.LongestGap(&act.Writes, span[0], span[1])), ms(results.LongestGap(&act.Reads, span[0], span[1]))}
+		}
+		return out
+	}
+	for i, f := range faults {
+		if a := f.Availability; a != nil {
+			if a.Writes > 0 || a.WriteGapOpen {
+				out[i][0] = &a.WriteGapMs
+			}
+			if a.Reads > 0 || a.ReadGapOpen {
+				out[i][1] = &a.ReadGapMs
+			}
+		}
+	}
+	return out
 }
 
 func (c *Comparison) checkSection() CompareSection {
@@ -395,69 +434,6 @@ func (c *Comparison) operations() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// AvailabilityGaps returns, for each fault window, the longest interval between consecutive successful
-// requests (by completion time) that overlaps the window: how long clients saw no progress because of the
-// fault, recovery included. Successes just before and just after the window bound it; a window followed
-// by no success at all extends to the last request of the history (or its own end).
-func AvailabilityGaps(historyPath string, faults []results.FaultWindow) ([]time.Duration, error) {
-	type window struct {
-		prev, next int64 // last success before the window, first after it (-1: none)
-		inside     []int64
-	}
-	ws := make([]window, len(faults))
-	for i := range ws {
-		ws[i].prev, ws[i].next = -1, -1
-	}
-	var loadEnd int64
-	err := lin.ReadOperations(historyPath, func(op *lin.Operation) error {
-		loadEnd = max(loadEnd, op.Return)
-		if op.Error != "" {
-			return nil
-		}
-		t := op.Return
-		for i, f := range faults {
-			w := &ws[i]
-			switch {
-			case t < f.StartNs:
-				w.prev = max(w.prev, t)
-			case t > f.EndNs:
-				if w.next < 0 || t < w.next {
-					w.next = t
-				}
-			default:
-				w.inside = append(w.inside, t)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]time.Duration, len(faults))
-	for i, f := range faults {
-		w := ws[i]
-		points := make([]int64, 0, len(w.inside)+2)
-		if w.prev >= 0 {
-			points = append(points, w.prev)
-		} else {
-			points = append(points, f.StartNs)
-		}
-		points = append(points, w.inside...)
-		if w.next >= 0 {
-			points = append(points, w.next)
-		} else {
-			points = append(points, max(loadEnd, f.EndNs))
-		}
-		sort.Slice(points, func(a, b int) bool { return points[a] < points[b] })
-		var gap int64
-		for j := 1; j < len(points); j++ {
-			gap = max(gap, points[j]-points[j-1])
-		}
-		out[i] = time.Duration(gap)
-	}
-	return out, nil
 }
 
 // WriteMarkdown writes the comparison as one markdown table per section.
