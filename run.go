@@ -491,17 +491,8 @@ func (r *run) beganAt() (time.Duration, bool) {
 	return r.rec.Began()
 }
 
-// requests counts the etcd requests among the operations: watch events and cache waits are not requests.
-func requests(ops map[string]*results.Operation) int64 {
-	var n int64
-	for name, op := range ops {
-		if strings.HasPrefix(name, "watch") || strings.HasPrefix(name, "cache-sync/") {
-			continue
-		}
-		n += op.Count
-	}
-	return n
-}
+// requests counts the etcd requests among the operations (results.IsRequest).
+func requests(ops map[string]*results.Operation) int64 { return results.Requests(ops) }
 
 // removeData deletes the members' data directories of a successful run; their logs stay.
 func (r *run) removeData() {

@@ -121,6 +121,20 @@ func Requests(ops map[string]*Operation) int64 {
 	return n
 }
 
+// Rates returns the throughput of the requests among ops and, apart from it, of the watch events: a
+// target rate is one of requests, and events are not sent by anyone.
+func Rates(ops map[string]*Operation) (requests, watchEvents float64) {
+	for name, op := range ops {
+		switch {
+		case IsRequest(name):
+			requests += op.Throughput
+		case IsWatchEvent(name):
+			watchEvents += op.Throughput
+		}
+	}
+	return requests, watchEvents
+}
+
 // Activity is what the availability gap needs to know of the requests of one class: when they succeeded
 // and when they were in flight, at one-millisecond resolution. The zero value is empty and ready to use;
 // requests may be added in any order.

@@ -174,17 +174,19 @@ func throughputCharts(r *Run, ops []string, spans []span) (tput, errs template.H
 		c.line(op, pts, 1.2, nil, paletteColor(i))
 	}
 	for _, row := range r.Series {
-		byT[row.T] += row.Throughput
+		if results.IsRequest(row.Op) { // the line the target guide is for: watch events are not requests
+			byT[row.T] += row.Throughput
+		}
 		if row.Errors > 0 {
 			errT[row.T] += float64(row.Errors)
 			anyErrors = true
 		}
 	}
 	if len(ops) > 1 {
-		c.line("total", sortedPoints(byT), 1.8, nil, paletteColor(7))
+		c.line("all requests", sortedPoints(byT), 1.8, nil, paletteColor(7))
 	}
 	if s := r.Summary.Schedule; s.Mode == "open" && s.TargetRate > 0 {
-		c.guide(fmt.Sprintf("target %.0f ops/s", s.TargetRate), s.TargetRate)
+		c.guide(fmt.Sprintf("target %.0f requests/s", s.TargetRate), s.TargetRate)
 	}
 	tput = c.svg(chartWidth, chartHeight)
 	if anyErrors {

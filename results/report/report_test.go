@@ -165,7 +165,12 @@ func TestDiagnose(t *testing.T) {
 			s.Schedule.MissedBacklog, s.Schedule.MissedPercent = 6000, 10
 			s.Operations["put"].Service.Mean = 100
 		}, "generator", results.SeverityWarning, "needs about 100 clients in flight, more than --clients 64"},
-		{"short throughput", func(s *results.Summary, _ *Run) { s.Total.Throughput = 800 }, "load", results.SeverityProblem, "throughput 800.0 ops/s is 80% of the 1000 ops/s target"},
+		{"short throughput", func(s *results.Summary, _ *Run) { s.Operations["put"].Throughput = 800 }, "load", results.SeverityProblem, "throughput 800.0 requests/s is 80% of the 1000 requests/s target"},
+		{"watch events do not make up for missing requests", func(s *results.Summary, _ *Run) {
+			s.Operations["put"].Throughput = 800
+			s.Operations["watch"] = &results.Operation{Count: 30000, Throughput: 500}
+			s.Total = results.Totals(s.Operations)
+		}, "load", results.SeverityProblem, "throughput 800.0 requests/s is 80% of the 1000 requests/s target"},
 		{"errors by class", func(s *results.Summary, _ *Run) {
 			s.Total.Errors = 30
 			s.Operations["put"].Errors, s.Operations["put"].ErrorsByClass = 30, map[string]int64{"no_leader": 20, "deadline": 10}
@@ -217,7 +222,7 @@ func TestDiagnose(t *testing.T) {
 func TestDiagnoseHealthy(t *testing.T) {
 	s := &results.Summary{
 		MeasuredSeconds: 60, Schedule: results.Schedule{Mode: "open", TargetRate: 1000, Clients: 64},
-		Total: results.Total{Count: 60000, Throughput: 999}, Operations: map[string]*results.Operation{"put": {Count: 60000}},
+		Total: results.Total{Count: 60000, Throughput: 999}, Operations: map[string]*results.Operation{"put": {Count: 60000, Throughput: 999}},
 		Server: healthyServer(), Environment: &results.Environment{RunDirFS: "ext4"},
 	}
 	for _, f := range Diagnose(&Run{Summary: s}) {
@@ -492,5 +497,46 @@ func TestKubeSection(t *testing.T) {
 	}
 	if bytes.Contains(md.Bytes(), []byte("## kube")) {
 		t.Error("the kube summary is also rendered generically")
+	}
+}
+
+// The throughput card sets requests against the target, which is a rate of requests, and shows watch
+// events beside them: 77 puts/s and 109 watch events/s against a 77/s target are on target, not 241% of it.
+func TestThroughputCard(t *testing.T) {
+	tests := []struct {
+		name        string
+		ops         map[string]*results.Operation
+		missed      int64
+		verdict     string
+		wantDetail  string
+		avoidDetail string
+	}{
+		{"watch events beside the requests", map[string]*results.Operation{
+			"put":   {Count: 770, Throughput: 77},
+			"watch": {Count: 1090, Throughput: 109},
+		}, 0, "on target", "77.0 requests/s of the 77 requests/s target (100.0%); 0.00% of requests started late; beside them 109.0 watch events/s", "241"},
+		{"watch events do not make up for missing requests", map[string]*results.Operation{
+			"put":              {Count: 400, Throughput: 40},
+			"watch-event/pods": {Count: 2000, Throughput: 200},
+			"cache-sync/pods":  {Count: 10, Throughput: 1},
+		}, 0, "short of target", "40.0 requests/s of the 77 requests/s target (51.9%)", ""},
+		{"late starts are a share of requests", map[string]*results.Operation{
+			"put":   {Count: 770, Throughput: 77},
+			"watch": {Count: 10000, Throughput: 1000},
+		}, 77, "on target, late starts", "10.00% of requests started late", ""},
+		{"events only", map[string]*results.Operation{"watch": {Count: 10, Throughput: 1}}, 0, "none", "no request was measured", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &results.Summary{MeasuredSeconds: 10, Operations: tt.ops,
+				Schedule: results.Schedule{Mode: "open", TargetRate: 77, Clients: 8, MissedBacklog: tt.missed}}
+			s.Total = results.Totals(s.Operations)
+			v := buildView(&Run{Summary: s})
+			card := v.Verdicts[0]
+			if card.Area != "Throughput" || card.Verdict != tt.verdict || !strings.Contains(card.Detail, tt.wantDetail) ||
+				(tt.avoidDetail != "" && strings.Contains(card.Detail, tt.avoidDetail)) {
+				t.Fatalf("card %+v, want %q containing %q", card, tt.verdict, tt.wantDetail)
+			}
+		})
 	}
 }

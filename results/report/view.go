@@ -133,24 +133,33 @@ func clusterText(s *results.Summary) string {
 func (v *view) verdicts(r *Run) {
 	s := r.Summary
 	// Throughput.
+	// The target is a rate of requests: watch events, which nobody sends, are shown beside it.
 	tp := verdictRow{Area: "Throughput"}
+	reqRate, eventRate := results.Rates(s.Operations)
+	requests := results.Requests(s.Operations)
+	events := ""
+	if eventRate > 0 {
+		events = fmt.Sprintf("; beside them %.1f watch events/s", eventRate)
+	}
 	switch {
-	case s.Total.Count == 0:
-		tp.Verdict, tp.Class, tp.Detail = "none", "fail", "no operation was measured"
+	case requests == 0:
+		tp.Verdict, tp.Class, tp.Detail = "none", "fail", "no request was measured"
 	case s.Schedule.Mode == "open" && s.Schedule.TargetRate > 0:
-		ratio := s.Total.Throughput / s.Schedule.TargetRate
-		tp.Detail = fmt.Sprintf("%.1f ops/s of the %.0f ops/s target (%.1f%%); %.2f%% of operations started late", s.Total.Throughput, s.Schedule.TargetRate, 100*ratio, s.Schedule.MissedPercent)
+		ratio := reqRate / s.Schedule.TargetRate
+		// Only requests are scheduled, so only they can start late.
+		late := 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(requests)
+		tp.Detail = fmt.Sprintf("%.1f requests/s of the %.0f requests/s target (%.1f%%); %.2f%% of requests started late%s", reqRate, s.Schedule.TargetRate, 100*ratio, late, events)
 		switch {
 		case ratio < throughputShortfall:
 			tp.Verdict, tp.Class = "short of target", "warn"
-		case s.Schedule.MissedPercent > missedLimitPercent:
+		case late > missedLimitPercent:
 			tp.Verdict, tp.Class = "on target, late starts", "warn"
 		default:
 			tp.Verdict, tp.Class = "on target", "ok"
 		}
 	default:
 		tp.Verdict, tp.Class = "closed loop", "info"
-		tp.Detail = fmt.Sprintf("%.1f ops/s with %d clients flat out", s.Total.Throughput, s.Schedule.Clients)
+		tp.Detail = fmt.Sprintf("%.1f requests/s with %d clients flat out%s", reqRate, s.Schedule.Clients, events)
 	}
 	v.Verdicts = append(v.Verdicts, tp)
 
