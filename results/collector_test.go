@@ -82,7 +82,8 @@ func TestCollectorClampsLongLatencies(t *testing.T) {
 }
 
 // TestCollectorFiles checks the interval log (read back with hdrhistogram's own reader), the time series
-// and the .hgrm files.
+// (with the operation's access, for availability gaps without a history) and the .hgrm files, which stay
+// out of the top of the run directory.
 func TestCollectorFiles(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now()
@@ -94,7 +95,9 @@ func TestCollectorFiles(t *testing.T) {
 	for i := range 3 {
 		base := time.Duration(i) * 100 * time.Millisecond
 		for j := 1; j <= 10*(i+1); j++ {
-			c.Record(j, rec("create/pods", base+time.Millisecond, base+time.Millisecond, base+time.Millisecond+time.Duration(j)*time.Millisecond))
+			r := rec("create/pods", base+time.Millisecond, base+time.Millisecond, base+time.Millisecond+time.Duration(j)*time.Millisecond)
+			r.Access = AccessWrite
+			c.Record(j, r)
 		}
 		c.tick(base+100*time.Millisecond, true)
 	}
@@ -142,22 +145,25 @@ func TestCollectorFiles(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	if len(rows) != 3 || rows[2].Count != 30 || math.Abs(rows[2].Throughput-300) > 1e-6 || rows[2].Max < 29.9 {
+	if len(rows) != 3 || rows[2].Count != 30 || math.Abs(rows[2].Throughput-300) > 1e-6 || rows[2].Max < 29.9 || rows[2].Access != "write" {
 		t.Fatalf("time series %+v", rows)
 	}
 	op := c.Operations(300 * time.Millisecond)["create/pods"]
 	if op.ThroughputPerSecond.Min != 100 || op.ThroughputPerSecond.Max != 300 {
 		t.Fatalf("per-interval throughput %+v, want min 100 max 300", op.ThroughputPerSecond)
 	}
-	hgrm, err := os.ReadFile(filepath.Join(dir, "create_pods.hgrm"))
+	hgrm, err := os.ReadFile(filepath.Join(dir, HGRMDir, "create_pods.hgrm"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(hgrm), "Total count    =           60") {
 		t.Fatalf("create_pods.hgrm:\n%s", hgrm)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "create_pods.service.hgrm")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, HGRMDir, "create_pods.service.hgrm")); err != nil {
 		t.Fatal(err)
+	}
+	if top, _ := filepath.Glob(filepath.Join(dir, "*.hgrm")); len(top) > 0 {
+		t.Fatalf("percentile files at the top of the run directory: %v", top)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package results turns the stream of operation records a run produces into latency histograms, throughput,
-// error counts and the files of a run directory: summary.json, latency.hlog, one .hgrm per operation and
-// timeseries.jsonl. Memory is constant in the length of a run: records are folded into HDR histograms as they
+// error counts and the files of a run directory: summary.json, latency.hlog, timeseries.jsonl and, under
+// hgrm/, two .hgrm files per operation. Memory is constant in the length of a run: records are folded into HDR histograms as they
 // arrive and interval data is streamed to files.
 package results
 

@@ -211,10 +211,18 @@ func Totals(ops map[string]*Operation) Total {
 	return t
 }
 
-// WriteHGRM writes one percentile distribution per operation into dir, in the HdrHistogram .hgrm text
-// format with values in milliseconds: <op>.hgrm for response time and <op>.service.hgrm for service time.
-// "/" in operation names becomes "_".
+// HGRMDir is the sub-folder of a run directory that holds the .hgrm files: two per operation, which would
+// otherwise bury summary.json, the reports and the logs.
+const HGRMDir = "hgrm"
+
+// WriteHGRM writes one percentile distribution per operation into the run directory dir's HGRMDir, in the
+// HdrHistogram .hgrm text format with values in milliseconds: <op>.hgrm for response time and
+// <op>.service.hgrm for service time. "/" in operation names becomes "_".
 func (c *Collector) WriteHGRM(dir string) error {
+	dir = filepath.Join(dir, HGRMDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write percentile distributions: %w", err)
+	}
 	var names []string
 	c.ops.Range(func(k, _ any) bool {
 		names = append(names, k.(string))

@@ -166,10 +166,13 @@ func TestRunPut(t *testing.T) {
 			if s.Incomplete || s.Seed == 0 || s.Cluster.Members != atoi(members) || s.Versions.EtcdServer == "" {
 				t.Fatalf("summary: incomplete %v seed %d members %d server %q", s.Incomplete, s.Seed, s.Cluster.Members, s.Versions.EtcdServer)
 			}
-			for _, f := range []string{"latency.hlog", "put.hgrm", "history.jsonl", "timeseries.jsonl", "members/m1.log"} {
+			for _, f := range []string{"latency.hlog", "hgrm/put.hgrm", "hgrm/put.service.hgrm", "history.jsonl", "timeseries.jsonl", "members/m1.log"} {
 				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 					t.Errorf("run directory lacks %s", f)
 				}
+			}
+			if top, _ := filepath.Glob(filepath.Join(out, "*.hgrm")); len(top) > 0 {
+				t.Errorf("percentile files at the top of the run directory: %v", top)
 			}
 			if !strings.Contains(string(output), fmt.Sprintf("seed %d", s.Seed)) {
 				t.Errorf("the seed was not printed:\n%s", output)
@@ -255,6 +258,14 @@ func TestRunWithoutHistory(t *testing.T) {
 	}
 	if !strings.Contains(string(output), "consistency checks skipped: no history was recorded (--history=false)") {
 		t.Fatalf("no word about the skipped checks:\n%s", output)
+	}
+	// Without a history, availability is measured from the time series, whose rows say which operations write.
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "longest time without a successful write") {
+		t.Errorf("report.md does not measure availability from the time series:\n%s", md)
 	}
 }
 
