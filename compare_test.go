@@ -313,7 +313,7 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 		end := at + 3
 		failed := fails(k.op, end)
 		op := &lin.Operation{Client: int(i % 8), Op: k.op, Call: int64(ms(at)), Return: int64(ms(end)), Request: k.req}
-		rec := &results.Record{Op: k.op, Intended: ms(at), Start: ms(at), End: ms(end), Access: results.AccessOf(string(k.req.Kind), branchKinds(k.req))}
+		rec := &results.Record{Op: k.op, Intended: ms(at), Start: ms(at), End: ms(end), Access: access(k.req)}
 		if failed {
 			op.Error, rec.Outcome, rec.ErrClass = "unavailable", results.Error, "unavailable"
 		} else {
@@ -388,16 +388,13 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 	}
 }
 
-// branchKinds yields the kinds of a transaction's branch requests, as the workloads classify requests.
-func branchKinds(req lin.Request) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		if req.Txn == nil {
-			return
-		}
+// access classifies req as the workloads do.
+func access(req lin.Request) results.Access {
+	a := results.AccessOf(string(req.Kind))
+	if req.Txn != nil {
 		for _, r := range append(req.Txn.Then, req.Txn.Else...) {
-			if !yield(string(r.Kind)) {
-				return
-			}
+			a = a.Branch(string(r.Kind))
 		}
 	}
+	return a
 }

@@ -1,7 +1,6 @@
 package results
 
 import (
-	"iter"
 	"math/bits"
 	"strings"
 	"time"
@@ -78,25 +77,25 @@ func ParseAccess(s string) Access {
 }
 
 // AccessOf classifies a request by its kind, as history.jsonl names it ("put", "delete", "range",
-// "txn", "lease-grant", ...). For a transaction, branches yields the kinds of the requests of both of its
-// branches (it may be nil otherwise): a transaction is a write when one of them writes, else a read.
-func AccessOf(kind string, branches iter.Seq[string]) Access {
+// "txn", "lease-grant", ...). A transaction is a read until Branch finds a write among its branches.
+// Classifying allocates nothing: every request the workloads send goes through it.
+func AccessOf(kind string) Access {
 	switch kind {
 	case "put", "delete":
 		return AccessWrite
-	case "range":
-		return AccessRead
-	case "txn":
-		if branches != nil {
-			for k := range branches {
-				if k == "put" || k == "delete" {
-					return AccessWrite
-				}
-			}
-		}
+	case "range", "txn":
 		return AccessRead
 	}
 	return AccessNone
+}
+
+// Branch returns the access of a transaction classified a so far that also holds a request of the given
+// kind in one of its branches: a write once one of them writes.
+func (a Access) Branch(kind string) Access {
+	if AccessOf(kind) == AccessWrite {
+		return AccessWrite
+	}
+	return a
 }
 
 // IsWatchEvent reports whether operation name records watch events rather than requests ("watch",

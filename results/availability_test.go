@@ -114,29 +114,34 @@ func TestLongestGap(t *testing.T) {
 }
 
 func TestAccessOf(t *testing.T) {
-	branches := func(kinds ...string) func(func(string) bool) {
-		return slices.Values(kinds)
-	}
 	tests := []struct {
 		kind     string
-		branches func(func(string) bool)
+		branches []string
 		want     Access
 	}{
 		{"put", nil, AccessWrite},
 		{"delete", nil, AccessWrite},
 		{"range", nil, AccessRead},
-		{"txn", branches("range", "put"), AccessWrite},
-		{"txn", branches("range"), AccessRead},
-		{"txn", branches("delete"), AccessWrite},
+		{"txn", []string{"range", "put"}, AccessWrite},
+		{"txn", []string{"put", "range"}, AccessWrite},
+		{"txn", []string{"range"}, AccessRead},
+		{"txn", []string{"delete"}, AccessWrite},
 		{"txn", nil, AccessRead},
 		{"lease-grant", nil, AccessNone},
 		{"lease-keepalive", nil, AccessNone},
 		{"compact", nil, AccessNone},
 	}
 	for _, tt := range tests {
-		if got := AccessOf(tt.kind, tt.branches); got != tt.want {
-			t.Errorf("%s: %v, want %v", tt.kind, got, tt.want)
+		got := AccessOf(tt.kind)
+		for _, b := range tt.branches {
+			got = got.Branch(b)
 		}
+		if got != tt.want {
+			t.Errorf("%s %v: %v, want %v", tt.kind, tt.branches, got, tt.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { AccessOf("txn").Branch("range").Branch("put") }); n != 0 {
+		t.Errorf("classifying allocates %v times", n)
 	}
 	for op, want := range map[string]bool{"put": true, "list/pods": true, "watch": false, "watch-event/pods": false, "cache-sync/pods": false} {
 		if IsRequest(op) != want {

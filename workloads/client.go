@@ -214,18 +214,15 @@ func canceledByCaller(parent context.Context, err error) bool {
 
 // access classifies req for the availability gaps, by the one definition of results.AccessOf.
 func access(req lin.Request) results.Access {
-	return results.AccessOf(string(req.Kind), func(yield func(string) bool) {
-		if req.Txn == nil {
-			return
-		}
+	a := results.AccessOf(string(req.Kind))
+	if req.Txn != nil {
 		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range branch {
-				if !yield(string(r.Kind)) {
-					return
-				}
+				a = a.Branch(string(r.Kind))
 			}
 		}
-	})
+	}
+	return a
 }
 
 func requestKey(req lin.Request) string {

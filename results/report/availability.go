@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"math"
 	"os"
 	"path/filepath"
@@ -229,7 +228,7 @@ func scanHistory(path string, fn func(call, ret time.Duration, access results.Ac
 			continue
 		}
 		if call, ret, kind, failed, ok := fastOperation(line); ok {
-			fn(time.Duration(call), time.Duration(ret), results.AccessOf(kind, lineBranches(line)), failed)
+			fn(time.Duration(call), time.Duration(ret), lineAccess(kind, line), failed)
 			continue
 		}
 		var op lin.Operation
@@ -276,45 +275,41 @@ func fastOperation(line []byte) (call, ret int64, kind string, failed, ok bool) 
 	return call, ret, string(rest[:end]), bytes.Contains(line, []byte(`"error":"`)), true
 }
 
-// lineBranches yields the kinds of the requests in a transaction's branches from its history line: every
-// "kind" key after the request's own. Responses have no such key, and a JSON string cannot hold the key
-// with its quotes unescaped.
-func lineBranches(line []byte) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		key := []byte(`"kind":"`)
-		i := bytes.Index(line, key)
-		if i < 0 {
-			return
+// lineAccess classifies the request of a history line of the given kind by results.AccessOf. A
+// transaction's branch requests are the "kind" keys after the request's own: responses have no such key,
+// and a JSON string cannot hold the key with its quotes unescaped.
+func lineAccess(kind string, line []byte) results.Access {
+	a := results.AccessOf(kind)
+	if kind != string(lin.KindTxn) {
+		return a
+	}
+	key := []byte(`"kind":"`)
+	rest := line[bytes.Index(line, key)+len(key):]
+	for {
+		j := bytes.Index(rest, key)
+		if j < 0 {
+			return a
 		}
-		rest := line[i+len(key):]
-		for {
-			j := bytes.Index(rest, key)
-			if j < 0 {
-				return
-			}
-			rest = rest[j+len(key):]
-			end := bytes.IndexByte(rest, '"')
-			if end < 0 || !yield(string(rest[:end])) {
-				return
-			}
+		rest = rest[j+len(key):]
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			return a
 		}
+		a = a.Branch(string(rest[:end]))
 	}
 }
 
 // requestAccess classifies a decoded request by results.AccessOf.
 func requestAccess(req lin.Request) results.Access {
-	return results.AccessOf(string(req.Kind), func(yield func(string) bool) {
-		if req.Txn == nil {
-			return
-		}
+	a := results.AccessOf(string(req.Kind))
+	if req.Txn != nil {
 		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range branch {
-				if !yield(string(r.Kind)) {
-					return
-				}
+				a = a.Branch(string(r.Kind))
 			}
 		}
-	})
+	}
+	return a
 }
 
 // measuredWindow returns the measured load's span in seconds from the time series.
