@@ -337,7 +337,7 @@ func (d *diagnosis) cpuAndGenerator() {
 	}
 	missed := sched.MissedBacklog + sched.MissedLag
 	if sched.MissedPercent <= missedLimitPercent {
-		d.add(results.SeverityOK, "generator", "the generator kept its schedule: %.2f%% of operations started late", sched.MissedPercent)
+		d.add(results.SeverityOK, "generator", "the generator kept its schedule: %.2f%% of requests started late", sched.MissedPercent)
 		return
 	}
 	if sched.MissedLag >= sched.MissedBacklog {
@@ -360,7 +360,7 @@ func (d *diagnosis) cpuAndGenerator() {
 		d.add(severity, "generator", "%s", msg)
 		return
 	}
-	msg := fmt.Sprintf("%.1f%% of operations started late because every client was busy (%d of %d)", sched.MissedPercent, missed, d.s.Total.Count)
+	msg := fmt.Sprintf("%.1f%% of requests started late because every client was busy (%d of %d)", sched.MissedPercent, missed, results.Requests(d.s.Operations))
 	var meanService float64
 	for _, op := range d.s.Operations {
 		meanService += op.Service.Mean * float64(op.Count)
