@@ -1,0 +1,238 @@
+package compare
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// noisyMetric is a figure of a synthetic round: its typical value and its round-to-round noise (the
+// standard deviation of the log for ratios, of the value for differences).
+type noisyMetric struct {
+	metric Metric
+	typ    float64
+	noise  float64
+}
+
+// roundLike are figures of a 60 s run with round-to-round noise of the size we assume for back-to-back
+// rounds on one machine (these are our assumptions, not measurements): medians move by about 1%, p99 by
+// 2.5%, p99.9 by 3.5%, open-loop throughput by 0.5%, etcd's fsync and commit p99 by 3%, a kill's write gap
+// by 20 ms, the error rate by 0.02 percentage points, leader changes by one now and then.
+var roundLike = []noisyMetric{
+	{Metric{ID: "put:p50", Unit: "ms", Scale: Ratio}, 1.2, 0.01},
+	{Metric{ID: "put:p99", Unit: "ms", Scale: Ratio}, 10, 0.025},
+	{Metric{ID: "put:p99.9", Unit: "ms", Scale: Ratio}, 25, 0.035},
+	{Metric{ID: "put:throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio}, 990, 0.005},
+	{Metric{ID: "put:errors", Unit: "%", Scale: Difference, Floor: errorRateFloor}, 0.05, 0.02},
+	{Metric{ID: "range:p50", Unit: "ms", Scale: Ratio}, 0.4, 0.01},
+	{Metric{ID: "range:p99", Unit: "ms", Scale: Ratio}, 1.5, 0.025},
+	{Metric{ID: "range:p99.9", Unit: "ms", Scale: Ratio}, 4, 0.035},
+	{Metric{ID: "range:throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio}, 500, 0.005},
+	{Metric{ID: "total:throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio}, 1490, 0.005},
+	{Metric{ID: "fault1:write_gap", Unit: "ms", Scale: Difference, Floor: gapFloorMs}, 800, 20},
+	{Metric{ID: "etcd:wal_fsync_p99", Unit: "ms", Scale: Ratio}, 4, 0.03},
+	{Metric{ID: "etcd:backend_commit_p99", Unit: "ms", Scale: Ratio}, 8, 0.03},
+	{Metric{ID: "etcd:leader_changes", Scale: Difference, Floor: leaderChangesFloor}, 1, 0.3},
+}
+
+// rounds draws n rounds of the figures, each scaled by factor[id] (1 when absent).
+func rounds(rng *rand.Rand, label string, n int, factor map[string]float64) ([]Metric, Figures) {
+	f := Figures{Label: label, Values: map[string][]float64{}}
+	var ms []Metric
+	for _, nm := range roundLike {
+		ms = append(ms, nm.metric)
+		k := factor[nm.metric.ID]
+		if k == 0 {
+			k = 1
+		}
+		for range n {
+			var x float64
+			if nm.metric.Scale == Ratio {
+				x = nm.typ * k * math.Exp(nm.noise*rng.NormFloat64())
+			} else {
+				x = max(0, nm.typ*k+nm.noise*rng.NormFloat64())
+				if nm.metric.ID == "etcd:leader_changes" {
+					x = math.Round(x)
+				}
+			}
+			f.Values[nm.metric.ID] = append(f.Values[nm.metric.ID], x)
+		}
+	}
+	return ms, f
+}
+
+func effect(t *testing.T, r Result, id string) Effect {
+	t.Helper()
+	e, ok := r.Find(r.Variants[0].Label, id)
+	if !ok {
+		t.Fatalf("no effect on %s", id)
+	}
+	return e
+}
+
+// A variant 30% slower on put p99 (and nothing else) is worse there, with an interval that excludes zero,
+// and no different elsewhere.
+func TestClearlyWorseFromRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ms, a := rounds(rng, "A", 10, nil)
+	_, b := rounds(rng, "B", 10, map[string]float64{"put:p99": 1.3})
+	r := Compare(ms, []Figures{a, b}, Options{})
+	e := effect(t, r, "put:p99")
+	if e.Verdict != Worse || e.Low <= 0 || e.Change < 0.2 || e.Change > 0.4 || e.Method != MethodRounds || e.N != 10 {
+		t.Fatalf("put p99: %+v", e)
+	}
+	if !strings.HasPrefix(e.ChangeText(), "+") || e.PAdjusted >= Alpha {
+		t.Errorf("put p99: %s, p %.3g", e.ChangeText(), e.PAdjusted)
+	}
+	for _, e := range r.Variants[0].Effects {
+		if e.Metric.ID != "put:p99" && e.Verdict == Worse {
+			t.Errorf("%s: %s", e.Metric.ID, e)
+		}
+	}
+	// Higher throughput is better, lower is worse.
+	_, c := rounds(rng, "C", 10, map[string]float64{"put:throughput": 0.8, "range:throughput": 1.2})
+	r = Compare(ms, []Figures{a, c}, Options{})
+	if e := effect(t, r, "put:throughput"); e.Verdict != Worse {
+		t.Errorf("put throughput -20%%: %s", e)
+	}
+	if e := effect(t, r, "range:throughput"); e.Verdict != Better {
+		t.Errorf("range throughput +20%%: %s", e)
+	}
+}
+
+// series is n per-second samples of a figure around typ: log-normal, with the noise of one second
+// (sd of the log) and an AR(1) correlation between neighbouring seconds.
+func series(rng *rand.Rand, n int, typ, noise, rho float64) []float64 {
+	out := make([]float64, n)
+	z := rng.NormFloat64()
+	for i := range out {
+		z = rho*z + math.Sqrt(1-rho*rho)*rng.NormFloat64()
+		out[i] = typ * math.Exp(noise*z)
+	}
+	return out
+}
+
+// With one run per variant, per-second samples decide a clear difference and say so; a figure without
+// per-interval samples is undecided.
+func TestClearlyWorseFromIntervals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ms := []Metric{{ID: "put:p99", Unit: "ms", Scale: Ratio}, {ID: "put:p99.9", Unit: "ms", Scale: Ratio}}
+	a := Figures{Label: "A", Values: map[string][]float64{"put:p99": {10}, "put:p99.9": {20}},
+		Intervals: map[string][][]float64{"put:p99": {series(rng, 60, 10, 0.2, 0.3)}}}
+	b := Figures{Label: "B", Values: map[string][]float64{"put:p99": {15}, "put:p99.9": {30}},
+		Intervals: map[string][][]float64{"put:p99": {series(rng, 60, 15, 0.2, 0.3)}}}
+	r := Compare(ms, []Figures{a, b}, Options{})
+	e := effect(t, r, "put:p99")
+	if e.Verdict != Worse || e.Low <= 0 || e.Method != MethodIntervals || !strings.Contains(e.Note, "one run") {
+		t.Fatalf("put p99: %+v", e)
+	}
+	if e.Change < 0.3 || e.Change > 0.7 {
+		t.Errorf("put p99: change %.3f, want about +50%%", e.Change)
+	}
+	if e := effect(t, r, "put:p99.9"); e.Verdict != Undecided || e.RoundsNeeded == 0 || !strings.Contains(e.Note, "needs rounds") {
+		t.Errorf("put p99.9 without samples: %+v", e)
+	}
+}
+
+// A against A: over 20 seeded repetitions on round-like figures, every figure is "no difference" in at
+// least 19 (Holm keeps the family-wise false-alarm rate at 5%, and the practical threshold lowers it).
+func TestAAgainstANoDifference(t *testing.T) {
+	clean := 0
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		ms, a := rounds(rng, "A", 10, nil)
+		_, b := rounds(rng, "A'", 10, nil)
+		r := Compare(ms, []Figures{a, b}, Options{})
+		ok := true
+		for _, e := range r.Variants[0].Effects {
+			if e.Verdict != NoDifference {
+				ok = false
+				t.Logf("seed %d: %s (%s)", seed, e, e.Note)
+			}
+		}
+		if ok {
+			clean++
+		}
+	}
+	if clean < 19 {
+		t.Fatalf("A against A: no difference on every figure in %d of 20 repetitions, want at least 19", clean)
+	}
+}
+
+// Too few rounds for the noise: undecided, with the rounds that would decide it estimated from the noise.
+func TestTooFewRounds(t *testing.T) {
+	ms := []Metric{{ID: "put:p99", Unit: "ms", Scale: Ratio}}
+	a := Figures{Label: "A", Values: map[string][]float64{"put:p99": {10, 11, 9}}}
+	b := Figures{Label: "B", Values: map[string][]float64{"put:p99": {10.5, 10, 10.2}}}
+	e := effect(t, Compare(ms, []Figures{a, b}, Options{}), "put:p99")
+	if e.Verdict != Undecided || !strings.Contains(e.Note, "rounds would decide") {
+		t.Fatalf("%+v", e)
+	}
+	// The estimate: the fewest pairs whose t interval, with the measured spread of the log ratios, is
+	// within ±ln(1.05).
+	d := []float64{math.Log(10.5 / 10), math.Log(10 / 11.0), math.Log(10.2 / 9)}
+	_, _, _, _, sd := pairedT(d)
+	n := e.RoundsNeeded
+	half := func(n int) float64 { return tQuantile(0.975, float64(n-1)) * sd / math.Sqrt(float64(n)) }
+	if n <= 3 || half(n) > math.Log1p(0.05) || half(n-1) <= math.Log1p(0.05) {
+		t.Fatalf("rounds needed %d (sd %.3f)", n, sd)
+	}
+	if !strings.Contains(e.VerdictText(), "rounds") {
+		t.Errorf("verdict text %q", e.VerdictText())
+	}
+	// One round and no samples: undecided, asking for rounds.
+	a1 := Figures{Label: "A", Values: map[string][]float64{"put:p99": {10}}}
+	b1 := Figures{Label: "B", Values: map[string][]float64{"put:p99": {20}}}
+	if e := effect(t, Compare(ms, []Figures{a1, b1}, Options{}), "put:p99"); e.Verdict != Undecided || e.RoundsNeeded < 2 {
+		t.Fatalf("one round: %+v", e)
+	}
+}
+
+// A significant change smaller than the practical threshold is no difference; raising the threshold
+// turns a regression into no difference too.
+func TestMinEffect(t *testing.T) {
+	ms := []Metric{{ID: "put:p99", Unit: "ms", Scale: Ratio}}
+	a := Figures{Label: "A", Values: map[string][]float64{"put:p99": {10, 10.01, 9.99, 10, 10.02}}}
+	b := Figures{Label: "B", Values: map[string][]float64{"put:p99": {10.2, 10.21, 10.19, 10.2, 10.22}}}
+	e := effect(t, Compare(ms, []Figures{a, b}, Options{}), "put:p99")
+	if e.Verdict != NoDifference || e.PAdjusted >= Alpha || !strings.Contains(e.Note, "smaller than") {
+		t.Fatalf("+2%%: %+v", e)
+	}
+	c := Figures{Label: "C", Values: map[string][]float64{"put:p99": {11, 11.01, 10.99, 11, 11.02}}}
+	if e := effect(t, Compare(ms, []Figures{a, c}, Options{}), "put:p99"); e.Verdict != Worse {
+		t.Fatalf("+10%%: %+v", e)
+	}
+	if e := effect(t, Compare(ms, []Figures{a, c}, Options{MinEffect: 0.2}), "put:p99"); e.Verdict != NoDifference {
+		t.Fatalf("+10%% with --min-effect 20%%: %+v", e)
+	}
+}
+
+// Holm's step-down on a textbook example: p = 0.01, 0.04, 0.03, 0.005 adjust to 0.03, 0.06, 0.06, 0.02,
+// so at 5% the first and the last are rejected; a missing p-value is left out of the family.
+func TestHolm(t *testing.T) {
+	got := Holm([]float64{0.01, 0.04, math.NaN(), 0.03, 0.005})
+	want := []float64{0.03, 0.06, math.NaN(), 0.06, 0.02}
+	for i := range want {
+		if math.IsNaN(want[i]) != math.IsNaN(got[i]) || (!math.IsNaN(want[i]) && math.Abs(got[i]-want[i]) > 1e-12) {
+			t.Fatalf("Holm = %v, want %v", got, want)
+		}
+	}
+	if got := Holm([]float64{0.5, 0.9}); got[0] != 1 || got[1] != 1 {
+		t.Fatalf("monotone: %v", got)
+	}
+}
+
+// Identical rounds are no difference (a zero-width interval), and constant differences are decided.
+func TestDegenerateRounds(t *testing.T) {
+	ms := []Metric{{ID: "etcd:leader_changes", Scale: Difference, Floor: 1}, {ID: "put:p99", Unit: "ms", Scale: Ratio}}
+	a := Figures{Label: "A", Values: map[string][]float64{"etcd:leader_changes": {1, 1, 1}, "put:p99": {10, 10, 10}}}
+	b := Figures{Label: "B", Values: map[string][]float64{"etcd:leader_changes": {1, 1, 1}, "put:p99": {20, 20, 20}}}
+	r := Compare(ms, []Figures{a, b}, Options{})
+	if e := effect(t, r, "etcd:leader_changes"); e.Verdict != NoDifference {
+		t.Errorf("same leader changes: %+v", e)
+	}
+	if e := effect(t, r, "put:p99"); e.Verdict != Worse || math.Abs(e.Change-1) > 1e-9 {
+		t.Errorf("p99 doubled in every round: %+v", e)
+	}
+}
