@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // CompareOptions describes a comparison: one scenario, run once per variant with the same seed, so that
@@ -29,6 +30,8 @@ type CompareOptions struct {
 	// that a drift of the machine over time does not favour one variant; cells then show the median of the
 	// rounds and their range.
 	Rounds int
+	// MinEffect is the practical threshold of the verdicts (0.05 = 5%; 0: the default).
+	MinEffect float64
 }
 
 // variant is one column of a comparison.
@@ -172,7 +175,7 @@ rounds:
 			}
 		}
 	}
-	cmp := CompareRuns(runs)
+	cmp := CompareRuns(runs, compare.Options{MinEffect: opts.MinEffect})
 	if err := cmp.WriteFiles(dir); err != nil {
 		errs = append(errs, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
@@ -123,6 +124,8 @@ type ReportOptions struct {
 	Thresholds []string
 	// Out is where a comparison is written (default results/<time>-compare).
 	Out string
+	// MinEffect is the practical threshold of a comparison's verdicts (0.05 = 5%; 0: the default).
+	MinEffect float64
 }
 
 // Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
@@ -161,7 +164,7 @@ func Report(opts ReportOptions, out io.Writer) error {
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare")
 	}
-	c, err := report.RenderComparison(dir, runs)
+	c, err := report.RenderComparison(dir, runs, compare.Options{MinEffect: opts.MinEffect})
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func TestDockerCompareVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| v3.5.35 | v3.6.16 | Δ v3.6.16 |", "| total |", "| txn-read p99 |", "| txn-write p50 |", "| errors | 0 | 0 | 0% |"} {
+	for _, want := range []string{"| v3.5.35 | v3.6.16 | Δ v3.6.16 |", "#### v3.6.16 against v3.5.35 (baseline)", "| txn-read:p99 |", "| txn-write:p50 |", "| total:throughput |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("compare.md lacks %q:\n%s", want, md)
 		}

@@ -152,6 +152,8 @@ type Effect struct {
 	// est, halfWidth and threshold are the estimate, the interval's half-width and the practical
 	// threshold, on the scale of the analysis (logarithms for ratios, the values otherwise).
 	est, halfWidth, threshold float64
+	// sd is the standard deviation of the paired differences (rounds only).
+	sd float64
 }
 
 // VariantEffects are one variant's effects, in metric order.
@@ -193,9 +195,15 @@ func Compare(metrics []Metric, variants []Figures, opts Options) Result {
 		for i, e := range ve.Effects {
 			p[i] = e.P
 		}
+		family := 0
+		for _, x := range p {
+			if !math.IsNaN(x) {
+				family++
+			}
+		}
 		for i, pa := range Holm(p) {
 			ve.Effects[i].PAdjusted = pa
-			decide(&ve.Effects[i])
+			decide(&ve.Effects[i], family)
 		}
 		res.Variants = append(res.Variants, ve)
 	}
@@ -239,11 +247,14 @@ func estimate(m Metric, base, v Figures, minEffect float64) Effect {
 		if logScale {
 			e.Change, e.Low, e.High = math.Expm1(est), math.Expm1(lo), math.Expm1(hi)
 		}
-		e.RoundsNeeded = roundsNeeded(sd, e.threshold, len(d))
+		e.sd = sd
 		return e
 	}
-	ia, ib := firstIntervals(base.Intervals[m.ID]), firstIntervals(v.Intervals[m.ID])
+	ra, ia := firstIntervals(base.Intervals[m.ID])
+	rb, ib := firstIntervals(v.Intervals[m.ID])
 	if len(ia) >= minIntervals && len(ib) >= minIntervals {
+		// The figures shown are those of the runs compared.
+		e.Baseline, e.Value = a[ra], b[rb]
 		useLog := logScale && allPositive(ia) && allPositive(ib)
 		if !useLog {
 			// Per-interval samples of a ratio figure can be zero (a second without a completed
@@ -276,7 +287,10 @@ func estimate(m Metric, base, v Figures, minEffect float64) Effect {
 }
 
 // decide calls the verdict of an estimated effect whose PAdjusted is set.
-func decide(e *Effect) {
+//
+// family is the number of figures in Holm's family: the rounds an undecided figure needs are estimated for
+// a test at the Bonferroni level Alpha/family, which Holm's first step uses and its later steps relax.
+func decide(e *Effect, family int) {
 	if e.Method == "" {
 		e.Verdict = Undecided
 		return
@@ -306,6 +320,7 @@ func decide(e *Effect) {
 			e.RoundsNeeded = 3
 			e.Note = joinNote(e.Note, "too noisy: run --rounds 3 or more")
 		} else {
+			e.RoundsNeeded = roundsNeeded(e.sd, e.est, e.threshold, e.N, family)
 			e.Note = joinNote(e.Note, fmt.Sprintf("too noisy: about %s rounds would decide it", roundsText(e.RoundsNeeded)))
 		}
 	}
@@ -328,16 +343,24 @@ func roundsText(n int) string {
 // maxRounds bounds the rounds-needed estimate: beyond it, "more than maxRounds" is all that matters.
 const maxRounds = 1000
 
-// roundsNeeded is the smallest number of round pairs whose t interval, with the measured standard
-// deviation sd of the paired differences, has a half-width of at most threshold (0 when more than
-// maxRounds would be needed).
-func roundsNeeded(sd, threshold float64, have int) int {
+// roundsNeeded estimates, from the measured standard deviation sd of the paired differences and the
+// estimated change est, the fewest round pairs that would decide the figure (0 when more than maxRounds):
+// for a change at least the threshold, enough for the change to be significant at the Bonferroni level
+// Alpha/family (it would be called better or worse); for a smaller one, enough for the interval's
+// half-width to shrink to the threshold (it would be called no difference).
+func roundsNeeded(sd, est, threshold float64, have, family int) int {
 	if sd == 0 {
 		return have
 	}
+	family = max(family, 1)
 	for n := 2; n <= maxRounds; n++ {
-		if tQuantile(1-Alpha/2, float64(n-1))*sd/math.Sqrt(float64(n)) <= threshold {
-			return max(n, have)
+		se := sd / math.Sqrt(float64(n))
+		ok := tQuantile(1-Alpha/2, float64(n-1))*se <= threshold
+		if math.Abs(est) >= threshold {
+			ok = math.Abs(est)/se >= tQuantile(1-Alpha/(2*float64(family)), float64(n-1))
+		}
+		if ok {
+			return max(n, have+1)
 		}
 	}
 	return 0
@@ -453,14 +476,14 @@ func batches(xs []float64, useLog bool) []float64 {
 	return out
 }
 
-// firstIntervals returns the per-interval samples of the first round that has some.
-func firstIntervals(rounds [][]float64) []float64 {
-	for _, r := range rounds {
+// firstIntervals returns the first round that has per-interval samples, and its samples.
+func firstIntervals(rounds [][]float64) (int, []float64) {
+	for i, r := range rounds {
 		if len(r) > 0 {
-			return r
+			return i, r
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 // Holm returns Holm's step-down adjustment of the p-values p (NaN entries are left out and stay NaN):

@@ -169,10 +169,13 @@ func TestTooFewRounds(t *testing.T) {
 	if e.Verdict != Undecided || !strings.Contains(e.Note, "rounds would decide") {
 		t.Fatalf("%+v", e)
 	}
-	// The estimate: the fewest pairs whose t interval, with the measured spread of the log ratios, is
-	// within ±ln(1.05).
+	// The estimate (the change is below the threshold): the fewest pairs whose t interval, with the
+	// measured spread of the log ratios, is within ±ln(1.05).
 	d := []float64{math.Log(10.5 / 10), math.Log(10 / 11.0), math.Log(10.2 / 9)}
-	_, _, _, _, sd := pairedT(d)
+	est, _, _, _, sd := pairedT(d)
+	if math.Abs(est) >= math.Log1p(0.05) {
+		t.Fatalf("the example's change %.3f should be below the threshold", est)
+	}
 	n := e.RoundsNeeded
 	half := func(n int) float64 { return tQuantile(0.975, float64(n-1)) * sd / math.Sqrt(float64(n)) }
 	if n <= 3 || half(n) > math.Log1p(0.05) || half(n-1) <= math.Log1p(0.05) {
@@ -180,6 +183,12 @@ func TestTooFewRounds(t *testing.T) {
 	}
 	if !strings.Contains(e.VerdictText(), "rounds") {
 		t.Errorf("verdict text %q", e.VerdictText())
+	}
+	// A large change seen in too few rounds: the rounds that would make it significant at 5%/family.
+	c := Figures{Label: "C", Values: map[string][]float64{"put:p99": {13, 9, 15}}}
+	e = effect(t, Compare(ms, []Figures{a, c}, Options{}), "put:p99")
+	if e.Verdict != Undecided || e.RoundsNeeded <= 3 || e.RoundsNeeded > 30 {
+		t.Fatalf("+30%% in 3 noisy rounds: %+v", e)
 	}
 	// One round and no samples: undecided, asking for rounds.
 	a1 := Figures{Label: "A", Values: map[string][]float64{"put:p99": {10}}}

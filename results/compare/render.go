@@ -87,11 +87,27 @@ func (m Metric) name() string {
 	return m.ID
 }
 
-// table lays out the result as rows of cells: one block per variant, a heading row first.
-func (r Result) table(row func(cells ...string), heading func(title string)) {
+// Block is one variant's effects laid out as a table: a title, a header and one row of cells per figure.
+type Block struct {
+	Title  string
+	Header []string
+	Rows   []BlockRow
+}
+
+// BlockRow is one figure's cells (figure, baseline, variant, change [interval], verdict, method) and
+// its verdict.
+type BlockRow struct {
+	Cells   []string
+	Verdict Verdict
+}
+
+// Blocks lays out the result as tables, one per variant; every renderer (text, Markdown, HTML) shows
+// these cells and nothing else, so that they cannot disagree.
+func (r Result) Blocks() []Block {
+	var out []Block
 	for _, v := range r.Variants {
-		heading(fmt.Sprintf("%s against %s (baseline)", v.Label, r.Baseline))
-		row("figure", r.Baseline, v.Label, "change [95% interval]", "verdict", "method")
+		b := Block{Title: fmt.Sprintf("%s against %s (baseline)", v.Label, r.Baseline),
+			Header: []string{"figure", r.Baseline, v.Label, "change [95% interval]", "verdict", "method"}}
 		for _, e := range v.Effects {
 			value := func(x float64) string {
 				s := FormatValue(x, e.Metric.Unit)
@@ -100,7 +116,21 @@ func (r Result) table(row func(cells ...string), heading func(title string)) {
 				}
 				return s
 			}
-			row(e.Metric.name(), value(e.Baseline), value(e.Value), e.ChangeText(), e.VerdictText(), methodShort(e))
+			b.Rows = append(b.Rows, BlockRow{Verdict: e.Verdict,
+				Cells: []string{e.Metric.name(), value(e.Baseline), value(e.Value), e.ChangeText(), e.VerdictText(), methodShort(e)}})
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// table lays out the result as rows of cells: one block per variant, a heading row first.
+func (r Result) table(row func(cells ...string), heading func(title string)) {
+	for _, b := range r.Blocks() {
+		heading(b.Title)
+		row(b.Header...)
+		for _, br := range b.Rows {
+			row(br.Cells...)
 		}
 	}
 }
@@ -119,7 +149,7 @@ func methodShort(e Effect) string {
 func (r Result) Legend() string {
 	return fmt.Sprintf("Effects against the baseline with 95%% intervals: from paired rounds (t interval of the per-round log ratio, "+
 		"or difference for figures that can be zero) or, with one run per variant, from the runs' per-interval samples "+
-		"(Hodges-Lehmann with the Mann-Whitney interval; within-run noise only). Verdicts use Holm-adjusted p-values over each "+
+		"(Hodges-Lehmann with the Mann-Whitney interval; within-run noise only). Intervals are per figure; verdicts use Holm-adjusted p-values over each "+
 		"variant's figures (family-wise false-alarm rate 5%%); a change smaller than %.3g%% is no difference; undecided means "+
 		"the interval is wider than that, with the rounds that would decide it.", 100*r.MinEffect)
 }
@@ -162,15 +192,24 @@ func (r Result) WriteMarkdown(w io.Writer) error {
 	return r.writeNotes(w, mdEscape)
 }
 
-// writeNotes lists the notes of figures that are not plainly decided, once per distinct note.
-func (r Result) writeNotes(w io.Writer, esc func(string) string) error {
-	var b strings.Builder
+// Notes are the notes of figures that are not plainly decided: "v3.6.16, put:p99.9: too noisy: ...".
+func (r Result) Notes() []string {
+	var out []string
 	for _, v := range r.Variants {
 		for _, e := range v.Effects {
 			if e.Note != "" && e.Verdict != Better && e.Verdict != Worse {
-				fmt.Fprintf(&b, "- %s, %s: %s\n", esc(v.Label), esc(e.Metric.ID), esc(e.Note))
+				out = append(out, fmt.Sprintf("%s, %s: %s", v.Label, e.Metric.ID, e.Note))
 			}
 		}
+	}
+	return out
+}
+
+// writeNotes lists the notes, one line each.
+func (r Result) writeNotes(w io.Writer, esc func(string) string) error {
+	var b strings.Builder
+	for _, n := range r.Notes() {
+		fmt.Fprintf(&b, "- %s\n", esc(n))
 	}
 	if b.Len() == 0 {
 		return nil

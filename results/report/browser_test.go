@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // chromium returns a headless-capable Chromium, installing Debian's package when the tests run as root
@@ -156,7 +158,7 @@ func TestReportOpensInChromium(t *testing.T) {
 
 	t.Run("comparison page", func(t *testing.T) {
 		out := t.TempDir()
-		if _, err := RenderComparison(out, []Labelled{{Dir: r.Dir, Label: "a"}, {Dir: r.Dir, Label: "b"}}); err != nil {
+		if _, err := RenderComparison(out, []Labelled{{Dir: r.Dir, Label: "a"}, {Dir: r.Dir, Label: "b"}}, compare.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range openPage(t, browser, filepath.Join(out, ComparisonHTMLFile)).problems(2) {

@@ -157,6 +157,13 @@ type Batch struct {
 	Seconds  float64
 }
 
+// Batches of whole intervals a report keeps per operation: at most maxBatches, and none with fewer than
+// minBatches intervals (too few to say anything about the spread within a run).
+const (
+	minBatches = 4
+	maxBatches = 10
+)
+
 // batchPlan assigns the whole intervals of an operation to batches of equal size; the remainder at the
 // start and a last, partial interval (the end of the load) belong to none.
 type batchPlan struct{ first, full, size int }
