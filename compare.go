@@ -32,6 +32,10 @@ type CompareOptions struct {
 	Rounds int
 	// MinEffect is the practical threshold of the verdicts (0.05 = 5%; 0: the default).
 	MinEffect float64
+	// FailOnRegression makes a significant regression larger than MinEffect, of a figure in
+	// RegressionFigures (nil: any), decide the exit code (3).
+	FailOnRegression  bool
+	RegressionFigures []string
 }
 
 // variant is one column of a comparison.
@@ -117,6 +121,9 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	if opts.Rounds < 0 {
 		return nil, outcome.Usagef("--rounds %d: at least 1", opts.Rounds)
 	}
+	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
+		return nil, outcome.Usagef("--min-effect %g: a fraction in [0, 1), e.g. 0.05 for 5%%", opts.MinEffect)
+	}
 	vs, err := opts.variants(dir)
 	if err != nil {
 		return nil, err
@@ -186,6 +193,9 @@ rounds:
 	fmt.Fprintf(env.Out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
 	if ctx.Err() != nil {
 		return cmp, ErrInterrupted
+	}
+	if opts.FailOnRegression {
+		errs = append(errs, compare.Gate(cmp.Effects, opts.RegressionFigures))
 	}
 	return cmp, errors.Join(errs...)
 }

@@ -256,6 +256,24 @@ func TestCompareAndReportAgree(t *testing.T) {
 	}
 }
 
+// TestReportGate: `chaosbench report A B --fail-on-regression` exits 3 naming the regressed figure in one
+// line; a gate on figures that did not regress passes.
+func TestReportGate(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	fakeRun(t, a, "v3.5.35", 10, 990, 800, results.VerdictOK)
+	fakeRun(t, b, "v3.6.16", 15, 990, 800, results.VerdictOK)
+	var out bytes.Buffer
+	err := Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp"), FailOnRegression: true}, &out)
+	if ExitCode(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: b put:p99 +") {
+		t.Fatalf("exit %d: %v", ExitCode(err), err)
+	}
+	err = Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp2"), FailOnRegression: true, RegressionFigures: []string{"range:p99"}}, &out)
+	if err != nil {
+		t.Fatalf("gate on range p99: %v", err)
+	}
+}
+
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)

@@ -126,6 +126,10 @@ type ReportOptions struct {
 	Out string
 	// MinEffect is the practical threshold of a comparison's verdicts (0.05 = 5%; 0: the default).
 	MinEffect float64
+	// FailOnRegression makes a comparison's significant regression larger than MinEffect, of a figure in
+	// RegressionFigures (nil: any), decide the exit code (3).
+	FailOnRegression  bool
+	RegressionFigures []string
 }
 
 // Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
@@ -139,12 +143,17 @@ func Report(opts ReportOptions, out io.Writer) error {
 	if len(opts.Labels) > 0 && len(opts.Labels) != len(opts.Dirs) {
 		return outcome.Usagef("--label: %d labels for %d run directories", len(opts.Labels), len(opts.Dirs))
 	}
-	for _, d := range opts.Dirs {
-		if _, err := os.Stat(filepath.Join(d, results.SummaryFile)); err != nil {
-			return outcome.Usagef("%s: not a run directory (no %s)", d, results.SummaryFile)
+	for _, arg := range opts.Dirs {
+		for _, d := range strings.Split(arg, ",") {
+			if _, err := os.Stat(filepath.Join(d, results.SummaryFile)); err != nil {
+				return outcome.Usagef("%s: not a run directory (no %s)", d, results.SummaryFile)
+			}
 		}
 	}
-	if len(opts.Dirs) == 1 {
+	if len(opts.Dirs) == 1 && !strings.Contains(opts.Dirs[0], ",") {
+		if opts.FailOnRegression {
+			return outcome.Usagef("--fail-on-regression gates a comparison; give two run directories or more")
+		}
 		if opts.Out != "" {
 			return outcome.Usagef("--out is for comparisons; a run's report is written into its directory")
 		}
@@ -153,9 +162,15 @@ func Report(opts ReportOptions, out io.Writer) error {
 	if len(opts.Thresholds) > 0 {
 		return outcome.Usagef("--threshold judges a single run; compare runs without it")
 	}
+	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
+		return outcome.Usagef("--min-effect %g: a fraction in [0, 1), e.g. 0.05 for 5%%", opts.MinEffect)
+	}
 	runs := make([]report.Labelled, len(opts.Dirs))
-	for i, d := range opts.Dirs {
-		runs[i] = report.Labelled{Dir: d}
+	for i, arg := range opts.Dirs {
+		// A variant's rounds are its directories separated by commas, paired by position with the
+		// other variants' rounds.
+		dirs := strings.Split(arg, ",")
+		runs[i] = report.Labelled{Dir: dirs[0], Rounds: dirs[1:]}
 		if len(opts.Labels) > 0 {
 			runs[i].Label = opts.Labels[i]
 		}
@@ -172,6 +187,9 @@ func Report(opts ReportOptions, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\ncomparison: %s\n", filepath.Join(dir, report.ComparisonHTMLFile))
+	if opts.FailOnRegression {
+		return compare.Gate(c.Effects, opts.RegressionFigures)
+	}
 	return nil
 }
 

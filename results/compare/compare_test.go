@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // noisyMetric is a figure of a synthetic round: its typical value and its round-to-round noise (the
@@ -243,5 +245,39 @@ func TestDegenerateRounds(t *testing.T) {
 	}
 	if e := effect(t, r, "put:p99"); e.Verdict != Worse || math.Abs(e.Change-1) > 1e-9 {
 		t.Errorf("p99 doubled in every round: %+v", e)
+	}
+}
+
+// The gate fails (exit code 3) on a watched regression, names it in one line, ignores figures it does not
+// watch and refuses figures the comparison does not have.
+func TestGate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ms, a := rounds(rng, "A", 10, nil)
+	_, b := rounds(rng, "B", 10, map[string]float64{"put:p99": 1.3})
+	r := Compare(ms, []Figures{a, b}, Options{})
+	for _, tt := range []struct {
+		spec string
+		code int
+	}{
+		{"", outcome.ExitThresholds},
+		{"put:p99,range:p99", outcome.ExitThresholds},
+		{"put", outcome.ExitThresholds},
+		{"range:p99", outcome.ExitOK},
+		{"create/pods:p99", outcome.ExitUsage},
+	} {
+		figures, err := ParseGate(tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Gate(r, figures)
+		if outcome.Code(err) != tt.code {
+			t.Errorf("%q: %v (exit %d), want exit %d", tt.spec, err, outcome.Code(err), tt.code)
+		}
+		if tt.code == outcome.ExitThresholds && !strings.Contains(err.Error(), "regression: B put:p99 +") {
+			t.Errorf("%q: %v", tt.spec, err)
+		}
+	}
+	if _, err := ParseGate("put:,"); !outcome.IsUsage(err) {
+		t.Errorf("bad spec: %v", err)
 	}
 }
