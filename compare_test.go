@@ -75,6 +75,27 @@ func TestCompareVariants(t *testing.T) {
 	}
 }
 
+// TestRoundPlan: rounds alternate ABBA, every variant of a round shares its seed, each round has a new
+// seed, and the plan replays from the same seed.
+func TestRoundPlan(t *testing.T) {
+	plan := roundPlan([]string{"A", "B"}, 4, 42)
+	var order []string
+	seeds := map[int64]bool{}
+	for _, r := range plan {
+		order = append(order, r.Order...)
+		seeds[r.Seed] = true
+	}
+	if strings.Join(order, "") != "ABBAABBA" {
+		t.Errorf("order %s, want ABBAABBA", strings.Join(order, ""))
+	}
+	if plan[0].Seed != 42 || len(seeds) != 4 {
+		t.Errorf("seeds %v", plan)
+	}
+	if again := roundPlan([]string{"A", "B"}, 4, 42); again[3].Seed != plan[3].Seed {
+		t.Errorf("the plan does not replay: %v, %v", plan, again)
+	}
+}
+
 // op is a history operation that returns at ms milliseconds, successfully unless failed.
 func op(ms float64, failed bool) *lin.Operation {
 	o := &lin.Operation{

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
@@ -114,6 +115,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var flagSets []string
 	rounds := 1
 	var gate string
+	var cooldown time.Duration
 	minEffect := 100 * compare.DefaultMinEffect
 	cmd := &cobra.Command{
 		Use:   "compare",
@@ -135,7 +137,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown}
 			var err error
 			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {
 				*code = outcome.ExitUsage
@@ -158,6 +160,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
 	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
 	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own; 3 or more give intervals between runs")
+	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "pause between consecutive runs, for the machine to settle (e.g. 30s)")
 	bindGateFlags(cmd.Flags(), &gate, &minEffect)
 	cmd.Flags().SortFlags = false
 	return cmd
