@@ -23,6 +23,49 @@ type Environment struct {
 	RunDirFS string `json:"run_dir_fs,omitempty"`
 	// Container is true when chaosbench ran inside a container.
 	Container bool `json:"container,omitempty"`
+	// RunDirDisk is where the run directory is stored: its mount and the disk behind it.
+	RunDirDisk *Disk `json:"run_dir_disk,omitempty"`
+	// CgroupCPUs and CgroupMemoryBytes are the limits of chaosbench's control group (and of embedded
+	// members, its children): the tightest of its own and its ancestors' (0: no limit).
+	CgroupCPUs        float64 `json:"cgroup_cpus,omitempty"`
+	CgroupMemoryBytes int64   `json:"cgroup_memory_bytes,omitempty"`
+}
+
+// Disk describes the storage of a directory: the mount it lives on and, where the kernel exposes them, the
+// block device's model and whether it rotates.
+type Disk struct {
+	Device       string   `json:"device,omitempty"`
+	MountPoint   string   `json:"mount_point,omitempty"`
+	FileSystem   string   `json:"file_system,omitempty"`
+	MountOptions []string `json:"mount_options,omitempty"`
+	Model        string   `json:"model,omitempty"`
+	Rotational   *bool    `json:"rotational,omitempty"`
+}
+
+// Machine is the part of the environment that decides what figures mean: hardware, kernel, storage and
+// limits. Two runs with different Machines ran on different hosts (or the same host changed), and their
+// comparison says so.
+func (e *Environment) Machine() string {
+	if e == nil {
+		return ""
+	}
+	parts := []string{e.OS + "/" + e.Arch, e.CPUModel, strconv.Itoa(e.CPUs) + " CPUs", strconv.FormatInt(e.MemoryBytes>>20, 10) + " MiB", "kernel " + e.Kernel}
+	if d := e.RunDirDisk; d != nil {
+		disk := d.FileSystem + " on " + d.Device
+		if d.Model != "" {
+			disk += " (" + d.Model + ")"
+		}
+		parts = append(parts, disk)
+	} else if e.RunDirFS != "" {
+		parts = append(parts, e.RunDirFS)
+	}
+	if e.CgroupCPUs > 0 {
+		parts = append(parts, "cgroup "+strconv.FormatFloat(e.CgroupCPUs, 'g', 3, 64)+" CPUs")
+	}
+	if e.CgroupMemoryBytes > 0 {
+		parts = append(parts, "cgroup "+strconv.FormatInt(e.CgroupMemoryBytes>>20, 10)+" MiB")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // CollectEnvironment describes this machine; dir is the run directory.
@@ -38,6 +81,8 @@ func CollectEnvironment(dir string) Environment {
 		}
 	}
 	env.RunDirFS = fileSystemType(dir)
+	env.RunDirDisk = diskOf(dir)
+	env.CgroupCPUs, env.CgroupMemoryBytes = cgroupLimits()
 	if _, err := os.Stat("/.dockerenv"); err == nil {
 		env.Container = true
 	} else if _, err := os.Stat("/run/.containerenv"); err == nil {
