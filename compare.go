@@ -40,6 +40,9 @@ type CompareOptions struct {
 	// RegressionFigures (nil: any), decide the exit code (3).
 	FailOnRegression  bool
 	RegressionFigures []string
+	// AcrossHosts says the variants run on different machines on purpose: the comparison notes it
+	// instead of warning.
+	AcrossHosts bool
 }
 
 // variant is one column of a comparison.
@@ -197,7 +200,7 @@ rounds:
 			}
 		}
 	}
-	cmp := CompareRuns(runs, compare.Options{MinEffect: opts.MinEffect})
+	cmp := CompareRuns(runs, compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts})
 	cmp.Rounds = plan
 	if err := cmp.WriteFiles(dir); err != nil {
 		errs = append(errs, err)

@@ -104,8 +104,7 @@ func CompareRuns(variants []VariantDirs, opts compare.Options) *Comparison {
 		}
 		cv = append(cv, runs)
 	}
-	metrics, figures := compare.Collect(cv)
-	c.Effects = compare.Compare(metrics, figures, opts)
+	c.Effects = compare.Runs(cv, opts)
 	c.Sections = []CompareSection{
 		c.runSection(),
 		c.faultSection(),

@@ -130,6 +130,8 @@ type ReportOptions struct {
 	// RegressionFigures (nil: any), decide the exit code (3).
 	FailOnRegression  bool
 	RegressionFigures []string
+	// AcrossHosts says runs of different machines are compared on purpose (a note, not a warning).
+	AcrossHosts bool
 }
 
 // Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
@@ -179,7 +181,7 @@ func Report(opts ReportOptions, out io.Writer) error {
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare")
 	}
-	c, err := report.RenderComparison(dir, runs, compare.Options{MinEffect: opts.MinEffect})
+	c, err := report.RenderComparison(dir, runs, compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts})
 	if err != nil {
 		return err
 	}

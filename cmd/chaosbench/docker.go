@@ -116,6 +116,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	rounds := 1
 	var gate string
 	var cooldown time.Duration
+	var acrossHosts bool
 	minEffect := 100 * compare.DefaultMinEffect
 	cmd := &cobra.Command{
 		Use:   "compare",
@@ -137,7 +138,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
 			var err error
 			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {
 				*code = outcome.ExitUsage
@@ -162,6 +163,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own; 3 or more give intervals between runs")
 	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "pause between consecutive runs, for the machine to settle (e.g. 30s)")
 	bindGateFlags(cmd.Flags(), &gate, &minEffect)
+	cmd.Flags().BoolVar(&acrossHosts, "across-hosts", false, "the variants run on different machines on purpose: note it instead of warning")
 	cmd.Flags().SortFlags = false
 	return cmd
 }

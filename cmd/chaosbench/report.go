@@ -72,5 +72,6 @@ directories separated by commas (base/r1,base/r2,base/r3 new/r1,new/r2,new/r3).`
 	fs.StringVar(&opts.Out, "out", "", "directory for a comparison (default results/<time>-compare)")
 	minEffect = 100 * compare.DefaultMinEffect
 	bindGateFlags(fs, &gate, &minEffect)
+	fs.BoolVar(&opts.AcrossHosts, "across-hosts", false, "the runs were measured on different machines on purpose: note it instead of warning")
 	return cmd
 }

@@ -167,12 +167,26 @@ type Result struct {
 	Baseline  string           `json:"baseline"`
 	MinEffect float64          `json:"min_effect"`
 	Variants  []VariantEffects `json:"variants"`
+	// Machines warns when the runs were measured on different machines (CheckMachines).
+	Machines []string `json:"machines,omitempty"`
 }
 
 // Options tune a comparison.
 type Options struct {
 	// MinEffect is the practical threshold as a fraction (0.05 = 5%); 0 means DefaultMinEffect.
 	MinEffect float64
+	// AcrossHosts says runs on different machines are compared on purpose (see CheckMachines).
+	AcrossHosts bool
+}
+
+// Runs compares runs of variants, the first being the baseline: the figures of their summaries and time
+// series (Collect), their effects (Compare), and whether they ran on the same machine (CheckMachines).
+// Every command that compares runs calls it, so that the same runs give the same result.
+func Runs(variants []Variant, opts Options) Result {
+	metrics, figures := Collect(variants)
+	r := Compare(metrics, figures, opts)
+	r.Machines = CheckMachines(variants, opts.AcrossHosts)
+	return r
 }
 
 // Compare compares every variant after the first (the baseline) with the baseline, on metrics in order.

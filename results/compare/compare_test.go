@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // noisyMetric is a figure of a synthetic round: its typical value and its round-to-round noise (the
@@ -279,5 +280,24 @@ func TestGate(t *testing.T) {
 	}
 	if _, err := ParseGate("put:,"); !outcome.IsUsage(err) {
 		t.Errorf("bad spec: %v", err)
+	}
+}
+
+// Runs measured on different machines are marked, loudly unless the comparison is across hosts on purpose.
+func TestCheckMachines(t *testing.T) {
+	run := func(cpus int) Run {
+		return Run{Summary: &results.Summary{Environment: &results.Environment{OS: "linux", CPUs: cpus, CPUModel: "EPYC"}}}
+	}
+	same := []Variant{{Label: "A", Runs: []Run{run(2)}}, {Label: "B", Runs: []Run{run(2)}}}
+	if w := CheckMachines(same, false); w != nil {
+		t.Fatalf("same machine: %q", w)
+	}
+	differ := []Variant{{Label: "A", Runs: []Run{run(2)}}, {Label: "B", Runs: []Run{run(2), run(8)}}}
+	w := CheckMachines(differ, false)
+	if len(w) != 3 || !strings.HasPrefix(w[0], "WARNING") || !strings.Contains(w[2], "B: ") || !strings.Contains(w[2], "8 CPUs") {
+		t.Fatalf("different machines: %q", w)
+	}
+	if w := CheckMachines(differ, true); len(w) != 3 || strings.HasPrefix(w[0], "WARNING") {
+		t.Fatalf("across hosts: %q", w)
 	}
 }

@@ -156,6 +156,9 @@ func (r Result) Legend() string {
 
 // WriteText writes the result as aligned columns, one block per variant.
 func (r Result) WriteText(w io.Writer) error {
+	for _, m := range r.Machines {
+		fmt.Fprintln(w, m)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	r.table(func(cells ...string) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
@@ -171,6 +174,12 @@ func (r Result) WriteText(w io.Writer) error {
 // WriteMarkdown writes the result as one Markdown table per variant.
 func (r Result) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
+	for _, m := range r.Machines {
+		fmt.Fprintf(&b, "> %s\n", mdEscape(strings.TrimSpace(m)))
+	}
+	if len(r.Machines) > 0 {
+		b.WriteString("\n")
+	}
 	b.WriteString(r.Legend() + "\n")
 	first := false
 	r.table(func(cells ...string) {

@@ -89,8 +89,7 @@ func Compare(variants [][]*Run, opts compare.Options) *Comparison {
 		cv = append(cv, v)
 		c.Runs = append(c.Runs, rounds[0])
 	}
-	metrics, figures := compare.Collect(cv)
-	c.Effects = compare.Compare(metrics, figures, opts)
+	c.Effects = compare.Runs(cv, opts)
 	c.Rows = wholeRunRows(c.Runs)
 	return c
 }
@@ -158,14 +157,15 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 }
 
 type comparisonPage struct {
-	Title   string
-	Legend  string
-	Labels  []string
-	Effects []compareBlockView
-	Notes   []string
-	Rows    []Row
-	Charts  []template.HTML
-	Dirs    []kv
+	Title    string
+	Legend   string
+	Labels   []string
+	Effects  []compareBlockView
+	Notes    []string
+	Machines []string
+	Rows     []Row
+	Charts   []template.HTML
+	Dirs     []kv
 }
 
 type compareBlockView struct {
@@ -182,7 +182,7 @@ type compareRowView struct {
 // WriteComparisonHTML writes the comparison as a self-contained page: the effects, each operation's
 // percentile distributions overlaid, and throughput over time.
 func WriteComparisonHTML(w io.Writer, c *Comparison) error {
-	pg := comparisonPage{Rows: c.Rows, Legend: c.Effects.Legend(), Notes: c.Effects.Notes()}
+	pg := comparisonPage{Rows: c.Rows, Legend: c.Effects.Legend(), Notes: c.Effects.Notes(), Machines: c.Effects.Machines}
 	for _, rounds := range c.Rounds {
 		for _, r := range rounds {
 			pg.Dirs = append(pg.Dirs, kv{r.Label, r.Dir})

@@ -280,6 +280,9 @@ window.addEventListener("error", function (e) {
 <div class="headline">Baseline: {{index .Labels 0}}. {{.Legend}}</div>
 </header>
 <main>
+{{- if .Machines}}
+<div class="wrap fail">{{range .Machines}}{{.}}<br>{{end}}</div>
+{{- end}}
 <h2>Effects</h2>
 {{- range .Effects}}
 <h3>{{.Title}}</h3>
