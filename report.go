@@ -1,7 +1,9 @@
 package chaosbench
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,6 +134,11 @@ type ReportOptions struct {
 	RegressionFigures []string
 	// AcrossHosts says runs of different machines are compared on purpose (a note, not a warning).
 	AcrossHosts bool
+	// Bundle, when set, is the path of a .tar.gz written after the report: the report (or comparison),
+	// every run's summary, series and histograms, and how to re-run them (see report.WriteBundle).
+	Bundle string
+	// Redact replaces the clusters' endpoints in the bundle.
+	Redact bool
 }
 
 // Report re-renders one run's report files from its directory, or compares several runs. A re-rendered run
@@ -152,6 +159,9 @@ func Report(opts ReportOptions, out io.Writer) error {
 			}
 		}
 	}
+	if opts.Redact && opts.Bundle == "" {
+		return outcome.Usagef("--redact applies to --bundle")
+	}
 	if len(opts.Dirs) == 1 && !strings.Contains(opts.Dirs[0], ",") {
 		if opts.FailOnRegression {
 			return outcome.Usagef("--fail-on-regression gates a comparison; give two run directories or more")
@@ -159,7 +169,11 @@ func Report(opts ReportOptions, out io.Writer) error {
 		if opts.Out != "" {
 			return outcome.Usagef("--out is for comparisons; a run's report is written into its directory")
 		}
-		return rerender(opts, out)
+		err := rerender(opts, out)
+		if berr := writeBundle(opts, opts.Dirs, out); berr != nil {
+			return errors.Join(err, berr)
+		}
+		return err
 	}
 	if len(opts.Thresholds) > 0 {
 		return outcome.Usagef("--threshold judges a single run; compare runs without it")
@@ -189,6 +203,13 @@ func Report(opts ReportOptions, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\ncomparison: %s\n", filepath.Join(dir, report.ComparisonHTMLFile))
+	bundled := []string{dir}
+	for _, arg := range opts.Dirs {
+		bundled = append(bundled, strings.Split(arg, ",")...)
+	}
+	if err := writeBundle(opts, bundled, out); err != nil {
+		return err
+	}
 	if opts.FailOnRegression {
 		return compare.Gate(c.Effects, opts.RegressionFigures)
 	}
@@ -228,4 +249,20 @@ func rerender(opts ReportOptions, out io.Writer) error {
 	fmt.Fprintf(out, "report: %s (and %s in %s)\n", filepath.Join(r.Dir, files[0]), strings.Join(files[1:], ", "), r.Dir)
 	results.WriteVerdict(out, r.Summary)
 	return r.Summary.Verdict().Err()
+}
+
+// writeBundle writes the bundle of dirs when one was asked for.
+func writeBundle(opts ReportOptions, dirs []string, out io.Writer) error {
+	if opts.Bundle == "" {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := report.WriteBundle(&buf, dirs, report.BundleOptions{Redact: opts.Redact}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(opts.Bundle, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	fmt.Fprintf(out, "bundle: %s (%d KiB)\n", opts.Bundle, buf.Len()>>10)
+	return nil
 }

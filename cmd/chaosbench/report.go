@@ -72,6 +72,8 @@ directories separated by commas (base/r1,base/r2,base/r3 new/r1,new/r2,new/r3).`
 	fs.StringVar(&opts.Out, "out", "", "directory for a comparison (default results/<time>-compare)")
 	minEffect = 100 * compare.DefaultMinEffect
 	bindGateFlags(fs, &gate, &minEffect)
+	fs.StringVar(&opts.Bundle, "bundle", "", "also write a .tar.gz of the report (or comparison), the runs' summaries, series and histograms and how to re-run them; never TLS keys or secrets")
+	fs.BoolVar(&opts.Redact, "redact", false, "replace the clusters' endpoints in the bundle by endpoint-1, endpoint-2, ...")
 	fs.BoolVar(&opts.AcrossHosts, "across-hosts", false, "the runs were measured on different machines on purpose: note it instead of warning")
 	return cmd
 }
