@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -162,6 +163,27 @@ func TestReportOpensInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range openPage(t, browser, filepath.Join(out, ComparisonHTMLFile)).problems(2) {
+			t.Error(p)
+		}
+	})
+
+	t.Run("bundle", func(t *testing.T) {
+		// The bundle's copy of the report opens offline as the original does: unpack it and open it.
+		var buf bytes.Buffer
+		if err := WriteBundle(&buf, []string{r.Dir}, BundleOptions{Redact: true}); err != nil {
+			t.Fatal(err)
+		}
+		out := t.TempDir()
+		for name, content := range untar(t, buf.Bytes()) {
+			p := filepath.Join(out, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range openPage(t, browser, filepath.Join(out, filepath.Base(r.Dir), HTMLFile)).problems(10) {
 			t.Error(p)
 		}
 	})
