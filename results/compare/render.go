@@ -68,6 +68,9 @@ func (e Effect) ChangeText() string {
 		}
 		return "+" + s
 	}
+	if e.Metric.Unit == "" {
+		return fmt.Sprintf("%s [%s, %s]", f(e.Change), f(e.Low), f(e.High))
+	}
 	return fmt.Sprintf("%s %s [%s, %s]", f(e.Change), e.Metric.Unit, f(e.Low), f(e.High))
 }
 

@@ -53,6 +53,12 @@ type Row struct {
 func RenderComparison(outDir string, runs []Labelled, opts compare.Options) (*Comparison, error) {
 	var variants [][]*Run
 	for _, l := range runs {
+		if l.Label == "" && len(l.Rounds) > 0 {
+			// Rounds are usually round-1, round-2, ... of one variant's directory: name them by it.
+			if parent := filepath.Dir(filepath.Clean(l.Dir)); parent == filepath.Dir(filepath.Clean(l.Rounds[0])) {
+				l.Label = filepath.Base(parent)
+			}
+		}
 		var rounds []*Run
 		for _, dir := range append([]string{l.Dir}, l.Rounds...) {
 			r, err := Load(dir)
@@ -81,8 +87,18 @@ func RenderComparison(outDir string, runs []Labelled, opts compare.Options) (*Co
 func Compare(variants [][]*Run, opts compare.Options) *Comparison {
 	c := &Comparison{Rounds: variants}
 	var cv []compare.Variant
+	seen := map[string]bool{}
 	for _, rounds := range variants {
-		v := compare.Variant{Label: rounds[0].Label}
+		// Labels name the variants in every table: two runs of the same name become "x" and "x (2)".
+		label := rounds[0].Label
+		for i := 2; seen[label]; i++ {
+			label = fmt.Sprintf("%s (%d)", rounds[0].Label, i)
+		}
+		seen[label] = true
+		for _, r := range rounds {
+			r.Label = label
+		}
+		v := compare.Variant{Label: label}
 		for _, r := range rounds {
 			v.Runs = append(v.Runs, compare.Run{Summary: r.Summary, Series: r.Series})
 		}
