@@ -368,17 +368,27 @@ func roundsNeeded(sd, est, threshold float64, have, family int) int {
 		return have
 	}
 	family = max(family, 1)
-	for n := 2; n <= maxRounds; n++ {
+	decides := func(n int) bool {
 		se := sd / math.Sqrt(float64(n))
-		ok := tQuantile(1-Alpha/2, float64(n-1))*se <= threshold
 		if math.Abs(est) >= threshold {
-			ok = math.Abs(est)/se >= tQuantile(1-Alpha/(2*float64(family)), float64(n-1))
+			return math.Abs(est)/se >= tQuantile(1-Alpha/(2*float64(family)), float64(n-1))
 		}
-		if ok {
-			return max(n, have+1)
+		return tQuantile(1-Alpha/2, float64(n-1))*se <= threshold
+	}
+	// Both criteria only get easier with more rounds: search for the first n that meets them.
+	if !decides(maxRounds) {
+		return 0
+	}
+	lo, hi := 2, maxRounds
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if decides(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	return 0
+	return max(lo, have+1)
 }
 
 // pairedT returns the mean of the differences d, its 95% t interval, the two-sided p-value of a zero

@@ -3,6 +3,7 @@ package compare
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -334,5 +335,51 @@ func TestAAgainstAFromIntervals(t *testing.T) {
 	}
 	if alarms > 1 {
 		t.Fatalf("false alarms in %d of 20 repetitions, want at most 1", alarms)
+	}
+}
+
+// TestRecordedAAgainstA: ten recorded runs of one configuration (testdata/aa-rounds), split at random
+// (seeded) into two variants of five paired rounds, 20 times: no figure is called better or worse in at
+// least 19 of the 20 splits. On that noisy machine the latencies are undecided (their rounds-needed
+// estimates are large), which is the honest call; throughput and error rates are no difference.
+func TestRecordedAAgainstA(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("testdata", "aa-rounds", "*", "round-*"))
+	if err != nil || len(dirs) != 10 {
+		t.Fatalf("recorded rounds: %v %v", dirs, err)
+	}
+	var runs []Run
+	for _, d := range dirs {
+		r, err := ReadRun(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	alarms := 0
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 2026))
+		perm := rng.Perm(len(runs))
+		a, b := Variant{Label: "A"}, Variant{Label: "A'"}
+		for i, p := range perm {
+			if i < len(perm)/2 {
+				a.Runs = append(a.Runs, runs[p])
+			} else {
+				b.Runs = append(b.Runs, runs[p])
+			}
+		}
+		r := Runs([]Variant{a, b}, Options{})
+		for _, e := range r.Variants[0].Effects {
+			if e.Verdict == Better || e.Verdict == Worse {
+				alarms++
+				t.Logf("seed %d: %s", seed, e)
+				break
+			}
+		}
+		if e, _ := r.Find("A'", "put:throughput"); e.Verdict != NoDifference {
+			t.Errorf("seed %d: put throughput %s", seed, e)
+		}
+	}
+	if alarms > 1 {
+		t.Fatalf("false alarms in %d of 20 splits, want at most 1", alarms)
 	}
 }
