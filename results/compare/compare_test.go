@@ -383,3 +383,30 @@ func TestRecordedAAgainstA(t *testing.T) {
 		t.Fatalf("false alarms in %d of 20 splits, want at most 1", alarms)
 	}
 }
+
+// TestRecordedSlowDisk: two recorded real runs, one with every fdatasync delayed by 5 ms (testdata/
+// slowdisk), one run each: put p50 is worse with an interval that excludes zero, from the runs' per-second
+// samples, and a gate on put fails with exit code 3 naming it. put p99, whose per-second values swing
+// with the saturated machine, is not called better nor no different.
+func TestRecordedSlowDisk(t *testing.T) {
+	var vs []Variant
+	for _, name := range []string{"base", "slowdisk"} {
+		r, err := ReadRun(filepath.Join("testdata", "slowdisk", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, Variant{Label: name, Runs: []Run{r}})
+	}
+	r := Runs(vs, Options{})
+	e, _ := r.Find("slowdisk", "put:p50")
+	if e.Verdict != Worse || e.Low <= 0 || e.Method != MethodIntervals {
+		t.Fatalf("put p50: %+v", e)
+	}
+	if e, _ := r.Find("slowdisk", "put:p99"); e.Verdict == Better || e.Verdict == NoDifference {
+		t.Errorf("put p99: %s", e)
+	}
+	err := Gate(r, []string{"put"})
+	if outcome.Code(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: slowdisk put:p50 +") {
+		t.Fatalf("gate: %v", err)
+	}
+}
