@@ -42,28 +42,45 @@ type Disk struct {
 	Rotational   *bool    `json:"rotational,omitempty"`
 }
 
-// Machine is the part of the environment that decides what figures mean: hardware, kernel, storage and
-// limits. Two runs with different Machines ran on different hosts (or the same host changed), and their
-// comparison says so.
-func (e *Environment) Machine() string {
+// Fact is one named fact of a machine, as Facts lists them.
+type Fact struct {
+	Name, Value string
+}
+
+// Facts are the parts of the environment that decide what figures mean: hardware, kernel, storage and
+// limits, in a fixed order; facts a run did not record are left out (older runs record fewer), so that
+// two machines differ only in facts both recorded.
+func (e *Environment) Facts() []Fact {
 	if e == nil {
-		return ""
+		return nil
 	}
-	parts := []string{e.OS + "/" + e.Arch, e.CPUModel, strconv.Itoa(e.CPUs) + " CPUs", strconv.FormatInt(e.MemoryBytes>>20, 10) + " MiB", "kernel " + e.Kernel}
-	if d := e.RunDirDisk; d != nil {
-		disk := d.FileSystem + " on " + d.Device
-		if d.Model != "" {
-			disk += " (" + d.Model + ")"
+	var out []Fact
+	add := func(name, value string) {
+		if value != "" && value != "0" {
+			out = append(out, Fact{name, value})
 		}
-		parts = append(parts, disk)
-	} else if e.RunDirFS != "" {
-		parts = append(parts, e.RunDirFS)
 	}
-	if e.CgroupCPUs > 0 {
-		parts = append(parts, "cgroup "+strconv.FormatFloat(e.CgroupCPUs, 'g', 3, 64)+" CPUs")
+	add("os", e.OS+"/"+e.Arch)
+	add("cpu model", e.CPUModel)
+	add("cpus", strconv.Itoa(e.CPUs))
+	add("memory MiB", strconv.FormatInt(e.MemoryBytes>>20, 10))
+	add("kernel", e.Kernel)
+	add("run directory file system", e.RunDirFS)
+	if d := e.RunDirDisk; d != nil {
+		add("run directory device", d.Device)
+		add("disk model", d.Model)
+		add("mount options", strings.Join(d.MountOptions, ","))
 	}
-	if e.CgroupMemoryBytes > 0 {
-		parts = append(parts, "cgroup "+strconv.FormatInt(e.CgroupMemoryBytes>>20, 10)+" MiB")
+	add("cgroup cpus", strconv.FormatFloat(e.CgroupCPUs, 'g', 3, 64))
+	add("cgroup memory MiB", strconv.FormatInt(e.CgroupMemoryBytes>>20, 10))
+	return out
+}
+
+// Machine is the facts in one line: "linux/amd64, AMD EPYC, 2 CPUs, ...".
+func (e *Environment) Machine() string {
+	var parts []string
+	for _, f := range e.Facts() {
+		parts = append(parts, f.Name+" "+f.Value)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -12,6 +12,9 @@ func TestCollectEnvironmentDisk(t *testing.T) {
 	b, _ := json.Marshal(env)
 	t.Logf("%s", b)
 	t.Logf("machine: %s", env.Machine())
+	if len(env.Facts()) < 3 {
+		t.Errorf("facts: %v", env.Facts())
+	}
 	if runtime.GOOS != "linux" {
 		return
 	}

@@ -289,17 +289,24 @@ func TestCheckMachines(t *testing.T) {
 	run := func(cpus int) Run {
 		return Run{Summary: &results.Summary{Environment: &results.Environment{OS: "linux", CPUs: cpus, CPUModel: "EPYC"}}}
 	}
-	same := []Variant{{Label: "A", Runs: []Run{run(2)}}, {Label: "B", Runs: []Run{run(2)}}}
+	same := []Variant{{Label: "A", Runs: []Run{run(2)}}, {Label: "B", Runs: []Run{run(2), run(2)}}}
 	if w := CheckMachines(same, false); w != nil {
 		t.Fatalf("same machine: %q", w)
 	}
 	differ := []Variant{{Label: "A", Runs: []Run{run(2)}}, {Label: "B", Runs: []Run{run(2), run(8)}}}
 	w := CheckMachines(differ, false)
-	if len(w) != 3 || !strings.HasPrefix(w[0], "WARNING") || !strings.Contains(w[2], "B: ") || !strings.Contains(w[2], "8 CPUs") {
+	if len(w) != 2 || !strings.HasPrefix(w[0], "WARNING") || !strings.Contains(w[1], "B round 2: cpus 8 (baseline 2)") {
 		t.Fatalf("different machines: %q", w)
 	}
-	if w := CheckMachines(differ, true); len(w) != 3 || strings.HasPrefix(w[0], "WARNING") {
+	if w := CheckMachines(differ, true); len(w) != 2 || strings.HasPrefix(w[0], "WARNING") {
 		t.Fatalf("across hosts: %q", w)
+	}
+	// A fact only one run recorded (an older chaosbench recorded no disk) is no difference.
+	older := run(2)
+	newer := run(2)
+	newer.Summary.Environment.RunDirDisk = &results.Disk{Device: "/dev/vda", MountOptions: []string{"rw"}}
+	if w := CheckMachines([]Variant{{Label: "A", Runs: []Run{older}}, {Label: "B", Runs: []Run{newer}}}, false); w != nil {
+		t.Fatalf("a fact recorded by one run only: %q", w)
 	}
 }
 

@@ -3,52 +3,57 @@ package compare
 import (
 	"fmt"
 	"strings"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
-// CheckMachines returns warnings when the variants' runs were measured on different machines (see
-// results.Environment.Machine: hardware, kernel, storage, limits): their differences may then be the
-// machines', not the variants'. With acrossHosts the comparison is across hosts on purpose, and the
-// warning becomes a note. Runs that recorded no environment are not counted.
+// CheckMachines returns warnings when runs were measured on a different machine than the baseline's
+// first run (see results.Environment.Facts: hardware, kernel, storage, limits; only facts both runs
+// recorded count): their differences may then be the machines', not the variants'. With acrossHosts the
+// comparison is across hosts on purpose, and the warning becomes a note. Runs that recorded no
+// environment are not counted.
 func CheckMachines(variants []Variant, acrossHosts bool) []string {
-	type where struct{ labels []string }
-	byMachine := map[string]*where{}
-	var machines []string
+	var ref *results.Environment
+	var lines []string
 	for _, v := range variants {
-		for _, r := range v.Runs {
+		for i, r := range v.Runs {
 			if r.Summary == nil || r.Summary.Environment == nil {
 				continue
 			}
-			m := r.Summary.Environment.Machine()
-			w := byMachine[m]
-			if w == nil {
-				w = &where{}
-				byMachine[m] = w
-				machines = append(machines, m)
+			if ref == nil {
+				ref = r.Summary.Environment
+				continue
 			}
-			if !contains(w.labels, v.Label) {
-				w.labels = append(w.labels, v.Label)
+			if diff := differences(ref, r.Summary.Environment); diff != "" {
+				name := v.Label
+				if len(v.Runs) > 1 {
+					name += fmt.Sprintf(" round %d", i+1)
+				}
+				lines = append(lines, fmt.Sprintf("  %s: %s", name, diff))
 			}
 		}
 	}
-	if len(machines) < 2 {
+	if len(lines) == 0 {
 		return nil
 	}
-	head := "WARNING: the runs were measured on different machines; differences may be the machines', not the variants' (--across-hosts if that is the point):"
+	head := "WARNING: runs were measured on other machines than the baseline's first run; differences may be the machines', not the variants' (--across-hosts if that is the point):"
 	if acrossHosts {
-		head = "Across hosts (--across-hosts): the runs were measured on different machines:"
+		head = "Across hosts (--across-hosts): runs were measured on other machines than the baseline's first run:"
 	}
-	out := []string{head}
-	for _, m := range machines {
-		out = append(out, fmt.Sprintf("  %s: %s", strings.Join(byMachine[m].labels, ", "), m))
-	}
-	return out
+	return append([]string{head}, lines...)
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
+// differences lists the facts both environments recorded that differ: "cpus 8 (baseline 2)".
+func differences(ref, e *results.Environment) string {
+	base := map[string]string{}
+	for _, f := range ref.Facts() {
+		base[f.Name] = f.Value
+	}
+	var out []string
+	for _, f := range e.Facts() {
+		if b, ok := base[f.Name]; ok && b != f.Value {
+			out = append(out, fmt.Sprintf("%s %s (baseline %s)", f.Name, f.Value, b))
 		}
 	}
-	return false
+	return strings.Join(out, "; ")
 }
