@@ -132,7 +132,7 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 		return nil, outcome.Usagef("--cooldown %s: 0 or more", opts.Cooldown)
 	}
 	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
-		return nil, outcome.Usagef("--min-effect %g: a fraction in [0, 1), e.g. 0.05 for 5%%", opts.MinEffect)
+		return nil, outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*opts.MinEffect)
 	}
 	vs, err := opts.variants(dir)
 	if err != nil {

@@ -179,7 +179,7 @@ func Report(opts ReportOptions, out io.Writer) error {
 		return outcome.Usagef("--threshold judges a single run; compare runs without it")
 	}
 	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
-		return outcome.Usagef("--min-effect %g: a fraction in [0, 1), e.g. 0.05 for 5%%", opts.MinEffect)
+		return outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*opts.MinEffect)
 	}
 	runs := make([]report.Labelled, len(opts.Dirs))
 	for i, arg := range opts.Dirs {

@@ -53,7 +53,7 @@ func TestBadReportInput(t *testing.T) {
 		{"report labels", []string{"report", notRun, notRun, "--label", "a"}, "1 labels for 2 run directories"},
 		{"report redact without bundle", []string{"report", aRun, "--redact"}, "--redact applies to --bundle"},
 		{"report gate of one run", []string{"report", aRun, "--fail-on-regression"}, "gates a comparison"},
-		{"report min effect", []string{"report", aRun, aRun, "--min-effect", "150"}, "--min-effect 1.5"},
+		{"report min effect", []string{"report", aRun, aRun, "--min-effect", "150"}, "--min-effect 150%: from 0 to under 100"},
 		{"report gate spec", []string{"report", aRun, aRun, "--fail-on-regression=put:"}, "give figures as op:stat"},
 		{"compare gate figures without =", []string{"compare", "--fail-on-regression", "put:p99"}, "write the figures with ="},
 	}
