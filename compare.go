@@ -200,9 +200,13 @@ rounds:
 			}
 		}
 	}
-	cmp := CompareRuns(runs, compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts})
+	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts}
+	cmp := CompareRuns(runs, copts)
 	cmp.Rounds = plan
 	if err := cmp.WriteFiles(dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cmp.WriteHTML(dir, copts); err != nil {
 		errs = append(errs, err)
 	}
 	fmt.Fprintf(env.Out, "\n")

@@ -265,6 +265,19 @@ func TestCompareAndReportAgree(t *testing.T) {
 			if !strings.Contains(fromCompare.String(), effects.String()) || !strings.Contains(fromReport.String(), effects.String()) {
 				t.Fatalf("the effects differ:\ncompare:\n%s\nreport:\n%s", fromCompare.String(), fromReport.String())
 			}
+			// compare's page is report's page.
+			pageDir := t.TempDir()
+			if err := cmp.WriteHTML(pageDir, compare.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			page, _ := os.ReadFile(filepath.Join(pageDir, ComparisonHTML))
+			var reportPage bytes.Buffer
+			if err := report.WriteComparisonHTML(&reportPage, rep); err != nil {
+				t.Fatal(err)
+			}
+			if string(page) != reportPage.String() || !strings.Contains(string(page), "put:p99") {
+				t.Errorf("compare.html and report's comparison.html differ")
+			}
 			j1, _ := json.Marshal(cmp.Effects)
 			j2, _ := json.Marshal(rep.Effects)
 			if string(j1) != string(j2) {

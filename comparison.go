@@ -1,6 +1,7 @@
 package chaosbench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 // Files a comparison writes into its directory.
@@ -383,6 +385,42 @@ func (c *Comparison) WriteFiles(dir string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, ComparisonJSON), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write comparison: %w", err)
+	}
+	return nil
+}
+
+// ComparisonHTML is the comparison's page: the effects, each operation's percentile distributions
+// overlaid and throughput over time (report.WriteComparisonHTML, as `chaosbench report A B` writes it).
+const ComparisonHTML = "compare.html"
+
+// WriteHTML writes compare.html into dir from the runs that wrote a summary; a variant without any has
+// no page (nothing to draw), and nothing is written.
+func (c *Comparison) WriteHTML(dir string, opts compare.Options) error {
+	var variants [][]*report.Run
+	for _, v := range c.Variants {
+		var rounds []*report.Run
+		for _, r := range v.Runs {
+			if r.Summary == nil {
+				continue
+			}
+			run, err := report.Load(r.Dir)
+			if err != nil {
+				return fmt.Errorf("comparison page: %w", err)
+			}
+			run.Label = v.Label
+			rounds = append(rounds, run)
+		}
+		if len(rounds) == 0 {
+			return nil
+		}
+		variants = append(variants, rounds)
+	}
+	var buf bytes.Buffer
+	if err := report.WriteComparisonHTML(&buf, report.Compare(variants, opts)); err != nil {
+		return fmt.Errorf("comparison page: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ComparisonHTML), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("comparison page: %w", err)
 	}
 	return nil
 }

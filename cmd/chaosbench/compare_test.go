@@ -49,6 +49,9 @@ func TestCompareRounds(t *testing.T) {
 	if !ok || e.N != 2 || e.Verdict == "" {
 		t.Errorf("put p99: %+v", e)
 	}
+	if page, err := os.ReadFile(filepath.Join(out, chaosbench.ComparisonHTML)); err != nil || !strings.Contains(string(page), "put:p99") {
+		t.Errorf("compare.html: %v", err)
+	}
 	if !strings.Contains(stdout.String(), "change [95% interval]") {
 		t.Errorf("the printed comparison has no effects:\n%s", stdout.String())
 	}
