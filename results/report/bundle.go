@@ -26,7 +26,7 @@ import (
 var bundled = []string{
 	results.SummaryFile, HTMLFile, MarkdownFile, JUnitFile, PerfdashFile, "check.json",
 	results.TimeSeriesFile, "latency.hlog", results.FaultsFile, "server_metrics.jsonl",
-	ComparisonMarkdownFile, ComparisonHTMLFile, "compare.md", "compare.json",
+	ComparisonMarkdownFile, ComparisonHTMLFile, "compare.md", "compare.json", "compare.html",
 }
 
 // bundledExt are extensions of further files a bundle holds, in the directory or its histogram folder.
