@@ -74,6 +74,27 @@ const (
 	HigherIsBetter
 )
 
+// MarshalText names the direction in JSON: "lower-is-better" or "higher-is-better".
+func (d Direction) MarshalText() ([]byte, error) {
+	if d == HigherIsBetter {
+		return []byte("higher-is-better"), nil
+	}
+	return []byte("lower-is-better"), nil
+}
+
+// UnmarshalText reads what MarshalText writes.
+func (d *Direction) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "higher-is-better":
+		*d = HigherIsBetter
+	case "lower-is-better":
+		*d = LowerIsBetter
+	default:
+		return fmt.Errorf("direction %q: lower-is-better or higher-is-better", b)
+	}
+	return nil
+}
+
 // Scale says how a figure's effect is measured.
 type Scale int
 
@@ -84,6 +105,27 @@ const (
 	// Difference figures can be zero; their effect is a difference in their own unit.
 	Difference
 )
+
+// MarshalText names the scale in JSON: "ratio" or "difference".
+func (s Scale) MarshalText() ([]byte, error) {
+	if s == Difference {
+		return []byte("difference"), nil
+	}
+	return []byte("ratio"), nil
+}
+
+// UnmarshalText reads what MarshalText writes.
+func (s *Scale) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "difference":
+		*s = Difference
+	case "ratio":
+		*s = Ratio
+	default:
+		return fmt.Errorf("scale %q: ratio or difference", b)
+	}
+	return nil
+}
 
 // Metric is a figure that is compared.
 type Metric struct {
@@ -271,6 +313,10 @@ func estimate(m Metric, base, v Figures, minEffect float64) Effect {
 		// The figures shown are those of the runs compared.
 		e.Baseline, e.Value = a[ra], b[rb]
 		useLog := logScale && allPositive(ia) && allPositive(ib)
+		if !useLog && m.Scale == Ratio && median(ia) == 0 {
+			e.Note = "the baseline's per-interval median is zero: no relative change"
+			return e
+		}
 		if !useLog {
 			// Per-interval samples of a ratio figure can be zero (a second without a completed
 			// request): compare the values, with the threshold relative to the baseline's median.

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -415,5 +416,28 @@ func TestRecordedSlowDisk(t *testing.T) {
 	err := Gate(r, []string{"put"})
 	if outcome.Code(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: slowdisk put:p50 +") {
 		t.Fatalf("gate: %v", err)
+	}
+}
+
+// A result survives JSON (compare.json): unknown figures become null, directions and scales are words.
+func TestResultJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	ms, a := rounds(rng, "A", 3, nil)
+	_, b := rounds(rng, "B", 3, nil)
+	ms = append(ms, Metric{ID: "put:missing", Direction: HigherIsBetter, Scale: Difference})
+	r := Compare(ms, []Figures{a, b}, Options{})
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"direction":"higher-is-better","scale":"difference"`) || !strings.Contains(string(out), `"change":null`) {
+		t.Fatalf("%s", out)
+	}
+	var back Result
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := back.Find("B", "put:missing"); e.Metric.Direction != HigherIsBetter || e.Verdict != Undecided {
+		t.Fatalf("round trip: %+v", e)
 	}
 }
