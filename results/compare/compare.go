@@ -161,6 +161,9 @@ const (
 	Undecided    Verdict = "undecided"
 )
 
+// oneRunNote is the note of every effect estimated from one run per variant.
+const oneRunNote = "one run per variant: the interval covers the noise within the runs, not between runs"
+
 // Methods an effect is estimated with.
 const (
 	MethodRounds    = "paired rounds (t)"
@@ -335,7 +338,7 @@ func estimate(m Metric, base, v Figures, minEffect float64) Effect {
 			mid := median(ia)
 			e.Change, e.Low, e.High = est/mid, lo/mid, hi/mid
 		}
-		e.Note = "one run per variant: the interval covers the noise within the runs, not between runs"
+		e.Note = oneRunNote
 		return e
 	}
 	if len(xs) < 2 {

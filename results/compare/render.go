@@ -205,14 +205,24 @@ func (r Result) WriteMarkdown(w io.Writer) error {
 }
 
 // Notes are the notes of figures that are not plainly decided: "v3.6.16, put:p99.9: too noisy: ...".
+// That figures come from one run per variant is said once, not on every figure.
 func (r Result) Notes() []string {
 	var out []string
+	oneRun := false
 	for _, v := range r.Variants {
 		for _, e := range v.Effects {
-			if e.Note != "" && e.Verdict != Better && e.Verdict != Worse {
-				out = append(out, fmt.Sprintf("%s, %s: %s", v.Label, e.Metric.ID, e.Note))
+			note := e.Note
+			if rest, ok := strings.CutPrefix(note, oneRunNote); ok {
+				oneRun = true
+				note = strings.TrimPrefix(rest, "; ")
+			}
+			if note != "" && e.Verdict != Better && e.Verdict != Worse {
+				out = append(out, fmt.Sprintf("%s, %s: %s", v.Label, e.Metric.ID, note))
 			}
 		}
+	}
+	if oneRun {
+		out = append([]string{"figures marked \"1 run\": " + oneRunNote}, out...)
 	}
 	return out
 }
