@@ -124,7 +124,14 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		Example: `  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --workload txn-mixed --duration 30s
   chaosbench compare --etcd-flag-set "" --etcd-flag-set "snapshot-count=5000 heartbeat-interval=50"
   chaosbench compare --etcd-version v3.5.35,v3.5.35+v3.5.35+v3.6.16 --members 3
-  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3`,
+  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3
+  chaosbench compare --etcd-version v3.5.35,v3.6.16 --rounds 5 --cooldown 30s --fail-on-regression=put:p99,put:throughput`,
+		Long: `Runs one scenario on each variant (etcd versions, flag sets) and compares them: for every figure
+(each operation's p50, p99, p99.9, throughput and error rate, fault write gaps, etcd's fsync, commit and
+leader changes) the change of each variant against the first with a 95% interval, and a verdict: better,
+worse, no difference, or undecided with the rounds that would decide it. --rounds N runs the variants N
+times in ABBA order, a new seed per round; with one round, intervals come from the runs' per-second
+samples and cover the noise within a run only. --fail-on-regression makes a worse figure exit with code 3.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := gateArgs(gate, args); err != nil {
 				return err
