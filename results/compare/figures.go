@@ -172,7 +172,7 @@ func extractors(variants []Variant) []extractor {
 		}{
 			{"p50", func(l results.Latency) float64 { return l.P50 }, func(r results.TimeSeriesRow) float64 { return r.P50 }},
 			{"p99", func(l results.Latency) float64 { return l.P99 }, func(r results.TimeSeriesRow) float64 { return r.P99 }},
-			{"p99.9", func(l results.Latency) float64 { return l.P999 }, nil},
+			{"p99.9", func(l results.Latency) float64 { return l.P999 }, func(r results.TimeSeriesRow) float64 { return r.P999 }},
 		} {
 			ex := extractor{
 				metric: Metric{ID: op + ":" + q.name, Unit: "ms", Direction: LowerIsBetter, Scale: Ratio},
@@ -186,7 +186,8 @@ func extractors(variants []Variant) []extractor {
 			}
 			if q.row != nil {
 				ex.intervals = func(series []results.TimeSeriesRow) []float64 {
-					return rows(series, func(r results.TimeSeriesRow) (float64, bool) { return q.row(r), r.Count > 0 })
+					// Runs recorded before p99.9 was kept per second have none (0).
+					return rows(series, func(r results.TimeSeriesRow) (float64, bool) { return q.row(r), r.Count > 0 && q.row(r) > 0 })
 				}
 			}
 			exs = append(exs, ex)
@@ -201,7 +202,19 @@ func extractors(variants []Variant) []extractor {
 				return o.Throughput, true
 			},
 			intervals: func(series []results.TimeSeriesRow) []float64 {
-				return rows(series, func(r results.TimeSeriesRow) (float64, bool) { return r.Throughput, true })
+				// timeseries.jsonl has no line for a second in which the operation completed nothing:
+				// in the seconds the run recorded, that is a throughput of zero.
+				byT := map[float64]float64{}
+				for _, r := range series {
+					if r.Op == op {
+						byT[r.T] = r.Throughput
+					}
+				}
+				var out []float64
+				for _, t := range seconds(series) {
+					out = append(out, byT[t])
+				}
+				return out
 			},
 		}, extractor{
 			metric: Metric{ID: op + ":errors", Label: "error rate", Unit: "%", Direction: LowerIsBetter, Scale: Difference, Floor: errorRateFloor},
@@ -307,6 +320,21 @@ func extractors(variants []Variant) []extractor {
 		},
 	})
 	return dropAbsent(exs, sums)
+}
+
+// seconds returns the times (T) of the run's time series, in order: the seconds some operation completed
+// requests in.
+func seconds(series []results.TimeSeriesRow) []float64 {
+	seen := map[float64]bool{}
+	var out []float64
+	for _, r := range series {
+		if !seen[r.T] {
+			seen[r.T] = true
+			out = append(out, r.T)
+		}
+	}
+	sort.Float64s(out)
+	return out
 }
 
 // dropAbsent leaves out the figures no run has (etcd's metrics of runs that did not scrape them).

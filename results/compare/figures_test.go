@@ -26,8 +26,8 @@ func TestCollect(t *testing.T) {
 		return s
 	}
 	series := []results.TimeSeriesRow{
-		{T: 1, Op: "put", Count: 100, Errors: 1, Throughput: 100, P50: 1, P99: 9},
-		{T: 2, Op: "put", Count: 0, Throughput: 0},
+		{T: 1, Op: "put", Count: 100, Errors: 1, Throughput: 100, P50: 1, P99: 9, P999: 20},
+		{T: 2, Op: "range", Count: 10, Throughput: 10, P50: 1, P99: 2},
 		{T: 3, Op: "put", Count: 100, Throughput: 100, P50: 1.1, P99: 11},
 	}
 	metrics, figs := Collect([]Variant{
@@ -54,7 +54,10 @@ func TestCollect(t *testing.T) {
 		t.Errorf("A put p99 per second %v: seconds without requests have no latency", iv)
 	}
 	if iv := a.Intervals["put:throughput"][0]; !slices.Equal(iv, []float64{100, 0, 100}) {
-		t.Errorf("A put throughput per second %v", iv)
+		t.Errorf("A put throughput per second %v: a second without a put line is zero", iv)
+	}
+	if iv := a.Intervals["put:p99.9"][0]; !slices.Equal(iv, []float64{20}) {
+		t.Errorf("A put p99.9 per second %v: seconds recorded without it have none", iv)
 	}
 	if g := b.Values["fault1:write_gap"][0]; g != 500 {
 		t.Errorf("B gap %v", g)
