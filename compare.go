@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // CompareOptions describes a comparison: one scenario, run once per variant with the same seed, so that
@@ -25,10 +27,22 @@ type CompareOptions struct {
 	// FlagSets are the variants' etcd settings on top of the scenario's: each "name=value name=value"
 	// ("" for none). With both Versions and FlagSets, every version runs with every flag set.
 	FlagSets []string
-	// Rounds runs every variant this many times (default 1), in alternating order (A B, B A, A B, ...) so
-	// that a drift of the machine over time does not favour one variant; cells then show the median of the
-	// rounds and their range.
+	// Rounds runs every variant this many times (default 1), in ABBA order (A B, B A, A B, ...: each pair
+	// of rounds is balanced, so a linear drift of the machine over time favours no variant). Every variant
+	// of a round runs with the round's seed; each round has a new seed, derived from the scenario's, so
+	// that the rounds sample different schedules while the variants of a round see the same one.
 	Rounds int
+	// Cooldown is a pause between consecutive runs, for the machine (disk caches, thermal state) to settle.
+	Cooldown time.Duration
+	// MinEffect is the practical threshold of the verdicts (0.05 = 5%; 0: the default).
+	MinEffect float64
+	// FailOnRegression makes a significant regression larger than MinEffect, of a figure in
+	// RegressionFigures (nil: any), decide the exit code (3).
+	FailOnRegression  bool
+	RegressionFigures []string
+	// AcrossHosts says the variants run on different machines on purpose: the comparison notes it
+	// instead of warning.
+	AcrossHosts bool
 }
 
 // variant is one column of a comparison.
@@ -114,6 +128,12 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	if opts.Rounds < 0 {
 		return nil, outcome.Usagef("--rounds %d: at least 1", opts.Rounds)
 	}
+	if opts.Cooldown < 0 {
+		return nil, outcome.Usagef("--cooldown %s: 0 or more", opts.Cooldown)
+	}
+	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
+		return nil, outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*opts.MinEffect)
+	}
 	vs, err := opts.variants(dir)
 	if err != nil {
 		return nil, err
@@ -140,29 +160,37 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	for i, v := range vs {
 		runs[i].Label = v.label
 	}
+	labels := make([]string, len(vs))
+	for i, v := range vs {
+		labels[i] = v.label
+	}
+	plan := roundPlan(labels, opts.Rounds, s.Seed)
 	var errs []error
 	n := 0
 rounds:
-	for round := range opts.Rounds {
-		order := make([]int, len(vs))
-		for i := range order {
-			order[i] = i
-			if round%2 == 1 {
-				order[i] = len(vs) - 1 - i
-			}
-		}
-		for _, i := range order {
+	for round, rp := range plan {
+		for _, label := range rp.Order {
+			i := slices.Index(labels, label)
 			if ctx.Err() != nil {
 				break rounds
+			}
+			if n > 0 && opts.Cooldown > 0 {
+				fmt.Fprintf(env.Out, "cooling down for %s\n", opts.Cooldown)
+				select {
+				case <-ctx.Done():
+					break rounds
+				case <-time.After(opts.Cooldown):
+				}
 			}
 			v := vs[i]
 			n++
 			sc := v.scenario
 			sc.Out = v.dir
+			sc.Seed = rp.Seed
 			what := v.label
 			if opts.Rounds > 1 {
 				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
-				what = fmt.Sprintf("%s, round %d/%d", v.label, round+1, opts.Rounds)
+				what = fmt.Sprintf("%s, round %d/%d, seed %d", v.label, round+1, opts.Rounds, rp.Seed)
 			}
 			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*opts.Rounds, what)
 			_, err := Run(ctx, sc, env)
@@ -172,8 +200,13 @@ rounds:
 			}
 		}
 	}
-	cmp := CompareRuns(runs)
+	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts}
+	cmp := CompareRuns(runs, copts)
+	cmp.Rounds = plan
 	if err := cmp.WriteFiles(dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cmp.WriteHTML(dir, copts); err != nil {
 		errs = append(errs, err)
 	}
 	fmt.Fprintf(env.Out, "\n")
@@ -184,5 +217,40 @@ rounds:
 	if ctx.Err() != nil {
 		return cmp, ErrInterrupted
 	}
+	if opts.FailOnRegression {
+		errs = append(errs, compare.Gate(cmp.Effects, opts.RegressionFigures))
+	}
 	return cmp, errors.Join(errs...)
+}
+
+// roundPlan returns the rounds of a comparison: the variants' order, ABBA (every other round reversed), and
+// the round's seed: the scenario's seed for the first round, and for each later round a seed derived from
+// it (splitmix64), so that a comparison replays with the same --seed.
+func roundPlan(labels []string, rounds int, seed int64) []CompareRound {
+	plan := make([]CompareRound, rounds)
+	for r := range plan {
+		order := slices.Clone(labels)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		plan[r] = CompareRound{Seed: roundSeed(seed, r), Order: order}
+	}
+	return plan
+}
+
+// roundSeed is the seed of round r (from 0) of a comparison seeded with seed: seed itself for the first
+// round, a splitmix64 step of seed and r for the others (never 0, which would mean "pick one").
+func roundSeed(seed int64, r int) int64 {
+	if r == 0 {
+		return seed
+	}
+	z := uint64(seed) + uint64(r)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	out := int64(z >> 1)
+	if out == 0 {
+		out = 1
+	}
+	return out
 }

@@ -2,8 +2,12 @@ package chaosbench
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +18,7 @@ import (
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
@@ -71,6 +76,27 @@ func TestCompareVariants(t *testing.T) {
 	}
 }
 
+// TestRoundPlan: rounds alternate ABBA, every variant of a round shares its seed, each round has a new
+// seed, and the plan replays from the same seed.
+func TestRoundPlan(t *testing.T) {
+	plan := roundPlan([]string{"A", "B"}, 4, 42)
+	var order []string
+	seeds := map[int64]bool{}
+	for _, r := range plan {
+		order = append(order, r.Order...)
+		seeds[r.Seed] = true
+	}
+	if strings.Join(order, "") != "ABBAABBA" {
+		t.Errorf("order %s, want ABBAABBA", strings.Join(order, ""))
+	}
+	if plan[0].Seed != 42 || len(seeds) != 4 {
+		t.Errorf("seeds %v", plan)
+	}
+	if again := roundPlan([]string{"A", "B"}, 4, 42); again[3].Seed != plan[3].Seed {
+		t.Errorf("the plan does not replay: %v, %v", plan, again)
+	}
+}
+
 // op is a history operation that returns at ms milliseconds, successfully unless failed.
 func op(ms float64, failed bool) *lin.Operation {
 	o := &lin.Operation{
@@ -117,52 +143,9 @@ func window(startMs, endMs float64) results.FaultWindow {
 	return results.FaultWindow{Fault: "kill", StartNs: int64(startMs * 1e6), EndNs: int64(endMs * 1e6), Outcome: "recovered"}
 }
 
-// TestAvailabilityGaps: the comparison's gaps of fault windows recorded without their observation (by an
-// older version) reach until the next fault or the end of the load.
-func TestAvailabilityGaps(t *testing.T) {
-	tests := []struct {
-		name   string
-		ops    []*lin.Operation
-		faults []results.FaultWindow
-		want   []time.Duration
-	}{
-		{name: "no outage", ops: steady(0, 3000), faults: []results.FaultWindow{window(1000, 1200)},
-			want: []time.Duration{10 * time.Millisecond}},
-		{name: "outage inside and after the window", ops: steady(0, 3000, [2]float64{1000, 1600}),
-			faults: []results.FaultWindow{window(1000, 1200)},
-			// last success at 990 ms, first after at 1600 ms
-			want: []time.Duration{610 * time.Millisecond}},
-		{name: "outage before the fault does not count", ops: steady(0, 3000, [2]float64{200, 700}),
-			faults: []results.FaultWindow{window(1000, 1200)}, want: []time.Duration{10 * time.Millisecond}},
-		{name: "never recovered", ops: steady(0, 3000, [2]float64{1000, 3000}),
-			faults: []results.FaultWindow{window(1000, 1200)},
-			// last success 990 ms, last request of the history 2990 ms
-			want: []time.Duration{2000 * time.Millisecond}},
-		{name: "two faults", ops: steady(0, 5000, [2]float64{1000, 1300}, [2]float64{3000, 3900}),
-			faults: []results.FaultWindow{window(1000, 1100), window(3000, 3500)},
-			want:   []time.Duration{310 * time.Millisecond, 910 * time.Millisecond}},
-		{name: "no success before the fault", ops: steady(0, 3000, [2]float64{0, 500}),
-			faults: []results.FaultWindow{window(0, 100)}, want: []time.Duration{500 * time.Millisecond}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			writeHistory(t, dir, tt.ops)
-			got := faultGaps(dir, tt.faults)
-			for i := range tt.want {
-				if got[i][0] == nil || time.Duration(*got[i][0]*1e6) != tt.want[i] {
-					t.Errorf("fault %d: gap %v, want %s", i+1, got[i][0], tt.want[i])
-				}
-				if got[i][1] != nil {
-					t.Errorf("fault %d: read gap %v in a history without reads", i+1, *got[i][1])
-				}
-			}
-		})
-	}
-}
-
-// fakeRun writes a run directory as a run of etcd version ver would: a summary and a history with one kill
-// fault whose outage lasts outageMs.
+// fakeRun writes a run directory as a run of etcd version ver would: a summary with one kill fault whose
+// write gap lasts outageMs, a history, and 30 seconds of per-second figures scattered around the summary's
+// (seeded by putP99).
 func fakeRun(t *testing.T, dir, ver string, putP99, rate float64, outageMs float64, verdict string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -178,7 +161,8 @@ func fakeRun(t *testing.T, dir, ver string, putP99, rate float64, outageMs float
 			"put":   {Count: int64(rate * 10), Throughput: rate, Response: results.Latency{P50: 1.2, P90: 2.5, P99: putP99, P999: putP99 * 2, Max: 250}},
 			"range": {Count: 5000, Throughput: 500, Errors: 3, Response: results.Latency{P50: 0.4, P90: 0.8, P99: 1.5, P999: 4, Max: 20}},
 		},
-		Faults: []results.FaultWindow{{Fault: "kill", Targets: []string{"m1"}, StartNs: 2e9, EndNs: 2.1e9, Outcome: "recovered"}},
+		Faults: []results.FaultWindow{{Fault: "kill", Targets: []string{"m1"}, StartNs: 2e9, EndNs: 2.1e9, Outcome: "recovered",
+			Availability: &results.Availability{WriteGapMs: outageMs + 10}}},
 		Checks: []results.Check{{Name: "linearizability", Verdict: verdict}, {Name: "watch", Verdict: results.VerdictOK}},
 	}
 	s.Total = results.Totals(s.Operations)
@@ -186,6 +170,20 @@ func fakeRun(t *testing.T, dir, ver string, putP99, rate float64, outageMs float
 		t.Fatal(err)
 	}
 	writeHistory(t, dir, steady(0, 5000, [2]float64{2000, 2000 + outageMs}))
+	rng := rand.New(rand.NewPCG(uint64(putP99*1000), 1))
+	var rows []byte
+	for sec := 1; sec <= 30; sec++ {
+		for _, name := range []string{"put", "range"} {
+			o := s.Operations[name]
+			k := math.Exp(0.1 * rng.NormFloat64())
+			b, _ := json.Marshal(results.TimeSeriesRow{T: float64(sec), Op: name, Count: int64(o.Throughput), Throughput: o.Throughput * math.Exp(0.01*rng.NormFloat64()),
+				P50: o.Response.P50 * k, P99: o.Response.P99 * k})
+			rows = append(append(rows, b...), '\n')
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, results.TimeSeriesFile), rows, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestComparisonGolden lays out a comparison of fake runs (two variants, the second with two rounds), as
@@ -199,7 +197,7 @@ func TestComparisonGolden(t *testing.T) {
 		{Label: "v3.5.35", Dirs: []string{filepath.Join(dir, "a")}},
 		{Label: "v3.6.16", Dirs: []string{filepath.Join(dir, "b1"), filepath.Join(dir, "b2"), filepath.Join(dir, "missing")},
 			Errs: []error{nil, nil, errors.New("start cluster: member exited")}},
-	})
+	}, compare.Options{})
 	var md, text bytes.Buffer
 	if err := cmp.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
@@ -210,29 +208,104 @@ func TestComparisonGolden(t *testing.T) {
 	golden(t, "compare.golden.md", strings.ReplaceAll(md.String(), dir, "DIR"))
 	golden(t, "compare.golden.txt", strings.ReplaceAll(text.String(), dir, "DIR"))
 
-	// Figures the golden files hold, checked by meaning too: medians, ranges, differences, gaps.
-	row := func(metric string) CompareRow {
-		for _, sec := range cmp.Sections {
-			for _, r := range sec.Rows {
-				if r.Metric == metric {
-					return r
-				}
+	// Figures the golden files hold, checked by meaning too: one run against three rounds (one failed)
+	// are paired by round (one pair) and fall back to per-second samples; the gap has no samples.
+	if r := row(t, cmp, "linearizability"); r.Cells[1] != "ok / violation" || r.Diffs[1] != "differs" {
+		t.Errorf("verdicts: %q %q", r.Cells, r.Diffs)
+	}
+	if e, ok := cmp.Effects.Find("v3.6.16", "fault1:write_gap"); !ok || e.Verdict != compare.Undecided || e.Value != 510 || e.Baseline != 810 {
+		t.Errorf("kill gap: %+v", e)
+	}
+	if e, ok := cmp.Effects.Find("v3.6.16", "put:p99"); !ok || e.Method != compare.MethodIntervals {
+		t.Errorf("put p99: %+v", e)
+	}
+}
+
+func row(t *testing.T, cmp *Comparison, metric string) CompareRow {
+	t.Helper()
+	for _, sec := range cmp.Sections {
+		for _, r := range sec.Rows {
+			if r.Metric == metric {
+				return r
 			}
 		}
-		t.Fatalf("no row %q", metric)
-		return CompareRow{}
 	}
-	if r := row("put p99"); r.Cells[1] != "10.00 (8.00–12.00)" || r.Diffs[1] != "+0.0%" {
-		t.Errorf("put p99: %q %q", r.Cells, r.Diffs)
+	t.Fatalf("no row %q", metric)
+	return CompareRow{}
+}
+
+// TestCompareAndReportAgree: `chaosbench compare` and `chaosbench report A B` print the same figures for
+// the same run directories, one run per variant and with rounds.
+func TestCompareAndReportAgree(t *testing.T) {
+	dir := t.TempDir()
+	var a, b []string
+	for i := range 3 {
+		a = append(a, filepath.Join(dir, fmt.Sprintf("a%d", i)))
+		b = append(b, filepath.Join(dir, fmt.Sprintf("b%d", i)))
+		fakeRun(t, a[i], "v3.5.35", 10+0.1*float64(i), 990, 800, results.VerdictOK)
+		fakeRun(t, b[i], "v3.6.16", 14+0.1*float64(i), 1000, 400+10*float64(i), results.VerdictOK)
 	}
-	if r := row("put"); r.Diffs[1] != "+1.1%" {
-		t.Errorf("put throughput diff %q", r.Diffs)
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d rounds", n), func(t *testing.T) {
+			cmp := CompareRuns([]VariantDirs{{Label: "A", Dirs: a[:n]}, {Label: "B", Dirs: b[:n]}}, compare.Options{})
+			rep, err := report.RenderComparison(t.TempDir(), []report.Labelled{
+				{Dir: a[0], Rounds: a[1:n], Label: "A"}, {Dir: b[0], Rounds: b[1:n], Label: "B"}}, compare.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fromCompare, fromReport, effects bytes.Buffer
+			if err := cmp.WriteMarkdown(&fromCompare); err != nil {
+				t.Fatal(err)
+			}
+			if err := report.WriteComparisonMarkdown(&fromReport, rep); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmp.Effects.WriteMarkdown(&effects); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(fromCompare.String(), effects.String()) || !strings.Contains(fromReport.String(), effects.String()) {
+				t.Fatalf("the effects differ:\ncompare:\n%s\nreport:\n%s", fromCompare.String(), fromReport.String())
+			}
+			// compare's page is report's page.
+			pageDir := t.TempDir()
+			if err := cmp.WriteHTML(pageDir, compare.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			page, _ := os.ReadFile(filepath.Join(pageDir, ComparisonHTML))
+			var reportPage bytes.Buffer
+			if err := report.WriteComparisonHTML(&reportPage, rep); err != nil {
+				t.Fatal(err)
+			}
+			if string(page) != reportPage.String() || !strings.Contains(string(page), "put:p99") {
+				t.Errorf("compare.html and report's comparison.html differ")
+			}
+			j1, _ := json.Marshal(cmp.Effects)
+			j2, _ := json.Marshal(rep.Effects)
+			if string(j1) != string(j2) {
+				t.Fatalf("effects differ:\n%s\n%s", j1, j2)
+			}
+			if e, _ := cmp.Effects.Find("B", "put:p99"); e.Verdict != compare.Worse || e.Low <= 0 {
+				t.Errorf("put p99 +30%%: %+v", e)
+			}
+		})
 	}
-	if r := row("1. kill m1"); *r.Values[0] != 810 || *r.Values[1] != 510 || r.Diffs[1] != "-37.0%" {
-		t.Errorf("kill gap: %v %q", r.Cells, r.Diffs)
+}
+
+// TestReportGate: `chaosbench report A B --fail-on-regression` exits 3 naming the regressed figure in one
+// line; a gate on figures that did not regress passes.
+func TestReportGate(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	fakeRun(t, a, "v3.5.35", 10, 990, 800, results.VerdictOK)
+	fakeRun(t, b, "v3.6.16", 15, 990, 800, results.VerdictOK)
+	var out bytes.Buffer
+	err := Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp"), FailOnRegression: true}, &out)
+	if ExitCode(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: b put:p99 +") {
+		t.Fatalf("exit %d: %v", ExitCode(err), err)
 	}
-	if r := row("linearizability"); r.Cells[1] != "ok / violation" || r.Diffs[1] != "differs" {
-		t.Errorf("verdicts: %q %q", r.Cells, r.Diffs)
+	err = Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp2"), FailOnRegression: true, RegressionFigures: []string{"range:p99"}}, &out)
+	if err != nil {
+		t.Fatalf("gate on range p99: %v", err)
 	}
 }
 
@@ -366,24 +439,14 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 	if g := r.Gaps[0]; g.Writes.Seconds*1000 != wantWrite || g.Reads.Seconds*1000 != wantRead || g.Seconds*1000 != wantWrite {
 		t.Errorf("report: write gap %v s, read gap %v s, judged %v s; want %v and %v ms", g.Writes.Seconds, g.Reads.Seconds, g.Seconds, wantWrite, wantRead)
 	}
-	cmp := CompareRuns([]VariantDirs{{Label: "a", Dirs: []string{dir}}})
-	for _, want := range []struct {
-		row string
-		ms  float64
-	}{{"1. kill m1", wantWrite}, {"1. kill m1 (reads)", wantRead}} {
-		found := false
-		for _, sec := range cmp.Sections {
-			for _, row := range sec.Rows {
-				if row.Metric == want.row {
-					found = true
-					if row.Values[0] == nil || *row.Values[0] != want.ms {
-						t.Errorf("comparison: %s %v, want %v ms", want.row, row.Cells, want.ms)
-					}
-				}
-			}
-		}
-		if !found {
-			t.Errorf("comparison: no row %q", want.row)
+	run, err := compare.ReadRun(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, figs := compare.Collect([]compare.Variant{{Label: "a", Runs: []compare.Run{run}}})
+	for id, want := range map[string]float64{"fault1:write_gap": wantWrite, "fault1:read_gap": wantRead} {
+		if got := figs[0].Values[id]; len(got) != 1 || got[0] != want {
+			t.Errorf("comparison: %s %v, want %v ms", id, got, want)
 		}
 	}
 }

@@ -1,19 +1,18 @@
 package chaosbench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
@@ -24,13 +23,22 @@ const (
 )
 
 // Comparison sets runs of one scenario side by side: one column per variant (an etcd version, a set of etcd
-// flags), one row per figure, and each variant's difference to the first in percent. With several rounds
-// per variant a cell shows the median and the range of the rounds, and differences compare medians. It is
-// data; the renderers (WriteMarkdown, WriteText) only lay it out, so that a shared report renderer can take
-// it over.
+// flags) for what describes the runs (versions, flags, seeds, fault outcomes, consistency verdicts), and the
+// effects of each variant against the first from the one comparison engine (results/compare), with 95%
+// intervals and verdicts. It is data; the renderers (WriteMarkdown, WriteText) only lay it out.
 type Comparison struct {
 	Variants []ComparedVariant `json:"variants"`
 	Sections []CompareSection  `json:"sections"`
+	// Effects are each variant's effects against the first, per figure.
+	Effects compare.Result `json:"effects"`
+	// Rounds says how the runs were made, one entry per round: its seed and the order of the variants.
+	Rounds []CompareRound `json:"rounds,omitempty"`
+}
+
+// CompareRound is one round of a comparison: every variant ran once, in Order, with Seed.
+type CompareRound struct {
+	Seed  int64    `json:"seed"`
+	Order []string `json:"order"`
 }
 
 // ComparedVariant is one column: a variant and its runs (one per round).
@@ -45,6 +53,7 @@ type ComparedRun struct {
 	// Error says why the run has no results, or what went wrong in it.
 	Error   string           `json:"error,omitempty"`
 	Summary *results.Summary `json:"-"`
+	series  []results.TimeSeriesRow
 }
 
 // VariantDirs names a variant's run directories (one per round) and how each run ended.
@@ -67,17 +76,15 @@ type CompareRow struct {
 	Metric string `json:"metric"`
 	// Cells are the figures as shown, one per variant ("-" when a variant has none).
 	Cells []string `json:"cells"`
-	// Values are the figures as numbers, medians over rounds (null when not numeric or absent).
-	Values []*float64 `json:"values,omitempty"`
-	// Diffs compare each variant with the first: "+12.3%" for numbers, "same"/"differs" for text; the
-	// first variant's is empty.
+	// Diffs compare each variant with the first: "same" or "differs"; the first variant's is empty.
 	Diffs []string `json:"diffs"`
 }
 
 // CompareRuns builds the comparison of the variants' run directories. A directory without a summary (a run
 // that failed to start) contributes nothing but its error.
-func CompareRuns(variants []VariantDirs) *Comparison {
+func CompareRuns(variants []VariantDirs, opts compare.Options) *Comparison {
 	c := &Comparison{}
+	var cv []compare.Variant
 	for _, vd := range variants {
 		v := ComparedVariant{Label: vd.Label}
 		for i, dir := range vd.Dirs {
@@ -85,19 +92,23 @@ func CompareRuns(variants []VariantDirs) *Comparison {
 			if i < len(vd.Errs) && vd.Errs[i] != nil {
 				r.Error = vd.Errs[i].Error()
 			}
-			if s, err := results.ReadSummary(dir); err == nil {
-				r.Summary = s
+			if run, err := compare.ReadRun(dir); run.Summary != nil {
+				r.Summary, r.series = run.Summary, run.Series
 			} else if r.Error == "" {
 				r.Error = err.Error()
 			}
 			v.Runs = append(v.Runs, r)
 		}
 		c.Variants = append(c.Variants, v)
+		runs := compare.Variant{Label: v.Label}
+		for _, r := range v.Runs {
+			runs.Runs = append(runs.Runs, compare.Run{Summary: r.Summary, Series: r.series})
+		}
+		cv = append(cv, runs)
 	}
+	c.Effects = compare.Runs(cv, opts)
 	c.Sections = []CompareSection{
 		c.runSection(),
-		c.throughputSection(),
-		c.latencySection(),
 		c.faultSection(),
 		c.checkSection(),
 	}
@@ -113,47 +124,6 @@ func (v ComparedVariant) summaries() []*results.Summary {
 		}
 	}
 	return out
-}
-
-// num builds a numeric row; get returns ok=false when a run has no such figure.
-func (c *Comparison) num(metric string, format func(float64) string, get func(*results.Summary) (float64, bool)) CompareRow {
-	perVariant := make([][]float64, len(c.Variants))
-	for i, v := range c.Variants {
-		for _, s := range v.summaries() {
-			if x, ok := get(s); ok {
-				perVariant[i] = append(perVariant[i], x)
-			}
-		}
-	}
-	return numRow(metric, format, perVariant)
-}
-
-// numRow lays out per-variant samples (one per round): the median, and the range when there are several.
-func numRow(metric string, format func(float64) string, perVariant [][]float64) CompareRow {
-	row := CompareRow{Metric: metric}
-	for _, xs := range perVariant {
-		if len(xs) == 0 {
-			row.Values, row.Cells = append(row.Values, nil), append(row.Cells, "-")
-			continue
-		}
-		sort.Float64s(xs)
-		med := median(xs)
-		cell := format(med)
-		if lo, hi := format(xs[0]), format(xs[len(xs)-1]); lo != hi {
-			cell += fmt.Sprintf(" (%s–%s)", lo, hi)
-		}
-		row.Values, row.Cells = append(row.Values, &med), append(row.Cells, cell)
-	}
-	row.Diffs = numericDiffs(row.Values)
-	return row
-}
-
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // text builds a row of text values; rounds that disagree show every value.
@@ -185,25 +155,6 @@ func (c *Comparison) text(metric string, get func(*results.Summary) string) Comp
 	return row
 }
 
-// numericDiffs returns each value's difference to the first, in percent.
-func numericDiffs(vals []*float64) []string {
-	out := make([]string, len(vals))
-	for i := 1; i < len(vals); i++ {
-		base, v := vals[0], vals[i]
-		switch {
-		case base == nil || v == nil:
-			out[i] = "n/a"
-		case *base == 0 && *v == 0:
-			out[i] = "0%"
-		case *base == 0:
-			out[i] = "n/a"
-		default:
-			out[i] = fmt.Sprintf("%+.1f%%", 100*(*v-*base)/math.Abs(*base))
-		}
-	}
-	return out
-}
-
 func (c *Comparison) runSection() CompareSection {
 	sec := CompareSection{Title: "Run"}
 	sec.Rows = append(sec.Rows,
@@ -225,7 +176,7 @@ func (c *Comparison) runSection() CompareSection {
 			return desc
 		}),
 		c.text("seed", func(s *results.Summary) string { return fmt.Sprint(s.Seed) }),
-		c.num("measured (s)", fmtFixed(1), func(s *results.Summary) (float64, bool) { return s.MeasuredSeconds, true }),
+		c.text("measured (s)", func(s *results.Summary) string { return fmt.Sprintf("%.1f", s.MeasuredSeconds) }),
 		c.text("complete", func(s *results.Summary) string {
 			if s.Incomplete {
 				return "no: " + s.IncompleteReason
@@ -236,156 +187,38 @@ func (c *Comparison) runSection() CompareSection {
 	return sec
 }
 
-func (c *Comparison) throughputSection() CompareSection {
-	sec := CompareSection{Title: "Throughput (ops/s)"}
-	sec.Rows = append(sec.Rows, c.num("total", fmtFixed(1), func(s *results.Summary) (float64, bool) {
-		return s.Total.Throughput, true
-	}))
-	for _, op := range c.operations() {
-		sec.Rows = append(sec.Rows, c.num(op, fmtFixed(1), func(s *results.Summary) (float64, bool) {
-			o, ok := s.Operations[op]
-			if !ok {
-				return 0, false
-			}
-			return o.Throughput, true
-		}))
-	}
-	sec.Rows = append(sec.Rows,
-		c.num("errors", fmtFixed(0), func(s *results.Summary) (float64, bool) { return float64(s.Total.Errors), true }),
-		c.num("late starts (%)", fmtFixed(2), func(s *results.Summary) (float64, bool) {
-			return s.Schedule.MissedPercent, s.Schedule.Mode == "open"
-		}),
-	)
-	return sec
-}
-
-func (c *Comparison) latencySection() CompareSection {
-	sec := CompareSection{Title: "Response time (ms)",
-		Note: "From the time the schedule intended each request to start: includes any wait for a free client, as users of the cluster would see it."}
-	quantiles := []struct {
-		name string
-		get  func(results.Latency) float64
-	}{
-		{"p50", func(l results.Latency) float64 { return l.P50 }},
-		{"p90", func(l results.Latency) float64 { return l.P90 }},
-		{"p99", func(l results.Latency) float64 { return l.P99 }},
-		{"p99.9", func(l results.Latency) float64 { return l.P999 }},
-		{"max", func(l results.Latency) float64 { return l.Max }},
-	}
-	for _, op := range c.operations() {
-		for _, q := range quantiles {
-			sec.Rows = append(sec.Rows, c.num(op+" "+q.name, fmtMillis, func(s *results.Summary) (float64, bool) {
-				o, ok := s.Operations[op]
-				if !ok || o.Count == 0 {
-					return 0, false
-				}
-				return q.get(o.Response), true
-			}))
-		}
-	}
-	return sec
-}
-
-// faultSection compares, fault by fault (matched by position: the same seed injects the same schedule),
-// the write and the read gap of the fault, and how it ended.
+// faultSection shows, fault by fault (matched by position: the same seed injects the same schedule), how
+// each fault ended; the write gaps are figures of the effects.
 func (c *Comparison) faultSection() CompareSection {
-	sec := CompareSection{Title: "Availability per fault (ms)",
-		Note: "The longest stretch without a successful write (and, in rows of their own, read) from the last success before the fault to the first after it, as long as the fault was observed (recovery included); faults are matched by position (the same seed injects the same schedule)."}
-	type faultRun struct {
-		window results.FaultWindow
-		gaps   [2]*float64 // writes, reads, in ms
-	}
-	perVariant := make([][][]faultRun, len(c.Variants)) // variant, run, fault
+	sec := CompareSection{Title: "Faults",
+		Note: "How each fault ended, matched by position (the same seed injects the same schedule); their write gaps are among the effects."}
 	n := 0
-	reads := false
-	for i, v := range c.Variants {
-		for _, r := range v.Runs {
-			if r.Summary == nil || len(r.Summary.Faults) == 0 {
-				continue
-			}
-			n = max(n, len(r.Summary.Faults))
-			frs := make([]faultRun, len(r.Summary.Faults))
-			gaps := faultGaps(r.Dir, r.Summary.Faults)
-			for f, w := range r.Summary.Faults {
-				frs[f] = faultRun{window: w, gaps: gaps[f]}
-				reads = reads || gaps[f][1] != nil
-			}
-			perVariant[i] = append(perVariant[i], frs)
+	for _, v := range c.Variants {
+		for _, s := range v.summaries() {
+			n = max(n, len(s.Faults))
 		}
 	}
 	for f := range n {
 		name := ""
-		var samples [2][][]float64
-		for k := range samples {
-			samples[k] = make([][]float64, len(c.Variants))
-		}
-		notes := make([][]string, len(c.Variants))
-		for i, runs := range perVariant {
-			for _, frs := range runs {
-				if f >= len(frs) {
-					continue
-				}
-				w := frs[f].window
-				if name == "" {
+		for _, v := range c.Variants {
+			for _, s := range v.summaries() {
+				if f < len(s.Faults) && name == "" {
+					w := s.Faults[f]
 					name = fmt.Sprintf("%d. %s", f+1, w.Fault)
 					if len(w.Targets) > 0 {
 						name += " " + strings.Join(w.Targets, ",")
 					}
 				}
-				for k, g := range frs[f].gaps {
-					if g != nil {
-						samples[k][i] = append(samples[k][i], *g)
-					}
-				}
-				if w.Outcome != "" && w.Outcome != "recovered" && !slices.Contains(notes[i], w.Outcome) {
-					notes[i] = append(notes[i], w.Outcome)
-				}
 			}
 		}
-		row := numRow(name, fmtMillis, samples[0])
-		for i := range row.Cells {
-			if len(notes[i]) > 0 {
-				row.Cells[i] += " (" + strings.Join(notes[i], "; ") + ")"
+		sec.Rows = append(sec.Rows, c.text(name, func(s *results.Summary) string {
+			if f < len(s.Faults) {
+				return s.Faults[f].Outcome
 			}
-		}
-		sec.Rows = append(sec.Rows, row)
-		if reads {
-			sec.Rows = append(sec.Rows, numRow(name+" (reads)", fmtMillis, samples[1]))
-		}
+			return ""
+		}))
 	}
 	return sec
-}
-
-// faultGaps returns the write and read gap (ms) of each fault window of the run in dir, measured by
-// results.LongestGap from its history; without one, the figures the fault runner measured with it while the
-// run went on. A nil gap is one the run has no figure for (no request of the class, or nothing to measure from).
-func faultGaps(dir string, faults []results.FaultWindow) [][2]*float64 {
-	out := make([][2]*float64, len(faults))
-	ms := func(g results.Gap, ok bool) *float64 {
-		if !ok {
-			return nil
-		}
-		v := float64(g.Length()) / 1e6
-		return &v
-	}
-	act, loadEnd, err := report.HistoryActivity(filepath.Join(dir, lin.HistoryFile))
-	if err == nil {
-		for i, span := range results.FaultSpans(faults, loadEnd) {
-			out[i] = [2]*float64{ms(results.LongestGap(&act.Writes, span[0], span[1])), ms(results.LongestGap(&act.Reads, span[0], span[1]))}
-		}
-		return out
-	}
-	for i, f := range faults {
-		if a := f.Availability; a != nil {
-			if a.Writes > 0 || a.WriteGapOpen {
-				out[i][0] = &a.WriteGapMs
-			}
-			if a.Reads > 0 || a.ReadGapOpen {
-				out[i][1] = &a.ReadGapMs
-			}
-		}
-	}
-	return out
 }
 
 func (c *Comparison) checkSection() CompareSection {
@@ -412,28 +245,8 @@ func (c *Comparison) checkSection() CompareSection {
 			return ""
 		}))
 	}
-	sec.Rows = append(sec.Rows, c.num("harness errors", fmtFixed(0), func(s *results.Summary) (float64, bool) {
-		return float64(len(s.Errors)), true
-	}))
+	sec.Rows = append(sec.Rows, c.text("harness errors", func(s *results.Summary) string { return fmt.Sprint(len(s.Errors)) }))
 	return sec
-}
-
-// operations returns the union of the variants' operation names, sorted.
-func (c *Comparison) operations() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, v := range c.Variants {
-		for _, s := range v.summaries() {
-			for op := range s.Operations {
-				if !seen[op] {
-					seen[op] = true
-					out = append(out, op)
-				}
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // WriteMarkdown writes the comparison as one markdown table per section.
@@ -476,6 +289,12 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
 		}
 		b.WriteString("\n")
+	}
+	if len(c.Effects.Variants) > 0 {
+		b.WriteString("### Effects\n\n")
+		if err := c.Effects.WriteMarkdown(&b); err != nil {
+			return err
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -525,7 +344,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			fmt.Fprintln(tw, line)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(c.Effects.Variants) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	return c.Effects.WriteText(w)
 }
 
 // WriteFiles writes compare.md and compare.json into dir.
@@ -543,11 +369,10 @@ func (c *Comparison) WriteFiles(dir string) error {
 		}
 		md.WriteString("\n")
 	}
-	md.WriteString("\nΔ columns compare each variant with the first")
-	if len(c.Variants) > 0 && len(c.Variants[0].Runs) > 1 {
-		md.WriteString("; cells show the median of the rounds and their range")
+	for i, r := range c.Rounds {
+		fmt.Fprintf(&md, "\nRound %d: seed %d, order %s", i+1, r.Seed, mdEscape(strings.Join(r.Order, ", ")))
 	}
-	md.WriteString(".\n\n")
+	md.WriteString("\n\nΔ columns say whether each variant's runs were described alike; the effects compare every figure with the first variant.\n\n")
 	if err := c.WriteMarkdown(&md); err != nil {
 		return err
 	}
@@ -564,6 +389,42 @@ func (c *Comparison) WriteFiles(dir string) error {
 	return nil
 }
 
+// ComparisonHTML is the comparison's page: the effects, each operation's percentile distributions
+// overlaid and throughput over time (report.WriteComparisonHTML, as `chaosbench report A B` writes it).
+const ComparisonHTML = "compare.html"
+
+// WriteHTML writes compare.html into dir from the runs that wrote a summary; a variant without any has
+// no page (nothing to draw), and nothing is written.
+func (c *Comparison) WriteHTML(dir string, opts compare.Options) error {
+	var variants [][]*report.Run
+	for _, v := range c.Variants {
+		var rounds []*report.Run
+		for _, r := range v.Runs {
+			if r.Summary == nil {
+				continue
+			}
+			run, err := report.Load(r.Dir)
+			if err != nil {
+				return fmt.Errorf("comparison page: %w", err)
+			}
+			run.Label = v.Label
+			rounds = append(rounds, run)
+		}
+		if len(rounds) == 0 {
+			return nil
+		}
+		variants = append(variants, rounds)
+	}
+	var buf bytes.Buffer
+	if err := report.WriteComparisonHTML(&buf, report.Compare(variants, opts)); err != nil {
+		return fmt.Errorf("comparison page: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ComparisonHTML), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("comparison page: %w", err)
+	}
+	return nil
+}
+
 // roundName is " (round 2)" when a variant has several runs.
 func roundName(i, n int) string {
 	if n < 2 {
@@ -574,21 +435,6 @@ func roundName(i, n int) string {
 
 func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
-}
-
-func fmtFixed(decimals int) func(float64) string {
-	return func(v float64) string { return fmt.Sprintf("%.*f", decimals, v) }
-}
-
-// fmtMillis formats a latency in milliseconds with a precision that suits its size.
-func fmtMillis(v float64) string {
-	switch {
-	case v < 1:
-		return fmt.Sprintf("%.3f", v)
-	case v < 100:
-		return fmt.Sprintf("%.2f", v)
-	}
-	return fmt.Sprintf("%.0f", v)
 }
 
 func dedupe(ss []string) []string {

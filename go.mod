@@ -27,6 +27,7 @@ require (
 	go.uber.org/zap v1.27.0
 	golang.org/x/image v0.30.0
 	golang.org/x/sys v0.49.0
+	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.83.2
 	gopkg.in/yaml.v3 v3.0.1

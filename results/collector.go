@@ -292,6 +292,7 @@ type TimeSeriesRow struct {
 	Throughput float64 `json:"throughput"`
 	P50        float64 `json:"p50_ms"`
 	P99        float64 `json:"p99_ms"`
+	P999       float64 `json:"p99_9_ms,omitempty"`
 	Max        float64 `json:"max_ms"`
 	ServiceP99 float64 `json:"service_p99_ms"`
 }
@@ -356,6 +357,7 @@ func (c *Collector) tick(at time.Duration, full bool) {
 				Throughput: float64(iw.count) / seconds,
 				P50:        ms(iw.response.ValueAtQuantile(50)),
 				P99:        ms(iw.response.ValueAtQuantile(99)),
+				P999:       ms(iw.response.ValueAtQuantile(99.9)),
 				Max:        ms(iw.response.Max()),
 				ServiceP99: ms(iw.service.ValueAtQuantile(99)),
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // quietTestcontainers keeps testcontainers-go's banner and container chatter off chaosbench's output;
@@ -112,14 +114,30 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var config string
 	var flagSets []string
 	rounds := 1
+	var gate string
+	var cooldown time.Duration
+	var acrossHosts bool
+	minEffect := 100 * compare.DefaultMinEffect
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "Run one scenario on several etcd versions or settings, with the same seed, and compare them side by side",
 		Example: `  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --workload txn-mixed --duration 30s
   chaosbench compare --etcd-flag-set "" --etcd-flag-set "snapshot-count=5000 heartbeat-interval=50"
   chaosbench compare --etcd-version v3.5.35,v3.5.35+v3.5.35+v3.6.16 --members 3
-  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3`,
-		Args: cobra.NoArgs,
+  chaosbench compare --cluster docker --etcd-version v3.5.35,v3.6.16 --member-cpus 1 --rounds 3
+  chaosbench compare --etcd-version v3.5.35,v3.6.16 --rounds 5 --cooldown 30s --fail-on-regression=put:p99,put:throughput`,
+		Long: `Runs one scenario on each variant (etcd versions, flag sets) and compares them: for every figure
+(each operation's p50, p99, p99.9, throughput and error rate, fault write gaps, etcd's fsync, commit and
+leader changes) the change of each variant against the first with a 95% interval, and a verdict: better,
+worse, no difference, or undecided with the rounds that would decide it. --rounds N runs the variants N
+times in ABBA order, a new seed per round; with one round, intervals come from the runs' per-second
+samples and cover the noise within a run only. --fail-on-regression makes a worse figure exit with code 3.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := gateArgs(gate, args); err != nil {
+				return err
+			}
+			return cobra.NoArgs(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if config != "" {
 				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
@@ -127,14 +145,19 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
+			var err error
+			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {
+				*code = outcome.ExitUsage
+				return err
+			}
 			if s.EtcdVersion != "" {
 				opts.Versions = strings.Split(s.EtcdVersion, ",")
 				opts.Scenario.EtcdVersion = ""
 			}
 			ctx, cancel := interruptible(stderr, "stopping the load and the cluster, writing partial results")
 			defer cancel()
-			_, err := chaosbench.Compare(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+			_, err = chaosbench.Compare(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
 			*code = chaosbench.ExitCode(err)
 			return err
 		},
@@ -144,7 +167,10 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	cmd.Flags().Lookup("etcd-version").Usage = "the variants' etcd versions, comma-separated, e.g. v3.5.35,v3.6.16; " +
 		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
 	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
-	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in alternating order (A B, B A, ...); cells show the median and the range")
+	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own; 3 or more give intervals between runs")
+	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "pause between consecutive runs, for the machine to settle (e.g. 30s)")
+	bindGateFlags(cmd.Flags(), &gate, &minEffect)
+	cmd.Flags().BoolVar(&acrossHosts, "across-hosts", false, "the variants run on different machines on purpose: note it instead of warning")
 	cmd.Flags().SortFlags = false
 	return cmd
 }

@@ -40,6 +40,8 @@ func TestDockerBadInput(t *testing.T) {
 		{"version of external", []string{"run", "--cluster", "external", "--endpoints", "http://127.0.0.1:1", "--etcd-version", "v3.5.35"}, "for clusters chaosbench starts"},
 		{"compare one variant", []string{"compare", "--etcd-version", "v3.6.16"}, "two variants or more"},
 		{"compare rounds", []string{"compare", "--etcd-version", "v3.5.35,v3.6.16", "--rounds", "-1"}, "--rounds -1"},
+		{"compare cooldown", []string{"compare", "--etcd-version", "v3.5.35,v3.6.16", "--cooldown", "-1s"}, "--cooldown -1s"},
+		{"compare min effect", []string{"compare", "--etcd-version", "v3.5.35,v3.6.16", "--min-effect", "-5"}, "--min-effect -5%"},
 		{"compare bad variant", []string{"compare", "--etcd-version", "v3.5.35,v2.3.7"}, "v2.3.7"},
 		{"image version", []string{"image", "build", "--etcd-version", "v3.2.0"}, "3.4.13 and 3.5 or later"},
 		{"serve external", []string{"cluster", "--cluster", "external"}, "starts embed or docker clusters"},
@@ -120,7 +122,7 @@ func TestDockerCompareVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| v3.5.35 | v3.6.16 | Δ v3.6.16 |", "| total |", "| txn-read p99 |", "| txn-write p50 |", "| errors | 0 | 0 | 0% |"} {
+	for _, want := range []string{"| v3.5.35 | v3.6.16 | Δ v3.6.16 |", "#### v3.6.16 against v3.5.35 (baseline)", "| txn-read:p99 |", "| txn-write:p50 |", "| total:throughput |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("compare.md lacks %q:\n%s", want, md)
 		}

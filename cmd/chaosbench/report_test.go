@@ -51,6 +51,11 @@ func TestBadReportInput(t *testing.T) {
 		{"report out of one run", []string{"report", aRun, "--out", dir}, "--out is for comparisons"},
 		{"report thresholds of a comparison", []string{"report", aRun, aRun, "--threshold", "put:p99<1s"}, "judges a single run"},
 		{"report labels", []string{"report", notRun, notRun, "--label", "a"}, "1 labels for 2 run directories"},
+		{"report redact without bundle", []string{"report", aRun, "--redact"}, "--redact applies to --bundle"},
+		{"report gate of one run", []string{"report", aRun, "--fail-on-regression"}, "gates a comparison"},
+		{"report min effect", []string{"report", aRun, aRun, "--min-effect", "150"}, "--min-effect 150%: from 0 to under 100"},
+		{"report gate spec", []string{"report", aRun, aRun, "--fail-on-regression=put:"}, "give figures as op:stat"},
+		{"compare gate figures without =", []string{"compare", "--fail-on-regression", "put:p99"}, "write the figures with ="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -276,7 +281,7 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	if code := execute([]string{"report", out, out, "--label", "a,b", "--out", cmp}, &rout, &rerr); code != outcome.ExitOK {
 		t.Fatalf("comparison exit code %d: %s", code, rerr.String())
 	}
-	if strings.Contains(rout.String(), "**worse**") || strings.Contains(rout.String(), "**better**") || !strings.Contains(rout.String(), "| put | p99 |") {
+	if strings.Contains(rout.String(), "| worse |") || strings.Contains(rout.String(), "| better |") || !strings.Contains(rout.String(), "| put:p99 |") {
 		t.Errorf("comparison of a run with itself:\n%s", rout.String())
 	}
 	for _, f := range []string{"comparison.md", "comparison.html"} {

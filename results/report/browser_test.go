@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // chromium returns a headless-capable Chromium, installing Debian's package when the tests run as root
@@ -156,10 +159,31 @@ func TestReportOpensInChromium(t *testing.T) {
 
 	t.Run("comparison page", func(t *testing.T) {
 		out := t.TempDir()
-		if _, err := RenderComparison(out, []Labelled{{Dir: r.Dir, Label: "a"}, {Dir: r.Dir, Label: "b"}}); err != nil {
+		if _, err := RenderComparison(out, []Labelled{{Dir: r.Dir, Label: "a"}, {Dir: r.Dir, Label: "b"}}, compare.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range openPage(t, browser, filepath.Join(out, ComparisonHTMLFile)).problems(2) {
+			t.Error(p)
+		}
+	})
+
+	t.Run("bundle", func(t *testing.T) {
+		// The bundle's copy of the report opens offline as the original does: unpack it and open it.
+		var buf bytes.Buffer
+		if err := WriteBundle(&buf, []string{r.Dir}, BundleOptions{Redact: true}); err != nil {
+			t.Fatal(err)
+		}
+		out := t.TempDir()
+		for name, content := range untar(t, buf.Bytes()) {
+			p := filepath.Join(out, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range openPage(t, browser, filepath.Join(out, filepath.Base(r.Dir), HTMLFile)).problems(10) {
 			t.Error(p)
 		}
 	})

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
 
-	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // Files a comparison writes.
@@ -22,52 +21,25 @@ const (
 	ComparisonHTMLFile     = "comparison.html"
 )
 
-// How noise is estimated. A run's figure (say put p99) comes from one run of one length; run it again and it
-// moves. The per-second interval histograms of latency.hlog let us see how much without running again:
-// split the measured intervals into consecutive batches, take the figure of each batch (its merged
-// histogram's percentile, or its throughput), and the spread of the batch figures, divided by the square root
-// of the batch count, estimates the standard error of the whole run's figure (the method of batch means;
-// batches of several seconds absorb most of the correlation between neighbouring seconds). A difference
-// between two runs is significant when it exceeds twice the combined standard error (about 95% confidence
-// for roughly normal batch figures). With fewer than minBatches batches the noise is unknown and no
-// difference is called significant; maxima have no such estimate and are never called significant.
-const (
-	minBatches = 4
-	maxBatches = 10
-)
-
-// Labelled names a run directory in a comparison.
+// Labelled names a run directory in a comparison; Rounds are the variant's further rounds (run
+// directories of the same variant, paired by position with the other variants' rounds).
 type Labelled struct {
-	Dir   string
-	Label string
+	Dir    string
+	Label  string
+	Rounds []string
 }
 
-// Comparison compares runs against the first (the baseline).
+// Comparison compares variants against the first (the baseline). Its figures (Effects) come from the one
+// comparison engine, results/compare, that `chaosbench compare` uses too.
 type Comparison struct {
-	Runs []*Run
-	// Ops lists the operations of the baseline, then those only other runs have.
-	Ops []OpComparison
-	// Rows compares whole-run figures: total throughput, errors, etcd's own metrics, availability,
-	// consistency and threshold verdicts.
+	// Runs holds each variant's first run (charts, whole-run rows); Rounds every run of each variant.
+	Runs   []*Run
+	Rounds [][]*Run
+	// Effects are each variant's effects against the baseline, with intervals and verdicts.
+	Effects compare.Result
+	// Rows shows whole-run facts side by side: etcd, flags, late starts, consistency and threshold
+	// verdicts (of the first round).
 	Rows []Row
-}
-
-// OpComparison compares one operation's figures.
-type OpComparison struct {
-	Op    string
-	Stats []StatComparison
-}
-
-// StatComparison is one figure across the runs. Values, Noise (standard errors, NaN when unknown) and
-// Change (relative to the baseline, in percent) have one entry per run; Verdict says, per run, "better",
-// "worse", "same" (within noise) or "" (baseline, no data, or noise unknown).
-type StatComparison struct {
-	Stat    string
-	Unit    string
-	Values  []float64
-	Noise   []float64
-	Change  []float64
-	Verdict []string
 }
 
 // Row is a whole-run figure shown side by side, already formatted.
@@ -77,20 +49,30 @@ type Row struct {
 }
 
 // RenderComparison loads the run directories, compares them and writes comparison.md and comparison.html
-// into outDir. It is the renderer behind `chaosbench report A B` and `chaosbench compare`.
-func RenderComparison(outDir string, runs []Labelled) (*Comparison, error) {
-	var loaded []*Run
+// into outDir. It is the renderer behind `chaosbench report A B`.
+func RenderComparison(outDir string, runs []Labelled, opts compare.Options) (*Comparison, error) {
+	var variants [][]*Run
 	for _, l := range runs {
-		r, err := Load(l.Dir)
-		if err != nil {
-			return nil, err
+		if l.Label == "" && len(l.Rounds) > 0 {
+			// Rounds are usually round-1, round-2, ... of one variant's directory: name them by it.
+			if parent := filepath.Dir(filepath.Clean(l.Dir)); parent == filepath.Dir(filepath.Clean(l.Rounds[0])) {
+				l.Label = filepath.Base(parent)
+			}
 		}
-		if l.Label != "" {
-			r.Label = l.Label
+		var rounds []*Run
+		for _, dir := range append([]string{l.Dir}, l.Rounds...) {
+			r, err := Load(dir)
+			if err != nil {
+				return nil, err
+			}
+			if l.Label != "" {
+				r.Label = l.Label
+			}
+			rounds = append(rounds, r)
 		}
-		loaded = append(loaded, r)
+		variants = append(variants, rounds)
 	}
-	c := Compare(loaded)
+	c := Compare(variants, opts)
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("comparison: %w", err)
 	}
@@ -101,125 +83,31 @@ func RenderComparison(outDir string, runs []Labelled) (*Comparison, error) {
 	return c, err
 }
 
-// Compare compares runs, the first being the baseline.
-func Compare(runs []*Run) *Comparison {
-	c := &Comparison{Runs: runs}
+// Compare compares variants, each given as its runs (one per round), the first variant being the baseline.
+func Compare(variants [][]*Run, opts compare.Options) *Comparison {
+	c := &Comparison{Rounds: variants}
+	var cv []compare.Variant
 	seen := map[string]bool{}
-	var ops []string
-	for _, r := range runs {
-		for _, name := range r.OperationNames() {
-			if !seen[name] {
-				seen[name] = true
-				ops = append(ops, name)
-			}
+	for _, rounds := range variants {
+		// Labels name the variants in every table: two runs of the same name become "x" and "x (2)".
+		label := rounds[0].Label
+		for i := 2; seen[label]; i++ {
+			label = fmt.Sprintf("%s (%d)", rounds[0].Label, i)
 		}
-	}
-	for _, op := range ops {
-		oc := OpComparison{Op: op}
-		oc.Stats = append(oc.Stats, compareStat(runs, "throughput", unitOps, true, func(r *Run) (float64, float64) {
-			o := r.Summary.Operations[op]
-			if o == nil {
-				return math.NaN(), math.NaN()
-			}
-			return o.Throughput, throughputNoise(r.Latencies[op])
-		}))
-		for _, p := range []struct {
-			name string
-			q    float64
-			get  func(results.Latency) float64
-		}{
-			{"p50", 50, func(l results.Latency) float64 { return l.P50 }},
-			{"p90", 90, func(l results.Latency) float64 { return l.P90 }},
-			{"p99", 99, func(l results.Latency) float64 { return l.P99 }},
-			{"p99.9", 99.9, func(l results.Latency) float64 { return l.P999 }},
-			{"max", -1, func(l results.Latency) float64 { return l.Max }},
-		} {
-			oc.Stats = append(oc.Stats, compareStat(runs, p.name, unitMs, false, func(r *Run) (float64, float64) {
-				o := r.Summary.Operations[op]
-				if o == nil {
-					return math.NaN(), math.NaN()
-				}
-				if p.q < 0 {
-					return p.get(o.Response), math.NaN()
-				}
-				return p.get(o.Response), percentileNoise(r.Latencies[op], p.q)
-			}))
+		seen[label] = true
+		for _, r := range rounds {
+			r.Label = label
 		}
-		c.Ops = append(c.Ops, oc)
+		v := compare.Variant{Label: label}
+		for _, r := range rounds {
+			v.Runs = append(v.Runs, compare.Run{Summary: r.Summary, Series: r.Series})
+		}
+		cv = append(cv, v)
+		c.Runs = append(c.Runs, rounds[0])
 	}
-	c.Rows = wholeRunRows(runs)
+	c.Effects = compare.Runs(cv, opts)
+	c.Rows = wholeRunRows(c.Runs)
 	return c
-}
-
-func compareStat(runs []*Run, stat, unit string, higherIsBetter bool, get func(*Run) (value, noise float64)) StatComparison {
-	sc := StatComparison{Stat: stat, Unit: unit}
-	for _, r := range runs {
-		v, n := get(r)
-		sc.Values = append(sc.Values, v)
-		sc.Noise = append(sc.Noise, n)
-	}
-	base, baseNoise := sc.Values[0], sc.Noise[0]
-	for i, v := range sc.Values {
-		change, verdict := math.NaN(), ""
-		if i > 0 && !math.IsNaN(v) && !math.IsNaN(base) && base != 0 {
-			change = 100 * (v - base) / base
-			if n := math.Hypot(sc.Noise[i], baseNoise); !math.IsNaN(n) {
-				switch {
-				case math.Abs(v-base) <= 2*n:
-					verdict = "same"
-				case (v > base) == higherIsBetter:
-					verdict = "better"
-				default:
-					verdict = "worse"
-				}
-			}
-		}
-		sc.Change = append(sc.Change, change)
-		sc.Verdict = append(sc.Verdict, verdict)
-	}
-	return sc
-}
-
-// standardError is the standard deviation of the batch figures over the square root of their count.
-func standardError(values []float64) float64 {
-	n := float64(len(values))
-	if n < minBatches {
-		return math.NaN()
-	}
-	var mean, m2 float64
-	for _, v := range values {
-		mean += v / n
-	}
-	for _, v := range values {
-		m2 += (v - mean) * (v - mean)
-	}
-	return math.Sqrt(m2/(n-1)) / math.Sqrt(n)
-}
-
-// percentileNoise estimates the standard error of an operation's q-th percentile (milliseconds).
-func percentileNoise(l *Latencies, q float64) float64 {
-	if l == nil {
-		return math.NaN()
-	}
-	values := make([]float64, len(l.Batches))
-	for i, b := range l.Batches {
-		values[i] = float64(b.Response.ValueAtQuantile(q)) / 1e6
-	}
-	return standardError(values)
-}
-
-// throughputNoise estimates the standard error of an operation's throughput (operations per second).
-func throughputNoise(l *Latencies) float64 {
-	if l == nil {
-		return math.NaN()
-	}
-	values := make([]float64, len(l.Batches))
-	for i, b := range l.Batches {
-		if b.Seconds > 0 {
-			values[i] = float64(b.Response.TotalCount()) / b.Seconds
-		}
-	}
-	return standardError(values)
 }
 
 func wholeRunRows(runs []*Run) []Row {
@@ -230,51 +118,11 @@ func wholeRunRows(runs []*Run) []Row {
 		}
 		return r
 	}
-	server := func(f func(*results.ServerMetrics) string) func(*Run) string {
-		return func(r *Run) string {
-			if r.Summary.Server == nil || len(r.Summary.Server.Members) == 0 {
-				return "-"
-			}
-			return f(r.Summary.Server)
-		}
-	}
 	rows := []Row{
 		row("etcd server", func(r *Run) string { return r.Summary.Versions.EtcdServer }),
 		row("etcd flags", func(r *Run) string { return strings.Join(r.Summary.Cluster.EtcdFlags, " ") }),
-		row("total throughput", func(r *Run) string { return fmt.Sprintf("%.1f ops/s", r.Summary.Total.Throughput) }),
-		row("errors", func(r *Run) string {
-			t := r.Summary.Total
-			if t.Count == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%d (%.3g%%)", t.Errors, 100*float64(t.Errors)/float64(t.Count))
-		}),
+		row("seed", func(r *Run) string { return fmt.Sprint(r.Summary.Seed) }),
 		row("late starts", func(r *Run) string { return fmt.Sprintf("%.2f%%", r.Summary.Schedule.MissedPercent) }),
-		row("WAL fsync p99 (worst member)", server(func(s *results.ServerMetrics) string { return fmtMs(s.Cluster.WALFsync.P99) })),
-		row("backend commit p99 (worst member)", server(func(s *results.ServerMetrics) string { return fmtMs(s.Cluster.BackendCommit.P99) })),
-		row("leader changes", server(func(s *results.ServerMetrics) string { return fmt.Sprint(s.Cluster.LeaderChanges) })),
-		row("longest availability gap", func(r *Run) string {
-			g, ok := r.LongestGap()
-			if !ok {
-				return "-"
-			}
-			return fmt.Sprintf("%s (%s)", fmtSeconds(g.Seconds), g.Label())
-		}),
-	}
-	// One row per fault, matched by position: a seeded schedule injects the same faults in the same order.
-	most := 0
-	for _, r := range runs {
-		most = max(most, len(r.Faults))
-	}
-	for i := range most {
-		rows = append(rows, row(fmt.Sprintf("fault %d gap", i+1), func(r *Run) string {
-			for _, g := range r.Gaps {
-				if g.Index == i {
-					return fmt.Sprintf("%s: %s", g.Fault, fmtSeconds(g.Seconds))
-				}
-			}
-			return "-"
-		}))
 	}
 	rows = append(rows,
 		row("consistency", func(r *Run) string {
@@ -297,39 +145,6 @@ func wholeRunRows(runs []*Run) []Row {
 	return rows
 }
 
-func formatStat(v float64, unit string) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	if unit == unitOps {
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmtMs(v)
-}
-
-func formatChange(sc StatComparison, i int) string {
-	if i == 0 || math.IsNaN(sc.Change[i]) {
-		return ""
-	}
-	s := fmt.Sprintf("%+.1f%%", sc.Change[i])
-	if n := math.Hypot(sc.Noise[i], sc.Noise[0]); !math.IsNaN(n) && sc.Values[0] != 0 {
-		s += fmt.Sprintf(" (noise ±%.1f%%)", 100*2*n/math.Abs(sc.Values[0]))
-	}
-	return s
-}
-
-func verdictMark(v string) string {
-	switch v {
-	case "worse":
-		return "**worse**"
-	case "better":
-		return "**better**"
-	case "same":
-		return "within noise"
-	}
-	return ""
-}
-
 // WriteComparisonMarkdown writes the comparison as Markdown tables.
 func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 	b := bufio.NewWriter(w)
@@ -338,28 +153,10 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 		labels[i] = r.Label
 	}
 	fmt.Fprintf(b, "# chaosbench comparison: %s\n\n", strings.Join(labels, " vs "))
-	fmt.Fprintf(b, "Baseline: **%s**. A change is called better or worse only when it exceeds twice the combined standard error of the two runs, estimated by batch means over each run's per-second interval histograms (latency.hlog); maxima have no noise estimate.\n\n", labels[0])
-	cols := []string{"operation", "figure"}
-	for i, l := range labels {
-		cols = append(cols, l)
-		if i > 0 {
-			cols = append(cols, "change", "verdict")
-		}
+	fmt.Fprintf(b, "## Effects\n\n")
+	if err := c.Effects.WriteMarkdown(b); err != nil {
+		return err
 	}
-	table(b, cols, func(row func(...string)) {
-		for _, oc := range c.Ops {
-			for _, sc := range oc.Stats {
-				cells := []string{oc.Op, sc.Stat}
-				for i := range c.Runs {
-					cells = append(cells, formatStat(sc.Values[i], sc.Unit))
-					if i > 0 {
-						cells = append(cells, formatChange(sc, i), verdictMark(sc.Verdict[i]))
-					}
-				}
-				row(cells...)
-			}
-		}
-	})
 	fmt.Fprintf(b, "\n## Whole run\n\n")
 	table(b, append([]string{""}, labels...), func(row func(...string)) {
 		for _, r := range c.Rows {
@@ -367,72 +164,76 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 		}
 	})
 	fmt.Fprintf(b, "\nRun directories:\n\n")
-	for _, r := range c.Runs {
-		fmt.Fprintf(b, "- %s: `%s`\n", r.Label, r.Dir)
+	for _, rounds := range c.Rounds {
+		for _, r := range rounds {
+			fmt.Fprintf(b, "- %s: `%s`\n", r.Label, r.Dir)
+		}
 	}
 	return b.Flush()
 }
 
 type comparisonPage struct {
+	Title    string
+	Legend   string
+	Labels   []string
+	Effects  []compareBlockView
+	Notes    []string
+	Machines []string
+	Rows     []Row
+	Charts   []template.HTML
+	Dirs     []kv
+}
+
+type compareBlockView struct {
 	Title  string
-	Labels []string
-	Ops    []compareOpView
-	Rows   []Row
-	Charts []template.HTML
-	Dirs   []kv
+	Header []string
+	Rows   []compareRowView
 }
 
-type compareOpView struct {
-	Op    string
-	Stats []compareStatView
+type compareRowView struct {
+	Cells []string
+	Class string
 }
 
-type compareStatView struct {
-	Stat  string
-	Cells []compareCell
-}
-
-type compareCell struct {
-	Value, Change, Verdict, Class string
-	Baseline                      bool
-}
-
-// WriteComparisonHTML writes the comparison as a self-contained page: the tables, each operation's
+// WriteComparisonHTML writes the comparison as a self-contained page: the effects, each operation's
 // percentile distributions overlaid, and throughput over time.
 func WriteComparisonHTML(w io.Writer, c *Comparison) error {
-	pg := comparisonPage{Rows: c.Rows}
+	pg := comparisonPage{Rows: c.Rows, Legend: c.Effects.Legend(), Notes: c.Effects.Notes(), Machines: c.Effects.Machines}
+	for _, rounds := range c.Rounds {
+		for _, r := range rounds {
+			pg.Dirs = append(pg.Dirs, kv{r.Label, r.Dir})
+		}
+	}
 	for _, r := range c.Runs {
 		pg.Labels = append(pg.Labels, r.Label)
-		pg.Dirs = append(pg.Dirs, kv{r.Label, r.Dir})
 	}
 	pg.Title = strings.Join(pg.Labels, " vs ")
-	for _, oc := range c.Ops {
-		ov := compareOpView{Op: oc.Op}
-		for _, sc := range oc.Stats {
-			sv := compareStatView{Stat: sc.Stat}
-			for i := range c.Runs {
-				cell := compareCell{Value: formatStat(sc.Values[i], sc.Unit), Baseline: i == 0}
-				if i > 0 {
-					cell.Change, cell.Verdict = formatChange(sc, i), verdictMark(sc.Verdict[i])
-					cell.Verdict = strings.Trim(cell.Verdict, "*")
-					switch sc.Verdict[i] {
-					case "worse":
-						cell.Class = "fail"
-					case "better":
-						cell.Class = "ok"
-					}
-				}
-				sv.Cells = append(sv.Cells, cell)
+	for _, b := range c.Effects.Blocks() {
+		bv := compareBlockView{Title: b.Title, Header: b.Header}
+		for _, row := range b.Rows {
+			rv := compareRowView{Cells: row.Cells}
+			switch row.Verdict {
+			case compare.Worse:
+				rv.Class = "fail"
+			case compare.Better:
+				rv.Class = "ok"
 			}
-			ov.Stats = append(ov.Stats, sv)
+			bv.Rows = append(bv.Rows, rv)
 		}
-		pg.Ops = append(pg.Ops, ov)
-		if len(pg.Charts) < 2*maxLatencyCharts {
-			ch := newChart(oc.Op+": percentile distribution of response time", "percentile", "latency (log)", true)
+		pg.Effects = append(pg.Effects, bv)
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Runs {
+		for _, op := range r.OperationNames() {
+			if seen[op] || len(pg.Charts) >= 2*maxLatencyCharts {
+				continue
+			}
+			seen[op] = true
+			ch := newChart(op+": percentile distribution of response time", "percentile", "latency (log)", true)
 			ch.p.X.Scale = plot.LogScale{}
 			ch.p.X.Tick.Marker = percentileTicks{}
 			for i, r := range c.Runs {
-				if h := r.response(oc.Op); h != nil {
+				if h := r.response(op); h != nil {
 					ch.line(r.Label, distribution(h), 1.5, nil, paletteColor(i))
 				}
 			}

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
-
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // writeHistory writes a history.jsonl with the real writer: one operation per entry, (kind, call ms,
@@ -232,79 +232,44 @@ func TestDiagnoseHealthy(t *testing.T) {
 	}
 }
 
-// intervals returns n one-second interval histograms of latencies drawn around median ms.
-func intervals(n int, median float64, seed uint64) []*hdr.Histogram {
-	var out []*hdr.Histogram
-	x := seed
-	for i := range n {
-		h := results.NewHistogram()
-		for range 1000 {
-			x = x*6364136223846793005 + 1442695040888963407
-			u := float64(x>>11) / (1 << 53)
-			// A long-tailed distribution: median * exp(noise).
-			h.RecordValue(int64(median * 1e6 * math.Exp(1.2*(u-0.5)*2)))
-		}
-		h.SetStartTimeMs(int64(i) * 1000)
-		h.SetEndTimeMs(int64(i+1) * 1000)
-		out = append(out, h)
+// seriesRun is a run of one operation whose per-second p99 (and p50, a tenth of it) scatters around
+// p99 ms: a run as the comparison reads it.
+func seriesRun(label string, seconds int, p99 float64, seed uint64) *Run {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	r := &Run{Label: label, Dir: label, Summary: &results.Summary{Operations: map[string]*results.Operation{
+		"put": {Count: int64(seconds) * 1000, Throughput: 1000, Response: results.Latency{P50: p99 / 10, P99: p99, P999: 2 * p99}}}}}
+	for i := range seconds {
+		x := p99 * math.Exp(0.15*rng.NormFloat64())
+		r.Series = append(r.Series, results.TimeSeriesRow{T: float64(i + 1), Op: "put", Count: 1000, Throughput: 1000, P50: x / 10, P99: x})
 	}
-	return out
+	return r
 }
 
-func runWith(label string, iv []*hdr.Histogram, tput float64) *Run {
-	l := LatenciesOf(iv, nil)
-	h := l.Response
-	lat := results.Latency{P50: float64(h.ValueAtQuantile(50)) / 1e6, P90: float64(h.ValueAtQuantile(90)) / 1e6,
-		P99: float64(h.ValueAtQuantile(99)) / 1e6, P999: float64(h.ValueAtQuantile(99.9)) / 1e6, Max: float64(h.Max()) / 1e6}
-	return &Run{Label: label, Summary: &results.Summary{Operations: map[string]*results.Operation{"put": {Count: h.TotalCount(), Throughput: tput, Response: lat}}},
-		Latencies: map[string]*Latencies{"put": l}}
-}
-
-func statOf(c *Comparison, stat string) StatComparison {
-	for _, s := range c.Ops[0].Stats {
-		if s.Stat == stat {
-			return s
-		}
+// The report's comparison is the engine's: with one run per variant, per-second samples call a run twice
+// as slow worse with an interval that excludes zero, and every renderer shows the engine's cells.
+func TestCompareUsesTheEngine(t *testing.T) {
+	base, slow := seriesRun("base", 60, 2, 1), seriesRun("slow", 60, 4, 2)
+	c := Compare([][]*Run{{base}, {slow}}, compare.Options{})
+	e, ok := c.Effects.Find("slow", "put:p99")
+	if !ok || e.Verdict != compare.Worse || e.Low <= 0 || e.Method != compare.MethodIntervals {
+		t.Fatalf("put p99: %+v", e)
 	}
-	return StatComparison{}
-}
-
-// Two runs of the same distribution are the same within noise; a run twice as slow is worse; a run too
-// short to estimate noise gets no verdict.
-func TestCompareAgainstNoise(t *testing.T) {
-	base := runWith("base", intervals(30, 2, 1), 1000)
-	same := runWith("same", intervals(30, 2, 2), 1000)
-	slow := runWith("slow", intervals(30, 4, 3), 1000)
-	short := runWith("short", intervals(3, 4, 4), 1000)
-	c := Compare([]*Run{base, same, slow, short})
-	for _, stat := range []string{"p50", "p90", "p99"} {
-		sc := statOf(c, stat)
-		if sc.Verdict[0] != "" || sc.Verdict[1] != "same" || sc.Verdict[2] != "worse" || sc.Verdict[3] != "" {
-			t.Errorf("%s: verdicts %v, values %v, noise %v", stat, sc.Verdict, sc.Values, sc.Noise)
-		}
-		if math.IsNaN(sc.Noise[0]) || sc.Noise[0] <= 0 || !math.IsNaN(sc.Noise[3]) {
-			t.Errorf("%s: noise %v", stat, sc.Noise)
-		}
-		if sc.Change[2] < 80 || sc.Change[2] > 120 {
-			t.Errorf("%s: change %v%%, want about +100%%", stat, sc.Change[2])
-		}
-	}
-	if mx := statOf(c, "max"); mx.Verdict[2] != "" {
-		t.Errorf("max got a verdict %q without a noise estimate", mx.Verdict[2])
-	}
-	var buf bytes.Buffer
-	if err := WriteComparisonMarkdown(&buf, c); err != nil {
+	var md, want bytes.Buffer
+	if err := WriteComparisonMarkdown(&md, c); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "**worse**") || !strings.Contains(buf.String(), "within noise") {
-		t.Fatalf("comparison table:\n%s", buf.String())
-	}
-	buf.Reset()
-	if err := WriteComparisonHTML(&buf, c); err != nil {
+	if err := c.Effects.WriteMarkdown(&want); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), `<svg class="chart"`) {
-		t.Fatal("the comparison page has no chart")
+	if !strings.Contains(md.String(), want.String()) || !strings.Contains(md.String(), "| worse |") {
+		t.Fatalf("comparison table:\n%s", md.String())
+	}
+	md.Reset()
+	if err := WriteComparisonHTML(&md, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), `<svg class="chart"`) || !strings.Contains(md.String(), `<td class="fail">worse</td>`) {
+		t.Fatal("the comparison page lacks its chart or the verdict")
 	}
 }
 
@@ -312,13 +277,13 @@ func TestCompareAgainstNoise(t *testing.T) {
 func TestRenderComparisonOfRunDirectories(t *testing.T) {
 	dir := fixtureRun(t)
 	out := t.TempDir()
-	c, err := RenderComparison(out, []Labelled{{Dir: dir, Label: "a"}, {Dir: dir, Label: "b"}})
+	c, err := RenderComparison(out, []Labelled{{Dir: dir, Label: "a"}, {Dir: dir, Label: "b"}}, compare.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range c.Ops[0].Stats {
-		if sc.Verdict[1] == "better" || sc.Verdict[1] == "worse" {
-			t.Errorf("%s: a run compared with itself is %s", sc.Stat, sc.Verdict[1])
+	for _, e := range c.Effects.Variants[0].Effects {
+		if e.Verdict == compare.Better || e.Verdict == compare.Worse {
+			t.Errorf("a run compared with itself is %s", e)
 		}
 	}
 	for _, f := range []string{ComparisonMarkdownFile, ComparisonHTMLFile} {

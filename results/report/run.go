@@ -2,7 +2,7 @@
 // self-contained page: verdicts first, then latency, throughput and etcd's own metrics over time with fault
 // windows shaded), report.md (the same verdicts and tables, for CI logs and pull requests), junit.xml (one
 // test case per check and threshold) and perfdash.json. It also evaluates thresholds, diagnoses in words why
-// a run was slow or unavailable, and compares runs against their run-to-run noise.
+// a run was slow or unavailable, and lays out comparisons of runs (their figures come from results/compare).
 //
 // Everything is computed from the files of a run directory (summary.json, timeseries.jsonl, latency.hlog,
 // faults.jsonl, server_metrics.jsonl, history.jsonl), so a report can be re-rendered at any time with
@@ -140,8 +140,8 @@ func readTimeSeries(dir string) ([]results.TimeSeriesRow, error) {
 }
 
 // Latencies is what a report keeps of one operation's interval log: the whole run's response and service
-// time histograms, and the response histograms of up to maxBatches consecutive batches of whole intervals,
-// for the noise estimate of comparisons. Keeping batches rather than every interval bounds a report's
+// time histograms, and the response histograms of up to maxBatches consecutive batches of whole intervals
+// (the spread of a figure within the run). Keeping batches rather than every interval bounds a report's
 // memory whatever the length of the run (an interval histogram takes about 150 KB).
 type Latencies struct {
 	Response, Service *hdr.Histogram
@@ -156,6 +156,13 @@ type Batch struct {
 	Response *hdr.Histogram
 	Seconds  float64
 }
+
+// Batches of whole intervals a report keeps per operation: at most maxBatches, and none with fewer than
+// minBatches intervals (too few to say anything about the spread within a run).
+const (
+	minBatches = 4
+	maxBatches = 10
+)
 
 // batchPlan assigns the whole intervals of an operation to batches of equal size; the remainder at the
 // start and a last, partial interval (the end of the load) belong to none.

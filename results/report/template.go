@@ -277,17 +277,24 @@ window.addEventListener("error", function (e) {
 <body>
 <header>
 <h1>chaosbench comparison: {{.Title}}</h1>
-<div class="headline">Baseline: {{index .Labels 0}}. A change is called better or worse only when it exceeds twice the combined standard error of the two runs, estimated by batch means over each run's per-second interval histograms; maxima have no noise estimate.</div>
+<div class="headline">Baseline: {{index .Labels 0}}. {{.Legend}}</div>
 </header>
 <main>
-<h2>Operations</h2>
-<table><tr><th>operation</th><th>figure</th>{{range $i, $l := .Labels}}<th>{{$l}}</th>{{if $i}}<th>change</th><th>verdict</th>{{end}}{{end}}</tr>
-{{- range .Ops}}{{$op := .Op}}
-{{- range .Stats}}
-<tr><td>{{$op}}</td><td class="l">{{.Stat}}</td>{{range .Cells}}<td>{{.Value}}</td>{{if not .Baseline}}<td>{{.Change}}</td><td class="{{.Class}}">{{.Verdict}}</td>{{end}}{{end}}</tr>
+{{- if .Machines}}
+<div class="wrap fail">{{range .Machines}}{{.}}<br>{{end}}</div>
 {{- end}}
+<h2>Effects</h2>
+{{- range .Effects}}
+<h3>{{.Title}}</h3>
+<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Rows}}{{$cls := .Class}}
+<tr>{{range $i, $c := .Cells}}{{if eq $i 0}}<td class="l">{{$c}}</td>{{else if eq $i 4}}<td class="{{$cls}}">{{$c}}</td>{{else}}<td>{{$c}}</td>{{end}}{{end}}</tr>
 {{- end}}
 </table>
+{{- end}}
+{{- if .Notes}}
+<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
+{{- end}}
 <h2>Whole run</h2>
 <table><tr><th></th>{{range .Labels}}<th>{{.}}</th>{{end}}</tr>
 {{- range .Rows}}
