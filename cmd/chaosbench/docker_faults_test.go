@@ -43,7 +43,7 @@ func TestDockerFaultsMixedUpgrade(t *testing.T) {
 	}
 	// The roll-out gets the rest of the load (it ends with it): 4-10 s here, up to 18 s on a busy machine.
 	specs = append(specs, "upgrade=v3.6.16@18s")
-	out := runDockerFaults(t, "v3.5.35,v3.5.35,v3.6.16", 38*time.Second, specs)
+	out := runDockerFaults(t, "v3.5.35,v3.5.35,v3.6.16", 48*time.Second, specs)
 	s := checkDockerFaults(t, out, len(specs))
 	for _, w := range s.Faults {
 		if w.Fault == faults.KindPartition && w.Availability.TimeToLeaderMs == nil {
@@ -73,7 +73,7 @@ func TestDockerFaultsDowngrade(t *testing.T) {
 		kill = "kill:leader=drop-unsynced@2s+2s" // a power loss: the member restarts on what its disk synced
 	}
 	specs := []string{kill, "partition:leader=refuse@6s+2s", "downgrade=v3.5.35@10s"}
-	out := runDockerFaults(t, "v3.6.16", 36*time.Second, specs)
+	out := runDockerFaults(t, "v3.6.16", 46*time.Second, specs)
 	checkDockerFaults(t, out, len(specs))
 	for i := range 3 {
 		if v := lastEtcdVersion(t, out, i+1); v != "3.5.35" {

@@ -150,8 +150,11 @@ func TestDockerCompareVersions(t *testing.T) {
 			t.Errorf("%s: member logs %v", v.dir, logs)
 		}
 	}
-	if !bytes.Contains(output, []byte("Response time (ms)")) {
-		t.Errorf("the table was not printed:\n%s", output)
+	// The effects table: every figure of the second variant against the first, with a verdict.
+	for _, want := range []string{"against v3.5.35 (baseline)", "txn-write:p99", "verdict"} {
+		if !bytes.Contains(output, []byte(want)) {
+			t.Errorf("the effects table was not printed (no %q):\n%s", want, output)
+		}
 	}
 }
 
