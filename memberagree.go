@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -78,13 +80,7 @@ func (m memberAgreement) print(w io.Writer) {
 	if m.check == nil {
 		return
 	}
-	for i, line := range strings.Split(m.check.Detail, "\n") {
-		name, verdict := "", ""
-		if i == 0 {
-			name, verdict = m.check.Name, strings.ToUpper(m.check.Verdict)
-		}
-		fmt.Fprintf(w, "  %-20s %-9s %s\n", name, verdict, line)
-	}
+	lin.WriteCheck(w, *m.check)
 }
 
 // membersAfterWindow returns what the fault runner calls once the cluster recovered from a window (see

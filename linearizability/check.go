@@ -367,15 +367,18 @@ func (c *checker) window(k int32, v Violation) segment {
 // then its detail (a violation's further lines follow, indented).
 func WriteVerdicts(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "consistency checks: %d operations, %d watch events, %d keys, %.1fs\n", r.Stats.Operations, r.Stats.WatchEvents, r.Stats.Keys, r.Seconds)
-	width := len(results.VerdictViolation)
 	for _, c := range r.Checks {
-		width = max(width, len(c.Verdict))
+		WriteCheck(w, c)
 	}
-	for _, c := range r.Checks {
-		lines := strings.Split(c.Detail, "\n")
-		fmt.Fprintf(w, "  %-20s %-*s %s\n", c.Name, width, strings.ToUpper(c.Verdict), lines[0])
-		for _, l := range lines[1:] {
-			fmt.Fprintf(w, "  %-20s %-*s %s\n", "", width, "", l)
-		}
+}
+
+// WriteCheck prints one check as WriteVerdicts does, so that checks made elsewhere (the members'
+// agreement) line up with the history's: the verdict in a column as wide as the widest verdict.
+func WriteCheck(w io.Writer, c results.Check) {
+	width := len(results.VerdictNothing)
+	lines := strings.Split(c.Detail, "\n")
+	fmt.Fprintf(w, "  %-20s %-*s %s\n", c.Name, width, strings.ToUpper(c.Verdict), lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(w, "  %-20s %-*s %s\n", "", width, "", l)
 	}
 }
