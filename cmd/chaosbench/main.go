@@ -51,6 +51,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
 		compareCommand(stdout, stderr, &code), reaperCommand())
 	root.AddCommand(checkCommand(stdout, stderr, &code))
+	root.AddCommand(qualifyCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
