@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,10 +42,55 @@ for etcd, 3 when it is too slow, 2 for bad input.`,
 }
 
 func qualifyCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	o := chaosbench.DefaultQualifyOptions()
 	cmd := &cobra.Command{
 		Use:   "qualify",
 		Short: "Qualify hardware for etcd: disk probe, network probe and a load ladder of Kubernetes size classes",
+		Long: `qualify answers "which Kubernetes cluster size can this hardware's etcd carry, and if not, what is too slow?".
+It probes the disk under --data-root with etcd's write patterns, then runs the kube workload at the size
+classes small (50 nodes), medium (250), large (1000) and xlarge (3000), one step each (--step-duration after
+--warmup, open loop, no faults), stopping at the first class that fails. A class passes when the Kubernetes
+API SLOs hold (mutating and get p99 <= 1 s, list p99 <= 30 s), etcd stays healthy (WAL fsync p99 < 10 ms,
+backend commit p99 < 25 ms, no leader change, throughput >= 90% of the plan), the consistency checks are
+clean and the disk probe allows the class. A step whose generator could not keep its schedule is undecided.
+The verdict comes first, in one line, then the table; qualification.json and qualification.md are written
+to --out, beside each step's run directory. Exits 0 when the requested class (with auto: small) qualifies,
+3 when it does not, 1 when it could not be decided, 2 for bad input.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			o.Log = stdout
+			o.Env = chaosbench.Env{Version: chaosbenchVersion, Command: os.Args}
+			ctx, cancel := interruptible(stderr, "stopping the step, writing what was measured")
+			defer cancel()
+			_, err := chaosbench.Qualify(ctx, o)
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
 	}
+	fs := cmd.Flags()
+	s := &o.Scenario
+	fs.StringVar(&o.Out, "out", "", "qualification directory (default results/<time>-qualify); each step's run directory is inside it")
+	fs.StringVar(&o.Class, "class", o.Class, "the class to qualify: small, medium, large, xlarge, or auto (climb from small until one fails)")
+	fs.DurationVar(&o.StepDuration, "step-duration", o.StepDuration, "measured load of each step (warm-up excluded)")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each step's measured load")
+	fs.StringVar(&o.DataRoot, "data-root", "", "embed: keep the members' data on this directory's disk (the disk under test) and probe it (default: the --out directory's disk)")
+	fs.BoolVar(&o.DiskProbe, "disk-probe", o.DiskProbe, "probe the disk first (embed clusters)")
+	fs.Int64Var(&o.DiskSize, "disk-size", diskprobe.DefaultSize, "bytes each disk-probe pattern writes")
+	fs.BoolVar(&o.EtcdctlCompat, "etcdctl-compat", false, "also run etcdctl check perf's put-only loads s, m, l, xl (150/1000/8000/15000 writes/s, 50/200/500/1000 clients) and judge them by its rule")
+	fs.DurationVar(&o.CompatDuration, "compat-duration", o.CompatDuration, "length of each --etcdctl-compat load (check perf: 60s)")
+	fs.Int64Var(&s.Seed, "seed", 0, "seed for every random choice; 0 picks one (printed and stored)")
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed, docker or external")
+	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded or docker cluster: 1, 3 or 5")
+	fs.StringArrayVar(&s.EtcdFlags, "etcd-flag", nil, "etcd setting for every member, name=value (repeatable)")
+	fs.StringSliceVar(&s.Endpoints, "endpoints", nil, "client URLs of an external cluster")
+	fs.StringVar(&s.CACert, "cacert", "", "CA bundle of an external cluster")
+	fs.StringVar(&s.Cert, "cert", "", "client certificate for mutual TLS")
+	fs.StringVar(&s.Key, "key", "", "client key for mutual TLS")
+	fs.Float64Var(&s.MemberCPUs, "member-cpus", 0, "docker: CPU limit of each member container in cores (an instance size)")
+	fs.StringVar(&s.MemberMemory, "member-memory", "", "docker: memory limit of each member container, e.g. 2GiB")
+	fs.StringVar(&s.EtcdVersion, "etcd-version", "", "etcd release the members run (default: the linked etcd)")
+	fs.DurationVar(&s.CheckTimeout, "check-timeout", 2*time.Minute, "time limit of each step's consistency checks; undecided checks leave the step undecided")
+	fs.SortFlags = false
 	cmd.AddCommand(qualifyDiskCommand(stdout, stderr, code))
 	return cmd
 }
