@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
@@ -260,6 +261,8 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, classNodes(class), o.StepDuration, o.Warmup, log.Name())
 	env := o.Env
 	env.Out = log
+	var clientRTT []ClientRTT
+	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
 	s := o.stepScenario(class, stepDir, seed)
 	sum, runErr := Run(ctx, s, env)
 	if sum == nil {
@@ -276,5 +279,6 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	}
 	st := judgeStep(class, sum, disk)
 	st.Dir = "step-" + class
+	st.ClientRTT = clientRTT
 	return st, nil
 }

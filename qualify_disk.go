@@ -90,6 +90,9 @@ func judgeDisk(r *diskprobe.Result) *DiskQualification {
 	default:
 		d.Verdict = fmt.Sprintf("disk fast enough for %s; not %s: %s", strings.Join(d.Allowed, ", "), strings.Join(not, ", "), strings.Join(j.NotHeavy, "; "))
 	}
+	if r.Memory {
+		d.Verdict += fmt.Sprintf(" (%s is memory, tmpfs: not a disk)", r.Dir)
+	}
 	return d
 }
 

@@ -96,6 +96,8 @@ type Step struct {
 	MissedBacklgPct float64 `json:"missed_backlog_percent"`
 	// Peers is each member's peer round-trip p99 (ms), for the network judgement.
 	Peers map[string]float64 `json:"peer_rtt_p99_ms_by_member,omitempty"`
+	// ClientRTT is the round trip to each member's client port, measured before the load.
+	ClientRTT []ClientRTT `json:"client_rtt,omitempty"`
 }
 
 // line is the step's result in one line.
@@ -268,6 +270,9 @@ type Network struct {
 	RecommendedElectionMs  float64 `json:"recommended_election_timeout_ms"`
 	Pass                   bool    `json:"pass"`
 	Verdict                string  `json:"verdict"`
+	// ClientRTTMs is the highest median client-to-member round trip (TCP connect), reported, not judged:
+	// it adds to every request's latency but etcd's guidance sets no limit for it.
+	ClientRTTMs float64 `json:"client_rtt_p50_ms,omitempty"`
 }
 
 // judgeNetwork judges the peer round trips the steps measured. etcd's tuning guide: the heartbeat interval
@@ -285,8 +290,15 @@ func judgeNetwork(steps []Step, etcdFlags []string) *Network {
 			n.PeerRTTP99 = max(n.PeerRTTP99, v)
 		}
 	}
-	if n.Peers == nil {
+	clientRTT, _, haveClient := worstClientRTT(steps)
+	if n.Peers == nil && !haveClient {
 		return nil
+	}
+	n.ClientRTTMs = clientRTT
+	if n.Peers == nil {
+		n.Pass = true
+		n.Verdict = "single member: no peer round trips to judge; " + describeClientRTT(steps)
+		return n
 	}
 	n.RecommendedHeartbeatMs = max(100, math.Ceil(2*n.PeerRTTP99/10)*10)
 	n.RecommendedElectionMs = max(1000, 10*n.RecommendedHeartbeatMs)
@@ -296,6 +308,9 @@ func judgeNetwork(steps []Step, etcdFlags []string) *Network {
 		n.Verdict = fmt.Sprintf("peer RTT p99 %s, within half the %.0f ms heartbeat interval; %s (etcd's defaults unless the RTT needs more)", diskprobe.Ms(n.PeerRTTP99), n.HeartbeatMs, rec)
 	} else {
 		n.Verdict = fmt.Sprintf("peer RTT p99 %s > half the %.0f ms heartbeat interval: the network is too slow for these timeouts; %s", diskprobe.Ms(n.PeerRTTP99), n.HeartbeatMs, rec)
+	}
+	if haveClient {
+		n.Verdict += "; " + describeClientRTT(steps)
 	}
 	return n
 }

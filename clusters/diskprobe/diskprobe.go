@@ -88,7 +88,10 @@ type Pattern struct {
 
 // Result is what a probe measured.
 type Result struct {
-	Dir      string    `json:"dir"`
+	Dir string `json:"dir"`
+	// Memory is true when Dir is on tmpfs or ramfs: memory, not a disk, whose figures say nothing about a
+	// disk's.
+	Memory   bool      `json:"memory,omitempty"`
 	Size     int64     `json:"size_bytes"`
 	Patterns []Pattern `json:"patterns"`
 }
@@ -130,6 +133,10 @@ func Probe(ctx context.Context, opts Options) (*Result, error) {
 		data[i] = byte(rng.Uint32())
 	}
 	res := &Result{Dir: opts.Dir, Size: opts.Size}
+	var fs unix.Statfs_t
+	if unix.Statfs(opts.Dir, &fs) == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
+		res.Memory = true
+	}
 	for _, block := range walBlocks {
 		p, err := walPattern(ctx, filepath.Join(scratch, fmt.Sprintf("wal-%d", block)), block, data, opts)
 		if err != nil {
