@@ -48,8 +48,11 @@ type QualifyOptions struct {
 	// DiskProbe runs the disk probe first; DiskSize is what each of its patterns writes.
 	DiskProbe bool
 	DiskSize  int64
-	// EtcdctlCompat adds `etcdctl check perf`'s put-only loads, judged by its rule, after the ladder.
+	// EtcdctlCompat runs `etcdctl check perf`'s put-only loads, judged by its rule, instead of the ladder,
+	// so that a user can lay our verdict beside the one they know; CompatLoad is the load (s, m, l, xl) or
+	// "auto" to climb from s until one fails.
 	EtcdctlCompat bool
+	CompatLoad    string
 	// CompatDuration is the length of each compat load (check perf: 60 s).
 	CompatDuration time.Duration
 	// Out receives the progress lines, the verdict and the table.
@@ -63,7 +66,7 @@ func DefaultQualifyOptions() QualifyOptions {
 	s := DefaultScenario()
 	return QualifyOptions{
 		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second,
-		DiskProbe: true, CompatDuration: 60 * time.Second,
+		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto",
 	}
 }
 
@@ -95,6 +98,16 @@ func (o *QualifyOptions) validate() error {
 	}
 	if o.CompatDuration <= 0 {
 		return outcome.Usagef("--compat-duration %s: must be positive", o.CompatDuration)
+	}
+	if o.EtcdctlCompat {
+		if o.Class != "auto" {
+			return outcome.Usagef("--class is for the kube ladder; --etcdctl-compat takes --compat-load")
+		}
+		if _, err := o.compatLoads(); err != nil {
+			return err
+		}
+		s := o.compatScenario(CompatLoads[0], "", 0)
+		return s.validate()
 	}
 	// Every step's scenario must be valid before anything starts.
 	for _, c := range o.classes() {
@@ -175,8 +188,13 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 		},
 		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
 	}
-	fmt.Fprintf(o.Log, "chaosbench qualify: %s cluster, classes %s, %s per step after %s warm-up, seed %d\nresults: %s\n",
-		o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
+	if o.EtcdctlCompat {
+		fmt.Fprintf(o.Log, "chaosbench qualify --etcdctl-compat: %s cluster, etcdctl check perf's loads, %s each, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), o.CompatDuration, q.Seed, dir)
+	} else {
+		fmt.Fprintf(o.Log, "chaosbench qualify: %s cluster, classes %s, %s per step after %s warm-up, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
+	}
 
 	if o.DiskProbe && o.Scenario.Cluster == "embed" {
 		probeDir := o.DataRoot
@@ -194,7 +212,7 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 
 	var stepErr error
 	for i, class := range o.classes() {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || o.EtcdctlCompat {
 			break
 		}
 		st, err := o.runStep(ctx, dir, class, q.Seed+int64(i), q.Disk)
@@ -208,18 +226,20 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 			break
 		}
 	}
-	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags)
+	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags, o.Scenario.Members)
 	if q.Network != nil {
 		fmt.Fprintf(o.Log, "network: %s\n", q.Network.Verdict)
 	}
-	if o.EtcdctlCompat && stepErr == nil && ctx.Err() == nil {
+	if o.EtcdctlCompat {
 		compat, err := o.runCompat(ctx, dir, q.Seed)
 		if err != nil {
 			stepErr = err
 		}
 		q.Compat = compat
+		q.decideCompat(o.CompatLoad, ctx.Err() != nil, stepErr)
+	} else {
+		q.decide(ctx.Err() != nil, stepErr)
 	}
-	q.decide(ctx.Err() != nil, stepErr)
 	q.End = time.Now()
 	if err := q.write(dir); err != nil {
 		fmt.Fprintln(o.Log, "error:", err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -50,7 +51,11 @@ type CompatStep struct {
 // check perf measures; our own verdicts use the response time from the intended start.
 func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) ([]CompatStep, error) {
 	var out []CompatStep
-	for i, l := range CompatLoads {
+	loads, err := o.compatLoads()
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range loads {
 		if ctx.Err() != nil {
 			return out, nil
 		}
@@ -62,16 +67,7 @@ func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) 
 		if err != nil {
 			return out, err
 		}
-		s := o.Scenario
-		s.Name, s.Out, s.Seed = "compat-"+l.Name, stepDir, seed+100+int64(i)
-		s.Workload, s.Rate, s.Clients, s.Conns = "put", l.Rate, l.Clients, min(l.Clients, 100)
-		s.Duration, s.Warmup, s.Total = o.CompatDuration, 0, 0
-		s.Micro.KeySize, s.Micro.ValSize, s.Micro.KeySpaceSize, s.Micro.KeyPrefix = compatKeySize, compatValSize, 1<<20, "/etcdctl-check-perf/"
-		s.Faults.Schedule = []string{"none"}
-		s.Progress = results.ProgressNone
-		s.Thresholds = nil
-		// check perf checks no history; neither does its mirror, so that the load is the same work.
-		s.History, s.Check = false, false
+		s := o.compatScenario(l, stepDir, seed+int64(i))
 		fmt.Fprintf(o.Log, "etcdctl-compat %s: %g puts/s from %d clients for %s, log %s\n", l.Name, l.Rate, l.Clients, o.CompatDuration, log.Name())
 		env := o.Env
 		env.Out = log
@@ -93,6 +89,72 @@ func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) 
 		}
 	}
 	return out, nil
+}
+
+// compatLoads are the loads to run: one, or with auto all of them from s.
+func (o *QualifyOptions) compatLoads() ([]CompatLoad, error) {
+	if o.CompatLoad == "auto" {
+		return CompatLoads, nil
+	}
+	for _, l := range CompatLoads {
+		if l.Name == o.CompatLoad {
+			return []CompatLoad{l}, nil
+		}
+	}
+	return nil, outcome.Usagef("--compat-load %q: auto, s, m, l or xl (etcdctl check perf --load)", o.CompatLoad)
+}
+
+// compatScenario is check perf's load l as a put run: 256 B keys, 1 KiB values, at its rate from its clients
+// (over at most 100 connections), for CompatDuration, without faults or history.
+func (o *QualifyOptions) compatScenario(l CompatLoad, dir string, seed int64) Scenario {
+	s := o.Scenario
+	s.Name, s.Out, s.Seed = "compat-"+l.Name, dir, seed
+	s.Workload, s.Rate, s.Clients, s.Conns = "put", l.Rate, l.Clients, min(l.Clients, 100)
+	s.Duration, s.Warmup, s.Total = o.CompatDuration, 0, 0
+	s.Micro.KeySize, s.Micro.ValSize, s.Micro.KeySpaceSize, s.Micro.KeyPrefix = compatKeySize, compatValSize, 1<<20, "/etcdctl-check-perf/"
+	s.Faults.Schedule = []string{"none"}
+	s.Progress = results.ProgressNone
+	s.Thresholds = nil
+	// check perf checks no history; neither does its mirror, so that the load is the same work.
+	s.History, s.Check = false, false
+	return s
+}
+
+// decideCompat sets the verdict, outcome and exit code of an --etcdctl-compat qualification: 0 when the
+// requested load (auto: s) passes check perf's rule, 3 when it fails.
+func (q *Qualification) decideCompat(requested string, interrupted bool, stepErr error) {
+	target := requested
+	if target == "auto" {
+		target = CompatLoads[0].Name
+	}
+	var parts []string
+	var rs []outcome.Reason
+	found := false
+	for _, c := range q.Compat {
+		v := fmt.Sprintf("load %s (%g writes/s, %d clients) PASS: %.0f writes/s, slowest %.1f ms, stddev %.1f ms", c.Load, c.Target, c.Clients, c.Throughput, c.SlowestMs, c.StdDevMs)
+		if !c.Pass {
+			v = fmt.Sprintf("load %s (%g writes/s, %d clients) FAIL: %s", c.Load, c.Target, c.Clients, strings.Join(c.Failures, "; "))
+		}
+		parts = append(parts, v)
+		if c.Load == target {
+			found = true
+			if !c.Pass {
+				rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", v))
+			}
+		}
+	}
+	q.Verdict = "etcdctl check perf's rule: " + strings.Join(parts, "; ")
+	switch {
+	case interrupted:
+		rs = append(rs, outcome.New(outcome.Incomplete, "interrupted"))
+	case stepErr != nil:
+		rs = append(rs, outcome.New(outcome.HarnessError, "%v", stepErr))
+		q.Verdict += fmt.Sprintf("; stopped: %v", stepErr)
+	case !found:
+		rs = append(rs, outcome.New(outcome.Undecided, "load %s was not run", target))
+	}
+	q.Outcome = outcome.Decide(rs...)
+	q.ExitCode = q.Outcome.ExitCode()
 }
 
 // judgeCompat applies check perf's rule to a put run.

@@ -112,15 +112,15 @@ func TestQualificationVerdict(t *testing.T) {
 // timeouts recommended for it.
 func TestJudgeNetwork(t *testing.T) {
 	steps := []Step{{Peers: map[string]float64{"m1": 0.4, "m2": 0.3}}, {Peers: map[string]float64{"m1": 0.2, "m3": 70}}}
-	n := judgeNetwork(steps, nil)
+	n := judgeNetwork(steps, nil, 3)
 	if n.Pass || n.PeerRTTP99 != 70 || n.RecommendedHeartbeatMs != 140 || n.RecommendedElectionMs != 1400 {
 		t.Fatalf("%+v", n)
 	}
-	n = judgeNetwork(steps, []string{"heartbeat-interval=200", "election-timeout=2000"})
+	n = judgeNetwork(steps, []string{"heartbeat-interval=200", "election-timeout=2000"}, 3)
 	if !n.Pass {
 		t.Fatalf("70 ms RTT with a 200 ms heartbeat: %+v", n)
 	}
-	if judgeNetwork([]Step{{}}, nil) != nil {
+	if judgeNetwork([]Step{{}}, nil, 3) != nil {
 		t.Fatal("a single member has no peers to judge")
 	}
 }

@@ -52,12 +52,14 @@ var stepHeader = []string{"class", "nodes", "req/s (got / plan)", "mutating p99"
 
 // writeTable prints the steps (and the compat loads) as a plain-text table, after the verdict line.
 func (q *Qualification) writeTable(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(stepHeader, "\t")+"\t")
-	for _, st := range q.Steps {
-		fmt.Fprintln(tw, strings.Join(stepRow(st), "\t")+"\t")
+	if len(q.Steps) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(stepHeader, "\t")+"\t")
+		for _, st := range q.Steps {
+			fmt.Fprintln(tw, strings.Join(stepRow(st), "\t")+"\t")
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 	for _, st := range q.Steps {
 		if st.Verdict == StepPass {
 			continue
@@ -93,10 +95,12 @@ func (q *Qualification) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, ", data on %s", q.Cluster.DataRoot)
 	}
 	fmt.Fprintf(w, ". Each step: %.0f s of the kube workload after %.0f s of warm-up, open loop; seed %d; exit code %d.\n\n", q.StepSeconds, q.WarmupSeconds, q.Seed, q.ExitCode)
-	fmt.Fprintln(w, "## Load ladder")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| "+strings.Join(stepHeader, " | ")+" |")
-	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(stepHeader)))
+	if len(q.Steps) > 0 {
+		fmt.Fprintln(w, "## Load ladder")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| "+strings.Join(stepHeader, " | ")+" |")
+		fmt.Fprintln(w, "|"+strings.Repeat("---|", len(stepHeader)))
+	}
 	for _, st := range q.Steps {
 		row := stepRow(st)
 		row[0] = fmt.Sprintf("[%s](%s/report.md)", st.Class, st.Dir)

@@ -55,7 +55,10 @@ backend commit p99 < 25 ms, no leader change, throughput >= 90% of the plan), th
 clean and the disk probe allows the class. A step whose generator could not keep its schedule is undecided.
 The verdict comes first, in one line, then the table; qualification.json and qualification.md are written
 to --out, beside each step's run directory. Exits 0 when the requested class (with auto: small) qualifies,
-3 when it does not, 1 when it could not be decided, 2 for bad input.`,
+3 when it does not, 1 when it could not be decided, 2 for bad input.
+
+With --etcdctl-compat it runs etcdctl check perf's put-only loads instead of the ladder and judges them by
+check perf's rule, so that its verdict can be laid beside check perf's own.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			o.Log = stdout
@@ -76,7 +79,8 @@ to --out, beside each step's run directory. Exits 0 when the requested class (wi
 	fs.StringVar(&o.DataRoot, "data-root", "", "embed: keep the members' data on this directory's disk (the disk under test) and probe it (default: the --out directory's disk)")
 	fs.BoolVar(&o.DiskProbe, "disk-probe", o.DiskProbe, "probe the disk first (embed clusters)")
 	fs.Int64Var(&o.DiskSize, "disk-size", diskprobe.DefaultSize, "bytes each disk-probe pattern writes")
-	fs.BoolVar(&o.EtcdctlCompat, "etcdctl-compat", false, "also run etcdctl check perf's put-only loads s, m, l, xl (150/1000/8000/15000 writes/s, 50/200/500/1000 clients) and judge them by its rule")
+	fs.BoolVar(&o.EtcdctlCompat, "etcdctl-compat", false, "instead of the kube ladder, run etcdctl check perf's put-only loads (s, m, l, xl: 150/1000/8000/15000 writes/s from 50/200/500/1000 clients, 256 B keys, 1 KiB values) and judge them by its rule: FAIL on any error, throughput <= 90% of target, slowest > 0.5 s or stddev > 0.1 s")
+	fs.StringVar(&o.CompatLoad, "compat-load", o.CompatLoad, "--etcdctl-compat: the load (etcdctl check perf --load): s, m, l, xl, or auto (climb from s until one fails)")
 	fs.DurationVar(&o.CompatDuration, "compat-duration", o.CompatDuration, "length of each --etcdctl-compat load (check perf: 60s)")
 	fs.Int64Var(&s.Seed, "seed", 0, "seed for every random choice; 0 picks one (printed and stored)")
 	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed, docker or external")
