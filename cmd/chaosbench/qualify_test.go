@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,5 +160,64 @@ func TestQualifyBadInput(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("qualify %v created %s", tc.args, out)
 		}
+	}
+}
+
+// TestEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
+// --compat-load s` against the same single-member cluster: both must reach the same verdict, and the
+// throughputs must lie within 10% of each other. check perf always runs 60 s, so this takes over two
+// minutes: it runs when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh etcdctl builds one).
+func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+	etcdctl := os.Getenv("CHAOSBENCH_ETCDCTL")
+	if etcdctl == "" {
+		t.Skip("CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")
+	}
+	cluster := exec.Command(binary, "cluster", "--members", "1", "--out", filepath.Join(t.TempDir(), "cluster"))
+	stdout, err := cluster.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cluster.Process.Signal(os.Interrupt)
+		cluster.Wait()
+	}()
+	endpoint := ""
+	lines := bufio.NewScanner(stdout)
+	for endpoint == "" && lines.Scan() {
+		if ep, ok := strings.CutPrefix(lines.Text(), "endpoints: "); ok {
+			endpoint = ep
+		}
+	}
+	if endpoint == "" {
+		t.Fatal("the cluster printed no endpoints")
+	}
+	go io.Copy(io.Discard, stdout)
+
+	b, err := exec.Command(etcdctl, "--endpoints", endpoint, "check", "perf", "--load", "s").CombinedOutput()
+	if i := strings.LastIndex(string(b), "p/s"); i >= 0 {
+		b = b[i+len("p/s"):] // its progress bar
+	}
+	t.Logf("etcdctl check perf --load s: %v\n%s", err, b)
+	theirPass := err == nil && strings.Contains(string(b), "PASS") && !strings.Contains(string(b), "FAIL")
+	var theirRate float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, after, ok := strings.Cut(line, "Throughput is "); ok {
+			fmt.Sscanf(after, "%g", &theirRate)
+		}
+	}
+
+	code, out, q := qualify(t, "--cluster", "external", "--endpoints", endpoint, "--etcdctl-compat", "--compat-load", "s", "--compat-duration", "60s")
+	if len(q.Compat) != 1 {
+		t.Fatalf("exit %d, compat %+v\n%s", code, q.Compat, out)
+	}
+	ours := q.Compat[0]
+	if ours.Pass != theirPass || (code == 0) != ours.Pass {
+		t.Fatalf("check perf pass=%v, ours pass=%v (exit %d): %s", theirPass, ours.Pass, code, q.Verdict)
+	}
+	if theirRate == 0 || ours.Throughput < 0.9*theirRate || ours.Throughput > 1.1*theirRate {
+		t.Fatalf("throughput: check perf %g writes/s, ours %.1f", theirRate, ours.Throughput)
 	}
 }
