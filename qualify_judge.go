@@ -199,11 +199,20 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 
 // attribute names the resource that gave out in a failed step, from the run's diagnosis (results/report's
 // Diagnose): its problem findings about the disk, the CPU, the network or the quota, in that order, or the
-// members' memory against their limit. The disk probe's failure counts for the disk.
+// members' CPU and memory against their container limits. The disk probe's failure counts for the disk.
 func attribute(s *results.Summary, diskBars bool) (string, []string) {
 	for _, r := range []struct{ topic, resource string }{{"disk", "disk"}, {"cpu", "cpu"}, {"network", "network"}, {"quota", "memory"}} {
 		if f := problems(s, r.topic); len(f) > 0 {
 			return r.resource, f
+		}
+	}
+	// A container's CPU limit is not the machine's: the diagnosis judges members against the machine's
+	// cores, so a member held at its own limit is found here.
+	if lim := s.Cluster.MemberCPUs; lim > 0 && s.Server != nil {
+		for _, m := range s.Server.Members {
+			if m.CPUPercentMean >= 0.8*100*lim {
+				return "cpu", []string{fmt.Sprintf("member %s used %.0f%% of a core on average, at its limit of %g cores (--member-cpus)", m.Name, m.CPUPercentMean, lim)}
+			}
 		}
 	}
 	if lim := s.Cluster.MemberMemoryBytes; lim > 0 && s.Server != nil {

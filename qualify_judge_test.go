@@ -49,6 +49,14 @@ func TestJudgeStep(t *testing.T) {
 			},
 		},
 		{
+			name: "cpu at the container's limit", verdict: StepFail, resource: "cpu", reason: "get/*:p99<=1s",
+			change: func(s *results.Summary) {
+				s.Cluster.MemberCPUs = 0.2
+				s.Server.Members[0].CPUPercentMean = 19
+				s.Thresholds = []results.ThresholdResult{{Expr: "get/*:p99<=1s", Verdict: results.ThresholdFail, Observed: "3s"}}
+			},
+		},
+		{
 			name: "throughput short", verdict: StepFail, resource: "unattributed", reason: "throughput 80 requests/s < 90% of the planned 100",
 			change: func(s *results.Summary) { s.Operations["update/leases"].Count = 800 },
 		},
