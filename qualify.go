@@ -216,6 +216,10 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 			break
 		}
 		st, err := o.runStep(ctx, dir, class, q.Seed+int64(i), q.Disk)
+		if outcome.IsUsage(err) {
+			// Found by Run before it started anything (an etcd build that cannot run in a container, ...).
+			return nil, err
+		}
 		if err != nil {
 			stepErr = err
 			break
@@ -232,6 +236,9 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	}
 	if o.EtcdctlCompat {
 		compat, err := o.runCompat(ctx, dir, q.Seed)
+		if outcome.IsUsage(err) {
+			return nil, err
+		}
 		if err != nil {
 			stepErr = err
 		}

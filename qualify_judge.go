@@ -21,6 +21,10 @@ const (
 	StepUndecided = "undecided"
 )
 
+// cpuLimitShare is the share of its container's CPU limit a member's mean use must reach to count as held
+// by it: the quota is enforced in bursts, so a member at 60% on average spent part of the time throttled.
+const cpuLimitShare = 0.6
+
 // throughputFloor is the fraction of the planned request rate a class must sustain.
 const throughputFloor = 0.9
 
@@ -150,7 +154,7 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 		st.MissedLagPct = 100 * float64(s.Schedule.MissedLag) / float64(n)
 		st.MissedBacklgPct = 100 * float64(s.Schedule.MissedBacklog) / float64(n)
 	}
-	st.Context = stepContext(st)
+	st.Context = stepContext(st, s.Cluster.MemberCPUs)
 
 	switch o.Kind {
 	case outcome.Violation:
@@ -201,18 +205,23 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 // Diagnose): its problem findings about the disk, the CPU, the network or the quota, in that order, or the
 // members' CPU and memory against their container limits. The disk probe's failure counts for the disk.
 func attribute(s *results.Summary, diskBars bool) (string, []string) {
+	// A container's CPU limit is not the machine's: the diagnosis judges members against the machine's
+	// cores, so a member held near its own limit is found here, and first: the kernel throttles a member at
+	// its quota in bursts, which delays its fsync calls too, so its slow disk figures follow from the CPU.
+	if lim := s.Cluster.MemberCPUs; lim > 0 && s.Server != nil {
+		for _, m := range s.Server.Members {
+			if m.CPUPercentMean >= cpuLimitShare*100*lim {
+				ev := []string{fmt.Sprintf("member %s used %.0f%% of a core on average, %.0f%% of its limit of %g cores (--member-cpus): it was throttled", m.Name, m.CPUPercentMean, m.CPUPercentMean/lim, lim)}
+				if d := problems(s, "disk"); len(d) > 0 {
+					ev = append(ev, "a throttled member's fsync calls wait for CPU too: "+d[0])
+				}
+				return "cpu", ev
+			}
+		}
+	}
 	for _, r := range []struct{ topic, resource string }{{"disk", "disk"}, {"cpu", "cpu"}, {"network", "network"}, {"quota", "memory"}} {
 		if f := problems(s, r.topic); len(f) > 0 {
 			return r.resource, f
-		}
-	}
-	// A container's CPU limit is not the machine's: the diagnosis judges members against the machine's
-	// cores, so a member held at its own limit is found here.
-	if lim := s.Cluster.MemberCPUs; lim > 0 && s.Server != nil {
-		for _, m := range s.Server.Members {
-			if m.CPUPercentMean >= 0.8*100*lim {
-				return "cpu", []string{fmt.Sprintf("member %s used %.0f%% of a core on average, at its limit of %g cores (--member-cpus)", m.Name, m.CPUPercentMean, lim)}
-			}
 		}
 	}
 	if lim := s.Cluster.MemberMemoryBytes; lim > 0 && s.Server != nil {
@@ -251,10 +260,14 @@ func findings(s *results.Summary, topics ...string) []string {
 }
 
 // stepContext is the figures a reader needs to weigh the suspects: CPU, peer RTT, disk.
-func stepContext(st *Step) string {
+func stepContext(st *Step, cpuLimit float64) string {
 	var parts []string
 	if st.MemberCPUMax > 0 || st.HostCPUBusy > 0 {
-		parts = append(parts, fmt.Sprintf("member CPU up to %.0f%% of a core, machine %.0f%% busy", st.MemberCPUMax, st.HostCPUBusy))
+		limit := ""
+		if cpuLimit > 0 {
+			limit = fmt.Sprintf(" (limit %g cores)", cpuLimit)
+		}
+		parts = append(parts, fmt.Sprintf("member CPU up to %.0f%% of a core%s, machine %.0f%% busy", st.MemberCPUMax, limit, st.HostCPUBusy))
 	}
 	if st.PeerRTTP99 > 0 {
 		parts = append(parts, "peer RTT p99 "+diskprobe.Ms(st.PeerRTTP99))

@@ -51,9 +51,10 @@ func TestJudgeStep(t *testing.T) {
 		{
 			name: "cpu at the container's limit", verdict: StepFail, resource: "cpu", reason: "get/*:p99<=1s",
 			change: func(s *results.Summary) {
-				s.Cluster.MemberCPUs = 0.2
-				s.Server.Members[0].CPUPercentMean = 19
+				s.Cluster.MemberCPUs = 0.1
+				s.Server.Members[0].CPUPercentMean = 7
 				s.Thresholds = []results.ThresholdResult{{Expr: "get/*:p99<=1s", Verdict: results.ThresholdFail, Observed: "3s"}}
+				s.Diagnosis = []results.Finding{{Severity: results.SeverityProblem, Topic: "disk", Message: "WAL fsync p99 50ms on m1 > 10.0ms"}}
 			},
 		},
 		{

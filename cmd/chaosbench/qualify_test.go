@@ -221,3 +221,18 @@ func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
 		t.Fatalf("throughput: check perf %g writes/s, ours %.1f", theirRate, ours.Throughput)
 	}
 }
+
+// TestQualifyCPULimited: a docker member held to a tenth of a core fails small, and the reason is the CPU
+// (not the disk, whose fsyncs the throttling slows too), exit 3.
+func TestQualifyCPULimited(t *testing.T) {
+	requireDocker(t)
+	code, out, q := qualify(t, "--cluster", "docker", "--members", "1", "--member-cpus", "0.1", "--class", "small",
+		"--step-duration", "8s", "--warmup", "2s")
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(cpu: ") {
+		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the CPU", code, line)
+	}
+	if len(q.Steps) != 1 || q.Steps[0].Resource != "cpu" || !strings.Contains(strings.Join(q.Steps[0].Evidence, " "), "--member-cpus") {
+		t.Fatalf("steps %+v: want one step failed by the CPU limit", q.Steps)
+	}
+}
