@@ -53,6 +53,9 @@ type QualifyOptions struct {
 	// "auto" to climb from s until one fails.
 	EtcdctlCompat bool
 	CompatLoad    string
+	// WithFaults runs the highest passing class again under a leader kill and a leader partition; the
+	// qualification holds only if writes resume within twice the election timeout and the checks stay clean.
+	WithFaults bool
 	// CompatDuration is the length of each compat load (check perf: 60 s).
 	CompatDuration time.Duration
 	// Out receives the progress lines, the verdict and the table.
@@ -99,7 +102,13 @@ func (o *QualifyOptions) validate() error {
 	if o.CompatDuration <= 0 {
 		return outcome.Usagef("--compat-duration %s: must be positive", o.CompatDuration)
 	}
+	if o.WithFaults && (o.Scenario.Cluster == "external" || o.Scenario.Members < 3 || o.StepDuration+o.Warmup < 30*time.Second) {
+		return outcome.Usagef("--with-faults needs a cluster chaosbench starts, of 3 or more members, and --step-duration plus --warmup of at least 30s")
+	}
 	if o.EtcdctlCompat {
+		if o.WithFaults {
+			return outcome.Usagef("--with-faults is for the kube ladder, not --etcdctl-compat")
+		}
 		if o.Class != "auto" {
 			return outcome.Usagef("--class is for the kube ladder; --etcdctl-compat takes --compat-load")
 		}
@@ -228,6 +237,26 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 		fmt.Fprintf(o.Log, "step %s (%d nodes): %s\n", class, st.Nodes, st.line())
 		if st.Verdict != StepPass {
 			break
+		}
+	}
+	if o.WithFaults && stepErr == nil && ctx.Err() == nil && len(q.Steps) > 0 {
+		if last := q.Steps[len(q.Steps)-1]; last.Verdict == StepPass || len(q.Steps) > 1 {
+			class := last.Class
+			if last.Verdict != StepPass {
+				class = q.Steps[len(q.Steps)-2].Class
+			}
+			f, err := o.runFaultStep(ctx, dir, class, q.Seed+int64(len(Classes)))
+			if outcome.IsUsage(err) {
+				return nil, err
+			}
+			if err != nil {
+				stepErr = err
+			}
+			q.Faults = f
+			if f != nil {
+				_, text := f.faultReason()
+				fmt.Fprintf(o.Log, "faults: %s\n", text)
+			}
 		}
 	}
 	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags, o.Scenario.Members)

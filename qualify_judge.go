@@ -53,6 +53,8 @@ type Qualification struct {
 	Network       *Network           `json:"network,omitempty"`
 	Steps         []Step             `json:"steps"`
 	Compat        []CompatStep       `json:"etcdctl_compat,omitempty"`
+	// Faults is the --with-faults step at the highest passing class.
+	Faults *FaultStep `json:"faults,omitempty"`
 }
 
 // QualifiedCluster is the cluster the qualification ran on.
@@ -417,9 +419,14 @@ func (q *Qualification) decide(interrupted bool, stepErr error) {
 			head += "; interrupted"
 		}
 	}
+	var rs []outcome.Reason
+	if q.Faults != nil {
+		r, text := q.Faults.faultReason()
+		head += "; " + text
+		rs = append(rs, r)
+	}
 	q.Verdict = head
 
-	var rs []outcome.Reason
 	targetStep := -1
 	for i, st := range q.Steps {
 		if st.Class == target {

@@ -133,3 +133,31 @@ func TestJudgeNetwork(t *testing.T) {
 		t.Fatal("a single member has no peers to judge")
 	}
 }
+
+// TestJudgeFaultStep: the class holds under faults only if every fault recovered and writes resumed within
+// the limit; a violation fails it, a skipped fault (harness error) leaves it undecided.
+func TestJudgeFaultStep(t *testing.T) {
+	window := func(spec string, gapMs float64, open bool, outcome string) results.FaultWindow {
+		return results.FaultWindow{Spec: spec, Outcome: outcome, Availability: &results.Availability{WriteGapMs: gapMs, WriteGapOpen: open}}
+	}
+	for _, tc := range []struct {
+		name    string
+		s       results.Summary
+		verdict string
+		reason  string
+	}{
+		{"writes resumed", results.Summary{Faults: []results.FaultWindow{window("kill:leader@10s+3s", 966, false, "recovered"), window("partition:leader@20s+5s", 1227, false, "recovered")}}, StepPass, ""},
+		{"gap too long", results.Summary{Faults: []results.FaultWindow{window("partition:leader@20s+5s", 2500, false, "recovered")}}, StepFail, "writes stopped for 2500 ms > 2000 ms"},
+		{"never resumed", results.Summary{Faults: []results.FaultWindow{window("kill:leader@10s+3s", 9000, true, "not recovered within 30s")}}, StepFail, "writes had not resumed"},
+		{"no fault", results.Summary{}, StepUndecided, "no fault was injected"},
+		{"skipped", results.Summary{Errors: []string{"fault kill:leader@10s+3s: skipped"}}, StepUndecided, "skipped"},
+		{"violation", results.Summary{Checks: []results.Check{{Name: "watch", Verdict: results.VerdictViolation, Detail: "gap"}}}, StepFail, "watch: gap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := judgeFaultStep("small", &tc.s, 2000)
+			if st.Verdict != tc.verdict || !strings.Contains(strings.Join(st.Reasons, "; "), tc.reason) {
+				t.Fatalf("got %s %q; want %s naming %q", st.Verdict, st.Reasons, tc.verdict, tc.reason)
+			}
+		})
+	}
+}

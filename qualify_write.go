@@ -71,6 +71,10 @@ func (q *Qualification) writeTable(w io.Writer) {
 			fmt.Fprintf(w, "%s evidence (%s): %s\n", st.Class, st.Resource, e)
 		}
 	}
+	if f := q.Faults; f != nil {
+		_, text := f.faultReason()
+		fmt.Fprintf(w, "faults: %s\n", text)
+	}
 	if q.Disk != nil {
 		fmt.Fprintf(w, "disk: %s\n", q.Disk.Verdict)
 	}
@@ -136,6 +140,13 @@ func (q *Qualification) writeMarkdown(w io.Writer) {
 	}
 	if n := q.Network; n != nil {
 		fmt.Fprintf(w, "\n## Network\n\n%s\n", n.Verdict)
+	}
+	if f := q.Faults; f != nil {
+		_, text := f.faultReason()
+		fmt.Fprintf(w, "\n## Under faults ([%s](%s/report.md))\n\n%s\n", f.Class, f.Dir, text)
+		for _, g := range f.Windows {
+			fmt.Fprintf(w, "- %s: write gap %.0f ms (limit %.0f ms), recovered %v\n", g.Fault, g.WriteGapMs, f.LimitMs, g.Recovered)
+		}
 	}
 	if len(q.Compat) > 0 {
 		fmt.Fprintln(w, "\n## etcdctl check perf loads (its pass rule)")

@@ -79,6 +79,7 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs.StringVar(&o.DataRoot, "data-root", "", "embed: keep the members' data on this directory's disk (the disk under test) and probe it (default: the --out directory's disk)")
 	fs.BoolVar(&o.DiskProbe, "disk-probe", o.DiskProbe, "probe the disk first (embed clusters)")
 	fs.Int64Var(&o.DiskSize, "disk-size", diskprobe.DefaultSize, "bytes each disk-probe pattern writes")
+	fs.BoolVar(&o.WithFaults, "with-faults", false, "run the highest passing class again with a leader kill and a leader partition; it holds only if writes resume within twice the election timeout and the checks stay clean (3+ members, steps of 30s or more)")
 	fs.BoolVar(&o.EtcdctlCompat, "etcdctl-compat", false, "instead of the kube ladder, run etcdctl check perf's put-only loads (s, m, l, xl: 150/1000/8000/15000 writes/s from 50/200/500/1000 clients, 256 B keys, 1 KiB values) and judge them by its rule: FAIL on any error, throughput <= 90% of target, slowest > 0.5 s or stddev > 0.1 s")
 	fs.StringVar(&o.CompatLoad, "compat-load", o.CompatLoad, "--etcdctl-compat: the load (etcdctl check perf --load): s, m, l, xl, or auto (climb from s until one fails)")
 	fs.DurationVar(&o.CompatDuration, "compat-duration", o.CompatDuration, "length of each --etcdctl-compat load (check perf: 60s)")
