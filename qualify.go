@@ -58,7 +58,7 @@ type QualifyOptions struct {
 	WithFaults bool
 	// CompatDuration is the length of each compat load (check perf: 60 s).
 	CompatDuration time.Duration
-	// Out receives the progress lines, the verdict and the table.
+	// Log receives the progress lines, the verdict and the table.
 	Log io.Writer
 	// Env is passed to every step's Run (its Out is replaced by the step's run.log).
 	Env Env
