@@ -320,7 +320,9 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	var clientRTT []ClientRTT
 	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
 	s := o.stepScenario(class, stepDir, seed)
+	stop := progressLines(o.Log, "step "+class, s.Duration)
 	sum, runErr := Run(ctx, s, env)
+	stop()
 	if sum == nil {
 		// Nothing ran: a usage error (validated before, so unexpected here) or a harness failure.
 		if outcome.IsUsage(runErr) {
@@ -337,4 +339,32 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	st.Dir = "step-" + class
 	st.ClientRTT = clientRTT
 	return st, nil
+}
+
+// progressInterval is how often a running step says how far it is.
+const progressInterval = 15 * time.Second
+
+// progressLines prints a line every progressInterval while a step runs (its own output goes to its
+// run.log), and returns a function that stops it and waits for it.
+func progressLines(w io.Writer, what string, load time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "%s: %s elapsed (start-up, %s of load, then the checks)\n", what, time.Since(start).Round(time.Second), load)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }

@@ -71,7 +71,9 @@ func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) 
 		fmt.Fprintf(o.Log, "etcdctl-compat %s: %g puts/s from %d clients for %s, log %s\n", l.Name, l.Rate, l.Clients, o.CompatDuration, log.Name())
 		env := o.Env
 		env.Out = log
+		stop := progressLines(o.Log, "etcdctl-compat "+l.Name, s.Duration)
 		sum, runErr := Run(ctx, s, env)
+		stop()
 		log.Close()
 		if sum == nil {
 			return out, fmt.Errorf("etcdctl-compat %s: %w", l.Name, runErr)

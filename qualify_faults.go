@@ -58,7 +58,9 @@ func (o *QualifyOptions) runFaultStep(ctx context.Context, dir, class string, se
 	fmt.Fprintf(o.Log, "faults at %s: %s of kube load with a leader kill and a leader partition, log %s\n", class, s.Duration, log.Name())
 	env := o.Env
 	env.Out = log
+	stop := progressLines(o.Log, "faults at "+class, s.Duration)
 	sum, runErr := Run(ctx, s, env)
+	stop()
 	if sum == nil {
 		if outcome.IsUsage(runErr) {
 			return nil, runErr
