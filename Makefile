@@ -78,6 +78,14 @@ bench-checker: build
 soak-checker:
 	CHAOS_RUNS=$${RUNS:-20} $(GO) test -count=1 -timeout 90m -run 'TestTrafficUnderFaults|TestTrafficUnderEveryFault' -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
 
+## qualify-local: qualify this machine for etcd: the disk probe under results/, then an embedded 3-member
+## cluster climbing the size classes from small, 30 s per step after 5 s of warm-up (a few minutes; etcd
+## samples the peer round trip every 30 s, so shorter steps would not measure the network). Prints
+## the verdict and the table; exits as qualify does (0 qualified for small, 3 not, 1 undecided).
+.PHONY: qualify-local
+qualify-local: build
+	bin/chaosbench qualify --step-duration 30s --warmup 5s --out results/$$(date +%Y%m%d-%H%M%S)-qualify-local $(ARGS)
+
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build
 	bin/chaosbench run $(ARGS)

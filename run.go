@@ -49,6 +49,9 @@ type Env struct {
 	Out io.Writer
 	// MemberCommand starts an embedded member; the default re-executes this binary in member mode.
 	MemberCommand []string
+	// ClusterReady, when set, is called once the cluster is up and before the workload starts, with the
+	// cluster (qualify measures the client-to-member round trips there, while nothing else runs).
+	ClusterReady func(ctx context.Context, c clusters.Cluster)
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -272,6 +275,9 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	}
 	r.summary.Versions.EtcdServer = r.serverVersion(ctx)
 	fmt.Fprintf(r.out, "cluster ready: %s, etcd %s\n", joinEndpoints(r.cluster.Endpoints()), r.summary.Versions.EtcdServer)
+	if r.env.ClusterReady != nil {
+		r.env.ClusterReady(ctx, r.cluster)
+	}
 	if err := r.startScraper(ctx); err != nil {
 		return err
 	}

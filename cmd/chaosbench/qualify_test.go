@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench"
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+)
+
+// fastDir returns a directory on memory (/dev/shm) when there is one: the "unconstrained" disk, so that a
+// test qualifying the rest of the machine is not decided by the shared build machine's disk.
+func fastDir(t *testing.T) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "chaosbench-qualify-test-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
+// qualify runs `chaosbench qualify ARGS` and returns its exit code, its output and its qualification.json.
+func qualify(t *testing.T, args ...string) (int, string, *chaosbench.Qualification) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "q")
+	cmd := exec.Command(binary, append([]string{"qualify", "--out", out}, args...)...)
+	b, err := cmd.CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("qualify %s: exit %d\n%s", strings.Join(args, " "), code, b)
+	var q chaosbench.Qualification
+	if data, err := os.ReadFile(filepath.Join(out, chaosbench.QualificationFile)); err == nil {
+		if err := json.Unmarshal(data, &q); err != nil {
+			t.Fatalf("%s: %v", chaosbench.QualificationFile, err)
+		}
+		if _, err := os.Stat(filepath.Join(out, chaosbench.QualificationReport)); err != nil {
+			t.Errorf("no %s: %v", chaosbench.QualificationReport, err)
+		}
+		for _, st := range q.Steps {
+			if _, err := os.Stat(filepath.Join(out, st.Dir, "summary.json")); err != nil {
+				t.Errorf("step %s: no run directory with a summary: %v", st.Class, err)
+			}
+		}
+	}
+	return code, string(b), &q
+}
+
+// verdictLine returns the line printed just before the table's header, and checks that it is the
+// qualification's verdict.
+func verdictLine(t *testing.T, out string, q *chaosbench.Qualification) string {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "class ") {
+			if lines[i-1] != q.Verdict {
+				t.Errorf("printed verdict %q, qualification.json says %q", lines[i-1], q.Verdict)
+			}
+			return lines[i-1]
+		}
+	}
+	t.Fatalf("no table in the output")
+	return ""
+}
+
+// TestQualifySmall: an unconstrained machine (the members' data on memory) qualifies for small, says so
+// in its first line, and exits 0.
+func TestQualifySmall(t *testing.T) {
+	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "8s", "--warmup", "2s",
+		"--disk-size", "1048576", "--data-root", fastDir(t))
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitOK || line != "qualified for small (50 nodes)" || q.Qualified != "small" || q.ExitCode != 0 {
+		t.Fatalf("exit %d, verdict %q, qualified %q: want 0, %q, small", code, line, q.Qualified, "qualified for small (50 nodes)")
+	}
+	if len(q.Steps) != 1 || q.Steps[0].Verdict != chaosbench.StepPass || q.Disk == nil || !q.Disk.Judgement.Fit {
+		t.Fatalf("steps %+v, disk %+v", q.Steps, q.Disk)
+	}
+}
+
+// TestQualifySlowDisk: the members' data on a disk whose fsyncs take 25 ms (slowfs over memory) fails
+// small with the reason "disk", exit 3; `qualify disk` on the same directory says it is too slow, exit 3.
+func TestQualifySlowDisk(t *testing.T) {
+	if err := slowfs.Available(); err != nil {
+		t.Skipf("needs FUSE to slow a directory's fsyncs: %v", err)
+	}
+	base := fastDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fs, err := slowfs.Mount(ctx, slowfs.Options{Command: []string{binary, slowfs.Command}, Lower: filepath.Join(base, "lower"),
+		Mountpoint: filepath.Join(base, "mnt"), Seed: 1, Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close(context.Background())
+	if err := fs.Set(ctx, slowfs.Delays{Fsync: 25 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+
+	disk := exec.Command(binary, "qualify", "disk", "--dir", fs.Mountpoint(), "--size", "131072")
+	b, err := disk.CombinedOutput()
+	t.Logf("qualify disk: %v\n%s", err, b)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != outcome.ExitThresholds || !strings.Contains(string(b), "disk too slow for etcd: WAL fdatasync p99") {
+		t.Fatalf("qualify disk on a 25 ms disk: %v, want exit 3 and \"disk too slow for etcd\"", err)
+	}
+
+	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "6s", "--warmup", "2s",
+		"--disk-size", "131072", "--data-root", fs.Mountpoint())
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(disk: ") {
+		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the disk", code, line)
+	}
+	if len(q.Steps) != 1 || q.Steps[0].Resource != "disk" || q.Steps[0].WALFsyncP99 < 10 {
+		t.Fatalf("steps %+v: want one step failed by the disk, WAL fsync p99 over 10 ms", q.Steps)
+	}
+	if _, err := os.Stat(filepath.Join(fs.Mountpoint(), "members")); err == nil {
+		t.Errorf("member data left on the data root")
+	}
+}
+
+// TestQualifyBadInput: bad input is one line, exit 2, and starts nothing.
+func TestQualifyBadInput(t *testing.T) {
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--class", "huge"}},
+		{[]string{"--class", "smal"}},
+		{[]string{"--data-root", "/does/not/exist"}},
+		{[]string{"--cluster", "docker", "--data-root", "/tmp"}},
+		{[]string{"--step-duration", "0s"}},
+		{[]string{"--members", "4"}},
+		{[]string{"disk", "--dir", "/does/not/exist"}},
+	} {
+		out := filepath.Join(t.TempDir(), "q")
+		cmd := exec.Command(binary, append([]string{"qualify", "--out", out}, tc.args...)...)
+		if tc.args[0] == "disk" {
+			cmd = exec.Command(binary, append([]string{"qualify"}, tc.args...)...)
+		}
+		b, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != outcome.ExitUsage || strings.Count(strings.TrimSpace(string(b)), "\n") != 0 {
+			t.Errorf("qualify %v: %v\n%s\nwant exit 2 and one line", tc.args, err, b)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("qualify %v created %s", tc.args, out)
+		}
+	}
+}
+
+// TestEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
+// --compat-load s` against the same single-member cluster: both must reach the same verdict, and the
+// throughputs must lie within 10% of each other. check perf always runs 60 s, so this takes over two
+// minutes: it runs when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh etcdctl builds one).
+func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+	etcdctl := os.Getenv("CHAOSBENCH_ETCDCTL")
+	if etcdctl == "" {
+		t.Skip("CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")
+	}
+	cluster := exec.Command(binary, "cluster", "--members", "1", "--out", filepath.Join(t.TempDir(), "cluster"))
+	stdout, err := cluster.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cluster.Process.Signal(os.Interrupt)
+		cluster.Wait()
+	}()
+	endpoint := ""
+	lines := bufio.NewScanner(stdout)
+	for endpoint == "" && lines.Scan() {
+		if ep, ok := strings.CutPrefix(lines.Text(), "endpoints: "); ok {
+			endpoint = ep
+		}
+	}
+	if endpoint == "" {
+		t.Fatal("the cluster printed no endpoints")
+	}
+	go io.Copy(io.Discard, stdout)
+
+	b, err := exec.Command(etcdctl, "--endpoints", endpoint, "check", "perf", "--load", "s").CombinedOutput()
+	if i := strings.LastIndex(string(b), "p/s"); i >= 0 {
+		b = b[i+len("p/s"):] // its progress bar
+	}
+	t.Logf("etcdctl check perf --load s: %v\n%s", err, b)
+	theirPass := err == nil && strings.Contains(string(b), "PASS") && !strings.Contains(string(b), "FAIL")
+	var theirRate float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if _, after, ok := strings.Cut(line, "Throughput is "); ok {
+			fmt.Sscanf(after, "%g", &theirRate)
+		}
+	}
+
+	code, out, q := qualify(t, "--cluster", "external", "--endpoints", endpoint, "--etcdctl-compat", "--compat-load", "s", "--compat-duration", "60s")
+	if len(q.Compat) != 1 {
+		t.Fatalf("exit %d, compat %+v\n%s", code, q.Compat, out)
+	}
+	ours := q.Compat[0]
+	if ours.Pass != theirPass || (code == 0) != ours.Pass {
+		t.Fatalf("check perf pass=%v, ours pass=%v (exit %d): %s", theirPass, ours.Pass, code, q.Verdict)
+	}
+	if theirRate == 0 || ours.Throughput < 0.9*theirRate || ours.Throughput > 1.1*theirRate {
+		t.Fatalf("throughput: check perf %g writes/s, ours %.1f", theirRate, ours.Throughput)
+	}
+}
+
+// TestQualifyCPULimited: a docker member held to a tenth of a core fails small, and the reason is the CPU
+// (not the disk, whose fsyncs the throttling slows too), exit 3.
+func TestQualifyCPULimited(t *testing.T) {
+	requireDocker(t)
+	code, out, q := qualify(t, "--cluster", "docker", "--members", "1", "--member-cpus", "0.1", "--class", "small",
+		"--step-duration", "8s", "--warmup", "2s")
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(cpu: ") {
+		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the CPU", code, line)
+	}
+	if len(q.Steps) != 1 || q.Steps[0].Resource != "cpu" || !strings.Contains(strings.Join(q.Steps[0].Evidence, " "), "--member-cpus") {
+		t.Fatalf("steps %+v: want one step failed by the CPU limit", q.Steps)
+	}
+}

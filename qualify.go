@@ -1,0 +1,370 @@
+package chaosbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+)
+
+// QualificationFile is the qualification's machine-readable result inside its directory, QualificationSchema
+// versions its layout (results/SCHEMA.md); QualificationReport is its Markdown rendering.
+const (
+	QualificationFile   = "qualification.json"
+	QualificationReport = "qualification.md"
+	QualificationSchema = "chaosbench.qualification/v1"
+)
+
+// stepThresholds judge every step of the ladder besides the throughput: Kubernetes' API call SLOs on the
+// etcd requests behind them, etcd's disk guidance from its own metrics, and no leader change.
+var stepThresholds = []string{"k8s-slo", "etcd-hardware", "leader_changes<1"}
+
+// QualifyOptions configures `chaosbench qualify`.
+type QualifyOptions struct {
+	// Scenario carries the cluster to qualify (backend, members, etcd flags, endpoints, TLS, member limits)
+	// and the seed; qualify sets the workload, the duration, the thresholds and the output of each step.
+	Scenario Scenario
+	// Out is the qualification directory (default results/<time>-qualify); each step's run directory is
+	// inside it.
+	Out string
+	// Class is the one class to qualify, or "auto" to climb small -> xlarge until one fails.
+	Class string
+	// StepDuration is each step's measured load; Warmup precedes it and is excluded.
+	StepDuration time.Duration
+	Warmup       time.Duration
+	// DataRoot puts the members' data of an embedded cluster on this directory's disk (the disk under
+	// test), and is where the disk probe runs; default: the qualification directory's disk.
+	DataRoot string
+	// DiskProbe runs the disk probe first; DiskSize is what each of its patterns writes.
+	DiskProbe bool
+	DiskSize  int64
+	// EtcdctlCompat runs `etcdctl check perf`'s put-only loads, judged by its rule, instead of the ladder,
+	// so that a user can lay our verdict beside the one they know; CompatLoad is the load (s, m, l, xl) or
+	// "auto" to climb from s until one fails.
+	EtcdctlCompat bool
+	CompatLoad    string
+	// WithFaults runs the highest passing class again under a leader kill and a leader partition; the
+	// qualification holds only if writes resume within twice the election timeout and the checks stay clean.
+	WithFaults bool
+	// CompatDuration is the length of each compat load (check perf: 60 s).
+	CompatDuration time.Duration
+	// Log receives the progress lines, the verdict and the table.
+	Log io.Writer
+	// Env is passed to every step's Run (its Out is replaced by the step's run.log).
+	Env Env
+}
+
+// DefaultQualifyOptions returns the options of a plain `chaosbench qualify`.
+func DefaultQualifyOptions() QualifyOptions {
+	s := DefaultScenario()
+	return QualifyOptions{
+		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second,
+		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto",
+	}
+}
+
+func (o *QualifyOptions) validate() error {
+	if o.Class != "auto" && !slices.Contains(Classes, o.Class) {
+		if s := outcome.Suggest(o.Class, append([]string{"auto"}, Classes...)); s != "" {
+			return outcome.Usagef("--class %q: auto or %s (did you mean %s?)", o.Class, strings.Join(Classes, ", "), s)
+		}
+		return outcome.Usagef("--class %q: auto or %s", o.Class, strings.Join(Classes, ", "))
+	}
+	if o.StepDuration <= 0 {
+		return outcome.Usagef("--step-duration %s: must be positive", o.StepDuration)
+	}
+	if o.Warmup < 0 {
+		return outcome.Usagef("--warmup %s: must not be negative", o.Warmup)
+	}
+	if o.DataRoot != "" {
+		if o.Scenario.Cluster != "embed" {
+			return outcome.Usagef("--data-root is for --cluster embed (docker members keep their data in their containers; an external cluster's disk is probed with `chaosbench qualify disk` on its hosts)")
+		}
+		if st, err := os.Stat(o.DataRoot); err != nil || !st.IsDir() {
+			return outcome.Usagef("--data-root %q: not a directory", o.DataRoot)
+		}
+	}
+	if o.Out != "" {
+		if _, err := os.Stat(filepath.Join(o.Out, QualificationFile)); err == nil {
+			return outcome.Usagef("--out %s: already holds a qualification; choose another directory", o.Out)
+		}
+	}
+	if o.CompatDuration <= 0 {
+		return outcome.Usagef("--compat-duration %s: must be positive", o.CompatDuration)
+	}
+	if o.WithFaults && (o.Scenario.Cluster == "external" || o.Scenario.Members < 3 || o.StepDuration+o.Warmup < 30*time.Second) {
+		return outcome.Usagef("--with-faults needs a cluster chaosbench starts, of 3 or more members, and --step-duration plus --warmup of at least 30s")
+	}
+	if o.EtcdctlCompat {
+		if o.WithFaults {
+			return outcome.Usagef("--with-faults is for the kube ladder, not --etcdctl-compat")
+		}
+		if o.Class != "auto" {
+			return outcome.Usagef("--class is for the kube ladder; --etcdctl-compat takes --compat-load")
+		}
+		if _, err := o.compatLoads(); err != nil {
+			return err
+		}
+		s := o.compatScenario(CompatLoads[0], "", 0)
+		return s.validate()
+	}
+	// Every step's scenario must be valid before anything starts.
+	for _, c := range o.classes() {
+		s := o.stepScenario(c, "", 0)
+		if err := s.validate(); err != nil {
+			return err
+		}
+		if _, _, err := s.newWorkload(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// classes are the classes the ladder climbs.
+func (o *QualifyOptions) classes() []string {
+	if o.Class == "auto" {
+		return Classes
+	}
+	return []string{o.Class}
+}
+
+// stepScenario is the scenario of the ladder's step at class: the kube workload at the class's preset, open
+// loop, no faults, judged by stepThresholds.
+func (o *QualifyOptions) stepScenario(class, dir string, seed int64) Scenario {
+	s := o.Scenario
+	s.Name = "qualify-" + class
+	s.Out = dir
+	s.Seed = seed
+	s.Workload = "kube"
+	s.Kube = kube.Options{Preset: class}
+	s.Duration = o.StepDuration + o.Warmup
+	s.Warmup = o.Warmup
+	s.Thresholds = append(slices.Clone(o.Scenario.Thresholds), stepThresholds...)
+	s.Faults.Schedule = []string{"none"}
+	s.Progress = results.ProgressNone
+	return s
+}
+
+// classNodes is the node count of a class's preset.
+func classNodes(class string) int {
+	cfg, err := kube.Options{Preset: class}.Resolve(time.Minute)
+	if err != nil {
+		return 0
+	}
+	return cfg.Nodes
+}
+
+// Qualify judges the hardware under a cluster: the disk probe (on the data root), then the load ladder of
+// size classes, each step a run of its own in the qualification directory, stopping at the first class
+// that fails or cannot be decided. It writes qualification.json and qualification.md, prints the verdict
+// first, and returns an error carrying the outcome: nil when the requested class (with auto: the smallest)
+// qualifies, ThresholdFailed (exit 3) when not, Undecided (exit 1) when that could not be decided.
+func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Scenario.Seed == 0 {
+		o.Scenario.Seed = newSeed()
+	}
+	start := time.Now()
+	dir := o.Out
+	if dir == "" {
+		dir = filepath.Join("results", start.Format("20060102-150405")+"-qualify")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, outcome.Usagef("--out %s: %v", dir, err)
+	}
+	q := &Qualification{
+		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start,
+		Cluster: QualifiedCluster{
+			Backend: o.Scenario.Cluster, Members: o.Scenario.Members, EtcdFlags: o.Scenario.EtcdFlags,
+			Endpoints: o.Scenario.Endpoints, MemberCPUs: o.Scenario.MemberCPUs, MemberMemory: o.Scenario.MemberMemory,
+			DataRoot: o.DataRoot,
+		},
+		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
+	}
+	if o.EtcdctlCompat {
+		fmt.Fprintf(o.Log, "chaosbench qualify --etcdctl-compat: %s cluster, etcdctl check perf's loads, %s each, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), o.CompatDuration, q.Seed, dir)
+	} else {
+		fmt.Fprintf(o.Log, "chaosbench qualify: %s cluster, classes %s, %s per step after %s warm-up, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
+	}
+
+	if o.DiskProbe && o.Scenario.Cluster == "embed" {
+		probeDir := o.DataRoot
+		if probeDir == "" {
+			probeDir = dir
+		}
+		fmt.Fprintf(o.Log, "disk: probing %s (etcd's WAL and bbolt write patterns)...\n", probeDir)
+		d, err := probeDisk(ctx, probeDir, o.DiskSize, 0, q.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("disk probe: %w", err)
+		}
+		q.Disk = d
+		fmt.Fprintf(o.Log, "disk: %s\n", d.Verdict)
+	}
+
+	var stepErr error
+	for i, class := range o.classes() {
+		if ctx.Err() != nil || o.EtcdctlCompat {
+			break
+		}
+		st, err := o.runStep(ctx, dir, class, q.Seed+int64(i), q.Disk)
+		if outcome.IsUsage(err) {
+			// Found by Run before it started anything (an etcd build that cannot run in a container, ...).
+			return nil, err
+		}
+		if err != nil {
+			stepErr = err
+			break
+		}
+		q.Steps = append(q.Steps, *st)
+		fmt.Fprintf(o.Log, "step %s (%d nodes): %s\n", class, st.Nodes, st.line())
+		if st.Verdict != StepPass {
+			break
+		}
+	}
+	if o.WithFaults && stepErr == nil && ctx.Err() == nil && len(q.Steps) > 0 {
+		if last := q.Steps[len(q.Steps)-1]; last.Verdict == StepPass || len(q.Steps) > 1 {
+			class := last.Class
+			if last.Verdict != StepPass {
+				class = q.Steps[len(q.Steps)-2].Class
+			}
+			f, err := o.runFaultStep(ctx, dir, class, q.Seed+int64(len(Classes)))
+			if outcome.IsUsage(err) {
+				return nil, err
+			}
+			if err != nil {
+				stepErr = err
+			}
+			q.Faults = f
+			if f != nil {
+				_, text := f.faultReason()
+				fmt.Fprintf(o.Log, "faults: %s\n", text)
+			}
+		}
+	}
+	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags, o.Scenario.Members)
+	if q.Network != nil {
+		fmt.Fprintf(o.Log, "network: %s\n", q.Network.Verdict)
+	}
+	if o.EtcdctlCompat {
+		compat, err := o.runCompat(ctx, dir, q.Seed)
+		if outcome.IsUsage(err) {
+			return nil, err
+		}
+		if err != nil {
+			stepErr = err
+		}
+		q.Compat = compat
+		q.decideCompat(o.CompatLoad, ctx.Err() != nil, stepErr)
+	} else {
+		q.decide(ctx.Err() != nil, stepErr)
+	}
+	q.End = time.Now()
+	if err := q.write(dir); err != nil {
+		fmt.Fprintln(o.Log, "error:", err)
+		q.Outcome = outcome.Decide(append(q.Outcome.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
+	}
+	fmt.Fprintln(o.Log)
+	fmt.Fprintln(o.Log, q.Verdict)
+	q.writeTable(o.Log)
+	fmt.Fprintf(o.Log, "qualification written to %s\n", filepath.Join(dir, QualificationFile))
+	err := q.Outcome.ErrWith(stepErr)
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return q, err
+}
+
+// runStep runs the ladder's step at class in its own run directory and judges it.
+func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed int64, disk *DiskQualification) (*Step, error) {
+	stepDir := filepath.Join(dir, "step-"+class)
+	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+		return nil, fmt.Errorf("step %s: %w", class, err)
+	}
+	if o.DataRoot != "" {
+		// The members' data goes on the disk under test: their directory is a link to one on the data root.
+		data, err := os.MkdirTemp(o.DataRoot, "chaosbench-qualify-"+class+"-")
+		if err != nil {
+			return nil, fmt.Errorf("step %s: --data-root: %w", class, err)
+		}
+		defer os.RemoveAll(data)
+		if err := os.Symlink(data, filepath.Join(stepDir, "members")); err != nil {
+			return nil, fmt.Errorf("step %s: %w", class, err)
+		}
+	}
+	log, err := os.Create(filepath.Join(stepDir, "run.log"))
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", class, err)
+	}
+	defer log.Close()
+	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, classNodes(class), o.StepDuration, o.Warmup, log.Name())
+	env := o.Env
+	env.Out = log
+	var clientRTT []ClientRTT
+	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
+	s := o.stepScenario(class, stepDir, seed)
+	stop := progressLines(o.Log, "step "+class, s.Duration)
+	sum, runErr := Run(ctx, s, env)
+	stop()
+	if sum == nil {
+		// Nothing ran: a usage error (validated before, so unexpected here) or a harness failure.
+		if outcome.IsUsage(runErr) {
+			return nil, runErr
+		}
+		if runErr == nil {
+			runErr = errors.New("the run returned no summary")
+		}
+		st := &Step{Class: class, Nodes: classNodes(class), Dir: "step-" + class, Verdict: StepUndecided,
+			Resource: "harness", Reasons: []string{fmt.Sprintf("the step did not run: %v", runErr)}}
+		return st, nil
+	}
+	st := judgeStep(class, sum, disk)
+	st.Dir = "step-" + class
+	st.ClientRTT = clientRTT
+	return st, nil
+}
+
+// progressInterval is how often a running step says how far it is.
+const progressInterval = 15 * time.Second
+
+// progressLines prints a line every progressInterval while a step runs (its own output goes to its
+// run.log), and returns a function that stops it and waits for it.
+func progressLines(w io.Writer, what string, load time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "%s: %s elapsed (start-up, %s of load, then the checks)\n", what, time.Since(start).Round(time.Second), load)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}

@@ -1,0 +1,164 @@
+package chaosbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/diskprobe"
+)
+
+// write writes qualification.json and qualification.md into dir.
+func (q *Qualification) write(dir string) error {
+	b, err := json.MarshalIndent(q, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", QualificationFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, QualificationFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", QualificationFile, err)
+	}
+	var md bytes.Buffer
+	q.writeMarkdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, QualificationReport), md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", QualificationReport, err)
+	}
+	return nil
+}
+
+func msOrDash(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return diskprobe.Ms(v)
+}
+
+// stepRow is one step as table cells.
+func stepRow(st Step) []string {
+	verdict := strings.ToUpper(st.Verdict)
+	if st.Resource != "" {
+		verdict += " (" + st.Resource + ")"
+	}
+	return []string{st.Class, fmt.Sprint(st.Nodes), fmt.Sprintf("%.0f / %.0f", st.Throughput, st.PlannedRate),
+		msOrDash(st.MutatingP99), msOrDash(st.GetP99), msOrDash(st.ListP99), msOrDash(st.WALFsyncP99), msOrDash(st.CommitP99),
+		fmt.Sprint(st.LeaderChanges), fmt.Sprintf("%.0f%%", st.MemberCPUMax), verdict}
+}
+
+var stepHeader = []string{"class", "nodes", "req/s (got / plan)", "mutating p99", "get p99", "list p99", "WAL fsync p99", "commit p99", "leader changes", "member CPU", "verdict"}
+
+// writeTable prints the steps (and the compat loads) as a plain-text table, after the verdict line.
+func (q *Qualification) writeTable(w io.Writer) {
+	if len(q.Steps) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(stepHeader, "\t")+"\t")
+		for _, st := range q.Steps {
+			fmt.Fprintln(tw, strings.Join(stepRow(st), "\t")+"\t")
+		}
+		tw.Flush()
+	}
+	for _, st := range q.Steps {
+		if st.Verdict == StepPass {
+			continue
+		}
+		for _, r := range st.Reasons {
+			fmt.Fprintf(w, "%s: %s\n", st.Class, r)
+		}
+		for _, e := range st.Evidence {
+			fmt.Fprintf(w, "%s evidence (%s): %s\n", st.Class, st.Resource, e)
+		}
+	}
+	if f := q.Faults; f != nil {
+		_, text := f.faultReason()
+		fmt.Fprintf(w, "faults: %s\n", text)
+	}
+	if q.Disk != nil {
+		fmt.Fprintf(w, "disk: %s\n", q.Disk.Verdict)
+	}
+	if q.Network != nil {
+		fmt.Fprintf(w, "network: %s\n", q.Network.Verdict)
+	}
+	for _, c := range q.Compat {
+		v := "PASS"
+		if !c.Pass {
+			v = "FAIL: " + strings.Join(c.Failures, "; ")
+		}
+		fmt.Fprintf(w, "etcdctl check perf load %s (%g writes/s, %d clients): %s; %.0f writes/s, slowest %.1f ms, stddev %.1f ms\n",
+			c.Load, c.Target, c.Clients, v, c.Throughput, c.SlowestMs, c.StdDevMs)
+	}
+}
+
+// writeMarkdown renders the qualification for people: the verdict, the ladder, the disk, the network.
+func (q *Qualification) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "# Qualification: %s\n\n**%s**\n\n", strings.ToUpper(string(q.Outcome.Kind)), q.Verdict)
+	fmt.Fprintf(w, "Cluster: %s, %d members", q.Cluster.Backend, q.Cluster.Members)
+	if q.Cluster.DataRoot != "" {
+		fmt.Fprintf(w, ", data on %s", q.Cluster.DataRoot)
+	}
+	fmt.Fprintf(w, ". Each step: %.0f s of the kube workload after %.0f s of warm-up, open loop; seed %d; exit code %d.\n\n", q.StepSeconds, q.WarmupSeconds, q.Seed, q.ExitCode)
+	if len(q.Steps) > 0 {
+		fmt.Fprintln(w, "## Load ladder")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| "+strings.Join(stepHeader, " | ")+" |")
+		fmt.Fprintln(w, "|"+strings.Repeat("---|", len(stepHeader)))
+	}
+	for _, st := range q.Steps {
+		row := stepRow(st)
+		row[0] = fmt.Sprintf("[%s](%s/report.md)", st.Class, st.Dir)
+		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
+	}
+	for _, st := range q.Steps {
+		if st.Verdict == StepPass {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s is %s (%s):\n", st.Class, st.Verdict, st.Resource)
+		for _, r := range st.Reasons {
+			fmt.Fprintf(w, "- %s\n", r)
+		}
+		for _, e := range st.Evidence {
+			fmt.Fprintf(w, "- evidence: %s\n", e)
+		}
+		if st.Context != "" {
+			fmt.Fprintf(w, "- figures: %s\n", st.Context)
+		}
+	}
+	if d := q.Disk; d != nil {
+		fmt.Fprintf(w, "\n## Disk (%s)\n\n%s\n\n", d.Probe.Dir, d.Verdict)
+		fmt.Fprintln(w, "| pattern | writes | IOPS | MB/s | fdatasync p50 | p99 | p99.9 | max | commit p99 |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		for _, p := range d.Probe.Patterns {
+			commit := "-"
+			if p.Commit != nil {
+				commit = diskprobe.Ms(p.Commit.P99)
+			}
+			fmt.Fprintf(w, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %s |\n", p.Name, p.Writes, p.IOPS, p.BytesPerSecond/1e6,
+				diskprobe.Ms(p.Fdatasync.P50), diskprobe.Ms(p.Fdatasync.P99), diskprobe.Ms(p.Fdatasync.P999), diskprobe.Ms(p.Fdatasync.Max), commit)
+		}
+	}
+	if n := q.Network; n != nil {
+		fmt.Fprintf(w, "\n## Network\n\n%s\n", n.Verdict)
+	}
+	if f := q.Faults; f != nil {
+		_, text := f.faultReason()
+		fmt.Fprintf(w, "\n## Under faults ([%s](%s/report.md))\n\n%s\n", f.Class, f.Dir, text)
+		for _, g := range f.Windows {
+			fmt.Fprintf(w, "- %s: write gap %.0f ms (limit %.0f ms), recovered %v\n", g.Fault, g.WriteGapMs, f.LimitMs, g.Recovered)
+		}
+	}
+	if len(q.Compat) > 0 {
+		fmt.Fprintln(w, "\n## etcdctl check perf loads (its pass rule)")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| load | target writes/s | clients | writes/s | errors | slowest | stddev | verdict |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		for _, c := range q.Compat {
+			v := "PASS"
+			if !c.Pass {
+				v = "FAIL: " + strings.Join(c.Failures, "; ")
+			}
+			fmt.Fprintf(w, "| %s | %g | %d | %.0f | %d | %.1f ms | %.1f ms | %s |\n", c.Load, c.Target, c.Clients, c.Throughput, c.Errors, c.SlowestMs, c.StdDevMs, v)
+		}
+	}
+}
