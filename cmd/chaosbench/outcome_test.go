@@ -49,15 +49,15 @@ func TestOneOutcome(t *testing.T) {
 			kind: outcome.Undecided, reason: "linearizability could not decide",
 		},
 		{
-			// The second fault is due while the first has paused a member: the cluster is not healthy, so it
-			// is skipped, and the run did not do what it was asked.
+			// The second fault (and its health check, a second before it) falls while the first has paused a
+			// member: the cluster is not healthy, so it is skipped, and the run did not do what it was asked.
 			name: "skipped fault",
-			args: []string{"--duration", "6s", "--faults", "pause:m1@1s+4s,kill:m2@2s+1s", "--fault-health-timeout", "300ms"},
-			kind: outcome.HarnessError, reason: "fault kill:m2@2s+1s: skipped",
+			args: []string{"--duration", "6s", "--faults", "pause:m1@1s+4s,kill:m2@3s+1s", "--fault-health-timeout", "300ms"},
+			kind: outcome.HarnessError, reason: "fault kill:m2@3s+1s: skipped",
 		},
 		{
 			name: "skipped fault allowed",
-			args: []string{"--duration", "6s", "--faults", "pause:m1@1s+4s,kill:m2@2s+1s", "--fault-health-timeout", "300ms", "--fault-skip-ok"},
+			args: []string{"--duration", "6s", "--faults", "pause:m1@1s+4s,kill:m2@3s+1s", "--fault-health-timeout", "300ms", "--fault-skip-ok"},
 			kind: outcome.OK,
 		},
 		{

@@ -178,8 +178,8 @@ func TestSuiteShardsAndBadInput(t *testing.T) {
 // shows in suite.json, JUnit, suite.md and the printed text.
 func TestSuiteRetryHarness(t *testing.T) {
 	reg := t.TempDir()
-	body := "name: skipped-fault\nworkload: put\nrate: 100\nclients: 4\nconns: 2\nduration: 5s\nprogress: none\n" +
-		"faults: [pause:m1@1s+3s, kill:m2@2s+1s]\nfault-health-timeout: 300ms\n"
+	body := "name: skipped-fault\nworkload: put\nrate: 100\nclients: 4\nconns: 2\nduration: 6s\nprogress: none\n" +
+		"faults: [pause:m1@1s+4s, kill:m2@3s+1s]\nfault-health-timeout: 300ms\n"
 	if err := os.WriteFile(filepath.Join(reg, "skipped.yaml"), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
