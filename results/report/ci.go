@@ -119,18 +119,13 @@ func WriteJUnit(w io.Writer, r *Run) error {
 		}
 		suite.Cases = append(suite.Cases, tc)
 	}
-	for _, c := range suite.Cases {
-		suite.Tests++
-		switch {
-		case c.Failure != nil:
-			suite.Failures++
-		case c.Error != nil:
-			suite.Errors++
-		case c.Skipped != nil:
-			suite.Skipped++
-		}
-	}
+	countCases(&suite)
 	doc := junitSuites{Name: "chaosbench", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}}
+	return writeJUnitDoc(w, doc)
+}
+
+// writeJUnitDoc writes a JUnit document, indented, with its XML header.
+func writeJUnitDoc(w io.Writer, doc junitSuites) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

@@ -63,16 +63,7 @@ func WriteSuiteJUnit(w io.Writer, dir string, s *results.Suite) error {
 		doc.Failures += suite.Failures
 		doc.Errors += suite.Errors
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return writeJUnitDoc(w, doc)
 }
 
 // scenarioJUnit is the testsuite of a scenario's last run, or, when the run left no summary (it could not
