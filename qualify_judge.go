@@ -126,7 +126,7 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 	o := s.Verdict()
 	st.RunOutcome = o.Kind
 	if s.MeasuredSeconds > 0 {
-		st.Throughput = float64(requests(s.Operations)) / s.MeasuredSeconds
+		st.Throughput = float64(results.Requests(s.Operations)) / s.MeasuredSeconds
 	}
 	if s.Kube != nil {
 		for _, slo := range s.Kube.SLO {

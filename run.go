@@ -413,7 +413,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	s.Total = results.Totals(s.Operations)
 	if begin, ok := r.beganAt(); ok && r.loadCPU > 0 {
-		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, requests(s.Operations), r.liveHeap)
+		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, results.Requests(s.Operations), r.liveHeap)
 	}
 	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
@@ -426,7 +426,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.MissedLag += op.MissedLag
 	}
 	// Only requests are scheduled: watch events and cache waits never start late, so they do not dilute it.
-	if n := requests(s.Operations); n > 0 {
+	if n := results.Requests(s.Operations); n > 0 {
 		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(n)
 	}
 
@@ -497,9 +497,6 @@ func (r *run) beganAt() (time.Duration, bool) {
 	}
 	return r.rec.Began()
 }
-
-// requests counts the etcd requests among the operations (results.IsRequest).
-func requests(ops map[string]*results.Operation) int64 { return results.Requests(ops) }
 
 // removeData deletes the members' data directories of a successful run; their logs stay.
 func (r *run) removeData() {
