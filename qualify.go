@@ -14,6 +14,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
 
@@ -22,6 +23,7 @@ import (
 const (
 	QualificationFile   = "qualification.json"
 	QualificationReport = "qualification.md"
+	QualificationPage   = "qualification.html"
 	QualificationSchema = "chaosbench.qualification/v1"
 )
 
@@ -48,6 +50,9 @@ type QualifyOptions struct {
 	// DiskProbe runs the disk probe first; DiskSize is what each of its patterns writes.
 	DiskProbe bool
 	DiskSize  int64
+	// DiskResults are `chaosbench qualify disk --json` results from the member hosts of an external
+	// cluster, attached and judged instead of a probe from here.
+	DiskResults []string
 	// EtcdctlCompat runs `etcdctl check perf`'s put-only loads, judged by its rule, instead of the ladder,
 	// so that a user can lay our verdict beside the one they know; CompatLoad is the load (s, m, l, xl) or
 	// "auto" to climb from s until one fails.
@@ -58,8 +63,11 @@ type QualifyOptions struct {
 	WithFaults bool
 	// CompatDuration is the length of each compat load (check perf: 60 s).
 	CompatDuration time.Duration
-	// Log receives the progress lines, the verdict and the table.
-	Log io.Writer
+	// Log receives what the qualification says as it goes, each step's progress (Progress: auto for
+	// bars when Log is a terminal and a line every 15 s otherwise, bars, lines or none), the verdict and
+	// the table.
+	Log      io.Writer
+	Progress string
 	// Env is passed to every step's Run (its Out is replaced by the step's run.log).
 	Env Env
 }
@@ -69,7 +77,7 @@ func DefaultQualifyOptions() QualifyOptions {
 	s := DefaultScenario()
 	return QualifyOptions{
 		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second,
-		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto",
+		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto", Progress: results.ProgressAuto,
 	}
 }
 
@@ -79,6 +87,20 @@ func (o *QualifyOptions) validate() error {
 			return outcome.Usagef("--class %q: auto or %s (did you mean %s?)", o.Class, strings.Join(Classes, ", "), s)
 		}
 		return outcome.Usagef("--class %q: auto or %s", o.Class, strings.Join(Classes, ", "))
+	}
+	if o.Progress == "" {
+		o.Progress = results.ProgressAuto
+	}
+	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, o.Progress) {
+		return outcome.Usagef("--progress %q: auto, bars, lines or none", o.Progress)
+	}
+	if len(o.DiskResults) > 0 && o.Scenario.Cluster != "external" {
+		return outcome.Usagef("--disk-result is for --cluster external: the disks of embed and docker members are probed from here")
+	}
+	for _, f := range o.DiskResults {
+		if _, err := readDiskResult(f); err != nil {
+			return err
+		}
 	}
 	if o.StepDuration <= 0 {
 		return outcome.Usagef("--step-duration %s: must be positive", o.StepDuration)
@@ -152,7 +174,7 @@ func (o *QualifyOptions) stepScenario(class, dir string, seed int64) Scenario {
 	s.Warmup = o.Warmup
 	s.Thresholds = append(slices.Clone(o.Scenario.Thresholds), stepThresholds...)
 	s.Faults.Schedule = []string{"none"}
-	s.Progress = results.ProgressNone
+	s.Progress = o.Progress
 	return s
 }
 
@@ -205,18 +227,8 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 			o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
 	}
 
-	if o.DiskProbe && o.Scenario.Cluster == "embed" {
-		probeDir := o.DataRoot
-		if probeDir == "" {
-			probeDir = dir
-		}
-		fmt.Fprintf(o.Log, "disk: probing %s (etcd's WAL and bbolt write patterns)...\n", probeDir)
-		d, err := probeDisk(ctx, probeDir, o.DiskSize, 0, q.Seed)
-		if err != nil {
-			return nil, fmt.Errorf("disk probe: %w", err)
-		}
-		q.Disk = d
-		fmt.Fprintf(o.Log, "disk: %s\n", d.Verdict)
+	if err := o.probeDisks(ctx, dir, q); err != nil {
+		return nil, err
 	}
 
 	var stepErr error
@@ -281,6 +293,10 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 		fmt.Fprintln(o.Log, "error:", err)
 		q.Outcome = outcome.Decide(append(q.Outcome.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
 	}
+	if err := q.bannerSteps(dir); err != nil {
+		fmt.Fprintln(o.Log, "error:", err)
+		q.Outcome = outcome.Decide(append(q.Outcome.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
+	}
 	fmt.Fprintln(o.Log)
 	fmt.Fprintln(o.Log, q.Verdict)
 	q.writeTable(o.Log)
@@ -290,6 +306,44 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
 	return q, err
+}
+
+// bannerSteps puts the qualification's verdict at the top of every step's report.html and report.md, with
+// a link back to qualification.md: a step's own run outcome says whether that run went well, not what the
+// hardware qualified for.
+func (q *Qualification) bannerSteps(dir string) error {
+	var dirs []string
+	for _, st := range q.Steps {
+		dirs = append(dirs, st.Dir)
+	}
+	for _, c := range q.Compat {
+		dirs = append(dirs, c.Dir)
+	}
+	if q.Faults != nil {
+		dirs = append(dirs, q.Faults.Dir)
+	}
+	class := "ok"
+	switch q.Outcome.Kind {
+	case outcome.OK:
+	case outcome.Undecided, outcome.Incomplete:
+		class = "warn"
+	default:
+		class = "fail"
+	}
+	var errs []error
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		stepDir := filepath.Join(dir, d)
+		if _, err := os.Stat(filepath.Join(stepDir, results.SummaryFile)); err != nil {
+			continue // a step that left no run behind has no report to mark
+		}
+		// Step directories sit directly in the qualification's.
+		errs = append(errs, report.SetBanner(stepDir, report.Banner{Title: "qualification", Text: q.Verdict, Class: class,
+			Link: "../" + QualificationPage, MarkdownLink: "../" + QualificationReport}))
+	}
+	return errors.Join(errs...)
 }
 
 // runStep runs the ladder's step at class in its own run directory and judges it.
@@ -315,14 +369,11 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	}
 	defer log.Close()
 	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, classNodes(class), o.StepDuration, o.Warmup, log.Name())
-	env := o.Env
-	env.Out = log
+	env := o.stepEnv(log, "step "+class)
 	var clientRTT []ClientRTT
 	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
 	s := o.stepScenario(class, stepDir, seed)
-	stop := progressLines(o.Log, "step "+class, s.Duration)
 	sum, runErr := Run(ctx, s, env)
-	stop()
 	if sum == nil {
 		// Nothing ran: a usage error (validated before, so unexpected here) or a harness failure.
 		if outcome.IsUsage(runErr) {
@@ -341,30 +392,14 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	return st, nil
 }
 
-// progressInterval is how often a running step says how far it is.
+// progressInterval is how often a step's progress line is printed when Log is not a terminal.
 const progressInterval = 15 * time.Second
 
-// progressLines prints a line every progressInterval while a step runs (its own output goes to its
-// run.log), and returns a function that stops it and waits for it.
-func progressLines(w io.Writer, what string, load time.Duration) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(progressInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(w, "%s: %s elapsed (start-up, %s of load, then the checks)\n", what, time.Since(start).Round(time.Second), load)
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-	}
+// stepEnv is the Env of a step's Run: its output goes to the step's run.log, its progress to the
+// qualification's log, labelled.
+func (o *QualifyOptions) stepEnv(log io.Writer, label string) Env {
+	env := o.Env
+	env.Out = log
+	env.Progress, env.ProgressLabel, env.ProgressEvery = o.Log, label, progressInterval
+	return env
 }

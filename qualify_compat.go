@@ -69,11 +69,7 @@ func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) 
 		}
 		s := o.compatScenario(l, stepDir, seed+int64(i))
 		fmt.Fprintf(o.Log, "etcdctl-compat %s: %g puts/s from %d clients for %s, log %s\n", l.Name, l.Rate, l.Clients, o.CompatDuration, log.Name())
-		env := o.Env
-		env.Out = log
-		stop := progressLines(o.Log, "etcdctl-compat "+l.Name, s.Duration)
-		sum, runErr := Run(ctx, s, env)
-		stop()
+		sum, runErr := Run(ctx, s, o.stepEnv(log, "etcdctl-compat "+l.Name))
 		log.Close()
 		if sum == nil {
 			return out, fmt.Errorf("etcdctl-compat %s: %w", l.Name, runErr)
@@ -115,7 +111,7 @@ func (o *QualifyOptions) compatScenario(l CompatLoad, dir string, seed int64) Sc
 	s.Duration, s.Warmup, s.Total = o.CompatDuration, 0, 0
 	s.Micro.KeySize, s.Micro.ValSize, s.Micro.KeySpaceSize, s.Micro.KeyPrefix = compatKeySize, compatValSize, 1<<20, "/etcdctl-check-perf/"
 	s.Faults.Schedule = []string{"none"}
-	s.Progress = results.ProgressNone
+	s.Progress = o.Progress
 	s.Thresholds = nil
 	// check perf checks no history; neither does its mirror, so that the load is the same work.
 	s.History, s.Check = false, false

@@ -3,13 +3,17 @@ package chaosbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/diskprobe"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
@@ -161,4 +165,108 @@ func writeDiskTable(w io.Writer, d *DiskQualification) {
 	}
 	fmt.Fprintf(w, "guidance: WAL fdatasync p99 < %s with >= %.0f IOPS for every class; < %s with >= %.0f IOPS for large and xlarge (heavy load); bbolt commit p99 < %s\n",
 		diskprobe.Ms(diskprobe.FsyncLimitMs), diskprobe.MinIOPS, diskprobe.Ms(diskprobe.HeavyFsyncLimitMs), diskprobe.HeavyIOPS, diskprobe.Ms(diskprobe.CommitLimitMs))
+}
+
+// diskProbeFile is the disk probe's JSON inside a qualification directory (the docker probe writes it from
+// its container).
+const diskProbeFile = "disk-probe.json"
+
+// probeDisks probes the disk the members write to, as each backend allows: on an embedded cluster, the data
+// root's disk from here; on a docker cluster, from a container of the builtin image on the directory the
+// members' data directories are bind-mounted from, as a member sees it; on an external cluster, nothing
+// can be probed from here, and the results of `chaosbench qualify disk --json` run on the members' hosts
+// (DiskResults) are attached and judged instead. With several, the worst decides the classes.
+func (o *QualifyOptions) probeDisks(ctx context.Context, dir string, q *Qualification) error {
+	if !o.DiskProbe && len(o.DiskResults) == 0 {
+		return nil
+	}
+	switch {
+	case len(o.DiskResults) > 0:
+		for _, f := range o.DiskResults {
+			d, err := readDiskResult(f)
+			if err != nil {
+				return err
+			}
+			q.MemberDisks = append(q.MemberDisks, HostDisk{Source: f, Disk: d})
+			fmt.Fprintf(o.Log, "disk (%s): %s\n", f, d.Verdict)
+		}
+		q.Disk = worstDisk(q.MemberDisks)
+		return nil
+	case o.Scenario.Cluster == "embed":
+		probeDir := o.DataRoot
+		if probeDir == "" {
+			probeDir = dir
+		}
+		fmt.Fprintf(o.Log, "disk: probing %s (etcd's WAL and bbolt write patterns)...\n", probeDir)
+		d, err := probeDisk(ctx, probeDir, o.DiskSize, 0, q.Seed)
+		if err != nil {
+			return fmt.Errorf("disk probe: %w", err)
+		}
+		q.Disk = d
+	case o.Scenario.Cluster == "docker":
+		fmt.Fprintf(o.Log, "disk: probing %s from a container, as the members see their data directories...\n", dir)
+		d, err := o.probeDockerDisk(ctx, dir, q.Seed)
+		if err != nil {
+			return fmt.Errorf("disk probe: %w", err)
+		}
+		q.Disk = d
+	default:
+		fmt.Fprintf(o.Log, "disk: an external cluster's disks cannot be probed from here: run `chaosbench qualify disk --dir DATA_DIR --json FILE` on each member's host and pass --disk-result FILE\n")
+		return nil
+	}
+	fmt.Fprintf(o.Log, "disk: %s\n", q.Disk.Verdict)
+	return nil
+}
+
+// probeDockerDisk runs `chaosbench qualify disk` in a container of the builtin image on the qualification
+// directory, where the members' data directories live and from which they are bind-mounted.
+func (o *QualifyOptions) probeDockerDisk(ctx context.Context, dir string, seed int64) (*DiskQualification, error) {
+	args := []string{"qualify", "disk", "--dir", clusters.ContainerProbeDir, "--seed", strconv.FormatInt(seed, 10),
+		"--json", clusters.ContainerProbeDir + "/" + diskProbeFile}
+	if o.DiskSize > 0 {
+		args = append(args, "--size", strconv.FormatInt(o.DiskSize, 10))
+	}
+	out, err := clusters.RunContainerProbe(ctx, clusters.ContainerProbe{HostDir: dir, Args: args, Log: o.Log,
+		Image: clusters.ImageOptions{Log: o.Log}})
+	if status, ok := clusters.IsContainerExit(err); ok && status == int64(outcome.ExitThresholds) {
+		err = nil // the disk is too slow: the result says so
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	return readDiskResult(filepath.Join(dir, diskProbeFile))
+}
+
+// HostDisk is the disk probe of one member's host, attached from `chaosbench qualify disk --json`.
+type HostDisk struct {
+	// Source is the file the result was read from.
+	Source string             `json:"source"`
+	Disk   *DiskQualification `json:"disk"`
+}
+
+// readDiskResult reads a `qualify disk --json` result and judges it again (the guidance of this version).
+func readDiskResult(path string) (*DiskQualification, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, outcome.Usagef("--disk-result %s: %v", path, err)
+	}
+	var d DiskQualification
+	if err := json.Unmarshal(b, &d); err != nil || d.Probe == nil || len(d.Probe.Patterns) == 0 {
+		if err == nil {
+			err = errors.New("no probe patterns in it")
+		}
+		return nil, outcome.Usagef("--disk-result %s: not a `chaosbench qualify disk --json` result: %v", path, err)
+	}
+	return judgeDisk(d.Probe), nil
+}
+
+// worstDisk is the member disk that allows the fewest classes.
+func worstDisk(ds []HostDisk) *DiskQualification {
+	var worst *DiskQualification
+	for _, h := range ds {
+		if worst == nil || len(h.Disk.Allowed) < len(worst.Allowed) {
+			worst = h.Disk
+		}
+	}
+	return worst
 }

@@ -56,11 +56,7 @@ func (o *QualifyOptions) runFaultStep(ctx context.Context, dir, class string, se
 	defer log.Close()
 	s := o.faultScenario(class, stepDir, seed)
 	fmt.Fprintf(o.Log, "faults at %s: %s of kube load with a leader kill and a leader partition, log %s\n", class, s.Duration, log.Name())
-	env := o.Env
-	env.Out = log
-	stop := progressLines(o.Log, "faults at "+class, s.Duration)
-	sum, runErr := Run(ctx, s, env)
-	stop()
+	sum, runErr := Run(ctx, s, o.stepEnv(log, "faults at "+class))
 	if sum == nil {
 		if outcome.IsUsage(runErr) {
 			return nil, runErr

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters/diskprobe"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
 // Verdicts of a step of the ladder. Undecided is never a pass nor a fail of the hardware: the generator or
@@ -24,6 +27,11 @@ const (
 // cpuLimitShare is the share of its container's CPU limit a member's mean use must reach to count as held
 // by it: the quota is enforced in bursts, so a member at 60% on average spent part of the time throttled.
 const cpuLimitShare = 0.6
+
+// throttledShare is the share of CPU periods (percent) in which a member container may be throttled by its
+// CPU limit before the limit, not the disk its delayed fsyncs point at, is named the resource that gave
+// out: the kernel's own count of the periods the member wanted more CPU than its quota.
+const throttledShare = 10.0
 
 // throughputFloor is the fraction of the planned request rate a class must sustain.
 const throughputFloor = 0.9
@@ -50,9 +58,12 @@ type Qualification struct {
 	StepSeconds   float64            `json:"step_s"`
 	WarmupSeconds float64            `json:"warmup_s"`
 	Disk          *DiskQualification `json:"disk,omitempty"`
-	Network       *Network           `json:"network,omitempty"`
-	Steps         []Step             `json:"steps"`
-	Compat        []CompatStep       `json:"etcdctl_compat,omitempty"`
+	// MemberDisks are the disk probes of an external cluster's member hosts (--disk-result); Disk is the
+	// worst of them.
+	MemberDisks []HostDisk   `json:"member_disks,omitempty"`
+	Network     *Network     `json:"network,omitempty"`
+	Steps       []Step       `json:"steps"`
+	Compat      []CompatStep `json:"etcdctl_compat,omitempty"`
 	// Faults is the --with-faults step at the highest passing class.
 	Faults *FaultStep `json:"faults,omitempty"`
 }
@@ -87,19 +98,22 @@ type Step struct {
 	RunOutcome outcome.Kind `json:"run_outcome"`
 	// Figures, over the measured window: requests/s planned and achieved, the worst Kubernetes SLO p99 per
 	// API call class, etcd's disk histograms (worst member), leader changes, CPU.
-	PlannedRate     float64 `json:"planned_requests_per_s"`
-	Throughput      float64 `json:"requests_per_s"`
-	MutatingP99     float64 `json:"mutating_p99_ms"`
-	GetP99          float64 `json:"get_p99_ms"`
-	ListP99         float64 `json:"list_p99_ms"`
-	WALFsyncP99     float64 `json:"wal_fsync_p99_ms"`
-	CommitP99       float64 `json:"backend_commit_p99_ms"`
-	PeerRTTP99      float64 `json:"peer_rtt_p99_ms"`
-	LeaderChanges   int64   `json:"leader_changes"`
-	MemberCPUMax    float64 `json:"member_cpu_percent_max"`
-	HostCPUBusy     float64 `json:"host_cpu_busy_percent_mean"`
-	MissedLagPct    float64 `json:"missed_lag_percent"`
-	MissedBacklgPct float64 `json:"missed_backlog_percent"`
+	PlannedRate   float64 `json:"planned_requests_per_s"`
+	Throughput    float64 `json:"requests_per_s"`
+	MutatingP99   float64 `json:"mutating_p99_ms"`
+	GetP99        float64 `json:"get_p99_ms"`
+	ListP99       float64 `json:"list_p99_ms"`
+	WALFsyncP99   float64 `json:"wal_fsync_p99_ms"`
+	CommitP99     float64 `json:"backend_commit_p99_ms"`
+	PeerRTTP99    float64 `json:"peer_rtt_p99_ms"`
+	LeaderChanges int64   `json:"leader_changes"`
+	MemberCPUMax  float64 `json:"member_cpu_percent_max"`
+	// MemberThrottledMax is the highest share of CPU periods (percent) a member container was throttled
+	// in by --member-cpus (0: no limit).
+	MemberThrottledMax float64 `json:"member_cpu_throttled_percent_max,omitempty"`
+	HostCPUBusy        float64 `json:"host_cpu_busy_percent_mean"`
+	MissedLagPct       float64 `json:"missed_lag_percent"`
+	MissedBacklgPct    float64 `json:"missed_backlog_percent"`
 	// Peers is each member's peer round-trip p99 (ms), for the network judgement.
 	Peers map[string]float64 `json:"peer_rtt_p99_ms_by_member,omitempty"`
 	// ClientRTT is the round trip to each member's client port, measured before the load.
@@ -141,6 +155,9 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 		st.WALFsyncP99, st.CommitP99, st.PeerRTTP99, st.LeaderChanges = c.WALFsync.P99, c.BackendCommit.P99, c.PeerRTT.P99, c.LeaderChanges
 		for _, m := range sv.Members {
 			st.MemberCPUMax = max(st.MemberCPUMax, m.CPUPercentMean)
+			if m.CPUThrottledPercent != nil {
+				st.MemberThrottledMax = max(st.MemberThrottledMax, *m.CPUThrottledPercent)
+			}
 			if m.PeerRTT.Count > 0 {
 				if st.Peers == nil {
 					st.Peers = map[string]float64{}
@@ -164,6 +181,12 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 		st.Reasons = o.Texts(outcome.Violation)
 		return st
 	case outcome.Undecided, outcome.HarnessError, outcome.Incomplete:
+		if ev := quotaExhausted(s, o); len(ev) > 0 {
+			// The cluster refused the class's data: its quota, not the harness, ended the step.
+			st.Verdict, st.Resource, st.Evidence = StepFail, "memory", ev
+			st.Reasons = []string{"the database reached its quota (NOSPACE): the cluster cannot hold this class's data"}
+			return st
+		}
 		st.Verdict, st.Resource = StepUndecided, "harness"
 		st.Reasons = o.Texts(outcome.Undecided, outcome.HarnessError, outcome.Incomplete)
 		return st
@@ -212,6 +235,13 @@ func attribute(s *results.Summary, diskBars bool) (string, []string) {
 	// its quota in bursts, which delays its fsync calls too, so its slow disk figures follow from the CPU.
 	if lim := s.Cluster.MemberCPUs; lim > 0 && s.Server != nil {
 		for _, m := range s.Server.Members {
+			if th := m.CPUThrottledPercent; th != nil && *th >= throttledShare {
+				ev := []string{fmt.Sprintf("member %s was CPU-throttled in %.0f%% of the kernel's scheduling periods by its limit of %g cores (--member-cpus), using %.0f%% of a core on average", m.Name, *th, lim, m.CPUPercentMean)}
+				if d := problems(s, "disk"); len(d) > 0 {
+					ev = append(ev, "a throttled member's fsync calls wait for CPU too: "+d[0])
+				}
+				return "cpu", ev
+			}
 			if m.CPUPercentMean >= cpuLimitShare*100*lim {
 				ev := []string{fmt.Sprintf("member %s used %.0f%% of a core on average, %.0f%% of its limit of %g cores (--member-cpus): it was throttled", m.Name, m.CPUPercentMean, m.CPUPercentMean/lim, lim)}
 				if d := problems(s, "disk"); len(d) > 0 {
@@ -237,6 +267,32 @@ func attribute(s *results.Summary, diskBars bool) (string, []string) {
 		return "disk", nil
 	}
 	return "unattributed", problems(s, "")
+}
+
+// quotaExhausted returns the evidence that a step ended because the database reached its quota: etcd's
+// NOSPACE error stopped the load (the preload of a class too big for --quota-backend-bytes) or failed its
+// requests, with the database size against the quota where the metrics have them; nil when it did not.
+func quotaExhausted(s *results.Summary, o outcome.Outcome) []string {
+	var ev []string
+	for _, text := range o.Texts() {
+		if strings.Contains(text, rpctypes.ErrNoSpace.Error()) {
+			ev = append(ev, text)
+		}
+	}
+	var refused int64
+	for _, op := range s.Operations {
+		refused += op.ErrorsByClass[workloads.ErrNoSpace]
+	}
+	if refused > 0 {
+		ev = append(ev, fmt.Sprintf("%d requests failed with NOSPACE (database space exceeded)", refused))
+	}
+	if len(ev) == 0 {
+		return nil
+	}
+	if sv := s.Server; sv != nil && sv.Cluster.QuotaBackendBytes > 0 {
+		ev = append(ev, fmt.Sprintf("database %.1f MiB of its %.1f MiB quota (--quota-backend-bytes)", sv.Cluster.DBSizeBytes/(1<<20), sv.Cluster.QuotaBackendBytes/(1<<20)))
+	}
+	return append(ev, problems(s, "quota")...)
 }
 
 // problems returns the diagnosis's problem findings on topic ("" for every topic).
@@ -267,7 +323,7 @@ func stepContext(st *Step, cpuLimit float64) string {
 	if st.MemberCPUMax > 0 || st.HostCPUBusy > 0 {
 		limit := ""
 		if cpuLimit > 0 {
-			limit = fmt.Sprintf(" (limit %g cores)", cpuLimit)
+			limit = fmt.Sprintf(" (limit %g cores, throttled in %.0f%% of periods)", cpuLimit, st.MemberThrottledMax)
 		}
 		parts = append(parts, fmt.Sprintf("member CPU up to %.0f%% of a core%s, machine %.0f%% busy", st.MemberCPUMax, limit, st.HostCPUBusy))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,13 +23,98 @@ func (q *Qualification) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, QualificationFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", QualificationFile, err)
 	}
-	var md bytes.Buffer
+	var md, page bytes.Buffer
 	q.writeMarkdown(&md)
 	if err := os.WriteFile(filepath.Join(dir, QualificationReport), md.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", QualificationReport, err)
 	}
+	if err := q.writeHTML(&page); err != nil {
+		return fmt.Errorf("render %s: %w", QualificationPage, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, QualificationPage), page.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", QualificationPage, err)
+	}
 	return nil
 }
+
+// writeHTML renders qualification.html: the verdict first, then the ladder (each class links its step's
+// report.html), and what the disk, network and fault steps found.
+func (q *Qualification) writeHTML(w io.Writer) error {
+	type row struct {
+		Cells []string
+		Link  string
+		Class string
+	}
+	var rows []row
+	for _, st := range q.Steps {
+		class := "ok"
+		switch st.Verdict {
+		case StepFail:
+			class = "fail"
+		case StepUndecided:
+			class = "warn"
+		}
+		rows = append(rows, row{Cells: stepRow(st), Link: st.Dir + "/report.html", Class: class})
+	}
+	var notes []string
+	for _, st := range q.Steps {
+		if st.Verdict == StepPass {
+			continue
+		}
+		for _, r := range st.Reasons {
+			notes = append(notes, fmt.Sprintf("%s is %s (%s): %s", st.Class, st.Verdict, st.Resource, r))
+		}
+		for _, e := range st.Evidence {
+			notes = append(notes, fmt.Sprintf("%s evidence: %s", st.Class, e))
+		}
+	}
+	var extra []string
+	if q.Disk != nil {
+		extra = append(extra, "disk: "+q.Disk.Verdict)
+	}
+	for _, h := range q.MemberDisks {
+		extra = append(extra, fmt.Sprintf("disk of %s: %s", h.Source, h.Disk.Verdict))
+	}
+	if q.Network != nil {
+		extra = append(extra, "network: "+q.Network.Verdict)
+	}
+	if f := q.Faults; f != nil {
+		_, text := f.faultReason()
+		extra = append(extra, "under faults: "+text)
+	}
+	badge := map[string]string{"ok": "ok", "threshold-failed": "fail", "violation": "fail"}[string(q.Outcome.Kind)]
+	if badge == "" {
+		badge = "warn"
+	}
+	return qualificationPage.Execute(w, struct {
+		Verdict, Badge, Outcome string
+		Header                  []string
+		Rows                    []row
+		Notes, Extra            []string
+		Seed                    int64
+		Exit                    int
+	}{q.Verdict, badge, strings.ToUpper(string(q.Outcome.Kind)), stepHeader, rows, notes, extra, q.Seed, q.ExitCode})
+}
+
+var qualificationPage = template.Must(template.New("qualification").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>chaosbench qualification: {{.Verdict}}</title>
+<style>
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #1f2328; }
+.badge { display: inline-block; padding: 2px 10px; border-radius: 12px; color: #fff; font-weight: 600; margin-right: 8px; }
+.badge.ok { background: #1a7f37; } .badge.fail { background: #cf222e; } .badge.warn { background: #9a6700; }
+table { border-collapse: collapse; margin: 10px 0; } th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: right; }
+th { background: #f6f8fa; } td:first-child { text-align: left; } tr.fail td:last-child { color: #cf222e; font-weight: 600; }
+tr.warn td:last-child { color: #9a6700; font-weight: 600; } tr.ok td:last-child { color: #1a7f37; }
+</style></head><body>
+<h1><span class="badge {{.Badge}}">{{.Outcome}}</span>{{.Verdict}}</h1>
+<p>seed {{.Seed}}, exit code {{.Exit}}; each class links its step's own report</p>
+{{if .Rows}}<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range $r := .Rows}}<tr class="{{$r.Class}}">{{range $i, $c := $r.Cells}}<td>{{if eq $i 0}}<a href="{{$r.Link}}">{{$c}}</a>{{else}}{{$c}}{{end}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+{{if .Notes}}<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{range .Extra}}<p>{{.}}</p>{{end}}
+</body></html>
+`))
 
 func msOrDash(v float64) string {
 	if v == 0 {

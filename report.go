@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/spf13/pflag"
@@ -63,7 +65,28 @@ func (r *run) stopScraper(ctx context.Context) error {
 	}
 	sum, err := r.scraper.Stop(ctx)
 	r.summary.Server = sum
+	r.addThrottling(ctx)
 	return err
+}
+
+// addThrottling adds to the members' figures how often their containers were CPU-throttled, where the
+// cluster can tell (docker members under --member-cpus). A failure to read it leaves it unknown.
+func (r *run) addThrottling(ctx context.Context) {
+	t, ok := r.cluster.(clusters.CPUThrottler)
+	if !ok || r.summary.Server == nil || r.s.MemberCPUs <= 0 {
+		return
+	}
+	got, err := t.CPUThrottling(ctx)
+	if err != nil {
+		fmt.Fprintf(r.out, "could not read the members' CPU throttling: %v\n", err)
+	}
+	for i := range r.summary.Server.Members {
+		m := &r.summary.Server.Members[i]
+		if th, ok := got[m.Name]; ok && th.Periods > 0 {
+			p := math.Round(10*th.Percent()) / 10
+			m.CPUThrottledPercent = &p
+		}
+	}
 }
 
 // judge completes the summary with what a report needs (time base, machine), evaluates the thresholds and

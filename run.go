@@ -25,6 +25,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
@@ -52,6 +53,13 @@ type Env struct {
 	// ClusterReady, when set, is called once the cluster is up and before the workload starts, with the
 	// cluster (qualify measures the client-to-member round trips there, while nothing else runs).
 	ClusterReady func(ctx context.Context, c clusters.Cluster)
+	// Progress, when set, receives the load's progress instead of Out (bars when it is a terminal, lines
+	// otherwise): a job whose runs write their output to a log file (qualify) shows their progress on
+	// its own terminal. ProgressLabel names the bar ("load" when empty).
+	Progress      io.Writer
+	ProgressLabel string
+	// ProgressEvery is the period of plain progress lines (default 5 s).
+	ProgressEvery time.Duration
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -98,6 +106,10 @@ type run struct {
 	loadCPU    time.Duration // the generator's CPU time during the load
 	liveHeap   int64         // the generator's live heap at the end of the load
 	wl         workloads.Workload
+	// live exports the run as Prometheus metrics while it runs (live.go); nil without --metrics-addr
+	// or --prometheus-remote-write.
+	live        *live.Exporter
+	remoteWrite *live.RemoteWriter
 
 	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
@@ -197,6 +209,9 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		fmt.Fprintln(r.out)
 	}
 
+	if err := r.startLive(); err != nil {
+		return nil, err
+	}
 	loadErr := r.execute(ctx, wl, runOpts, etcdFlags)
 	return r.finish(ctx, loadErr)
 }
@@ -258,12 +273,18 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	}
 	// Faults start with the load (the runner waits for Begin) and are healed before the cluster stops,
 	// on every way out of here, panics included.
-	faultSinks, err := r.faults.start(r.cluster, r.dir, base, r.s, r.out)
+	var onFault func(string, []string, bool)
+	sinks := []results.Sink{r.collector}
+	if r.live != nil {
+		onFault = r.live.Fault
+		sinks = append(sinks, r.live)
+	}
+	faultSinks, err := r.faults.start(r.cluster, r.dir, base, r.s, r.out, onFault)
 	if err != nil {
 		return err
 	}
 	defer r.faults.stop(ctx)
-	r.rec = workloads.NewRecorder(base, r.history, fill, append([]results.Sink{r.collector}, faultSinks...)...)
+	r.rec = workloads.NewRecorder(base, r.history, fill, append(sinks, faultSinks...)...)
 
 	cfg := clusters.ClientConfig(r.cluster)
 	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
@@ -289,8 +310,13 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	tickCtx, stopTicks := context.WithCancel(context.Background())
 	defer stopTicks()
 	go r.collector.Run(tickCtx)
+	progressOut := r.out
+	if r.env.Progress != nil {
+		progressOut = r.env.Progress
+	}
 	stopProgress := results.StartProgress(results.ProgressOptions{
-		Out: r.out, Mode: r.s.Progress, Duration: r.s.Duration, Total: r.s.Total,
+		Out: progressOut, Mode: r.s.Progress, Label: r.env.ProgressLabel, LineInterval: r.env.ProgressEvery,
+		Duration: r.s.Duration, Total: r.s.Total,
 		Live: r.collector.Live,
 		Elapsed: func() time.Duration {
 			if begin, ok := r.rec.Began(); ok {
@@ -478,6 +504,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if o.Passed() && r.s.Cluster != "external" && !r.s.KeepData {
 		r.removeData()
 	}
+	r.stopLive(ctx, s)
 	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
 	results.WriteVerdict(r.out, s)
 	var cause error

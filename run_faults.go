@@ -190,7 +190,7 @@ func (p *faultRun) configureDocker(o *clusters.DockerOptions, seed int64, moreIm
 
 // start creates the phase split and the runner, which waits for the load to begin; it returns the sinks
 // to add to the recorder.
-func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scenario, out io.Writer) ([]results.Sink, error) {
+func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scenario, out io.Writer, onFault func(string, []string, bool)) ([]results.Sink, error) {
 	if !p.active() {
 		return nil, nil
 	}
@@ -201,7 +201,7 @@ func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scena
 	p.runner, err = faults.Start(c, p.sched, faults.Options{
 		Base: base, Seed: s.Seed, Dir: dir, Log: out, Phases: p.phases, Duration: s.Duration,
 		HealthTimeout: p.opts.HealthTimeout, RecoveryTimeout: p.opts.RecoveryTimeout, Settle: p.opts.Settle,
-		Grace: s.RequestTimeout, AfterRecovery: membersAfterWindow(c),
+		Grace: s.RequestTimeout, AfterRecovery: membersAfterWindow(c), OnFault: onFault,
 	})
 	if err != nil {
 		return nil, err

@@ -64,6 +64,8 @@ type Scenario struct {
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
+	// LiveOptions export the run as Prometheus metrics while it runs (live.go).
+	LiveOptions
 
 	// Reports (see bindReportFlags).
 	Thresholds     []string      `json:"threshold,omitempty"`
@@ -147,6 +149,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
+	bindLiveFlags(fs, &s.LiveOptions)
 
 	bindKubeFlags(fs, s)
 	bindReportFlags(fs, s)
@@ -304,6 +307,9 @@ func (s *Scenario) externalTLS() bool {
 // validate checks what does not need a cluster to check, and writes an external cluster's endpoints as
 // the URLs the client will dial.
 func (s *Scenario) validate() error {
+	if err := s.LiveOptions.validate(); err != nil {
+		return err
+	}
 	if !slices.Contains([]string{"embed", "docker", "external"}, s.Cluster) {
 		return outcome.Usagef("--cluster %q: embed, docker or external", s.Cluster)
 	}

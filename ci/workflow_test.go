@@ -118,17 +118,32 @@ func TestWorkflowShape(t *testing.T) {
 	if wf.Env["SHARDS"] != strconv.Itoa(len(m.Shard)) {
 		t.Errorf("SHARDS=%s but the matrix has %d shards: some scenarios would never run", wf.Env["SHARDS"], len(m.Shard))
 	}
-	var suiteRun string
+	var suiteRun, downloadRun, trendRun string
 	var uses []string
 	for _, s := range job.Steps {
+		if strings.Contains(s.Run, "gh run download") {
+			downloadRun = s.Run
+		}
+		if strings.Contains(s.Run, "chaosbench trend") {
+			trendRun = s.Run
+		}
 		uses = append(uses, strings.Split(s.Uses, "@")[0])
 		if strings.Contains(s.Run, "chaosbench suite") {
 			suiteRun = s.Run
 		}
 		if (s.Uses != "" && strings.Contains(s.Uses, "upload-artifact")) || strings.Contains(s.Run, "GITHUB_STEP_SUMMARY") || strings.Contains(s.Uses, "junit") {
-			if s.If != "always()" {
+			if !strings.HasPrefix(s.If, "always()") {
 				t.Errorf("step %q must run whatever the verdict (if: always())", s.Name)
 			}
+		}
+	}
+	// The previous nights are the baseline of the trend, which decides the job on a regression.
+	if !strings.Contains(downloadRun, "--dir \"history/") {
+		t.Errorf("no step downloads the previous nights into history/: %q", downloadRun)
+	}
+	for _, w := range []string{"history", "results/suite", "--fail-on-regression"} {
+		if !strings.Contains(trendRun, w) {
+			t.Errorf("the trend step lacks %s: %q", w, trendRun)
 		}
 	}
 	for _, w := range []string{`--shard "$SHARD/$SHARDS"`, "etcd-version=$ETCD", "--retry-harness", "--out results/suite"} {

@@ -72,6 +72,9 @@ type Options struct {
 	// members' data there. Its time counts into the window's recovery phase, and it delays the entry's next
 	// occurrence by as long as it takes; Stop cancels its context.
 	AfterRecovery func(ctx context.Context) results.Check
+	// OnFault, when set, is told as each fault takes effect on its targets (active) and once it is healed,
+	// so that live metrics can show the window while it lasts.
+	OnFault func(kind string, targets []string, active bool)
 }
 
 // Runner plays a schedule against a cluster while the load runs. Create it with Start before the load,
@@ -323,6 +326,9 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 		r.logf("fault %s: inject failed at %.2fs: %v", entry.Spec, r.rel(start), injectErr)
 	} else {
 		r.logf("fault %s: injected at %.2fs on %s (leader %s)", entry.Spec, r.rel(start), strings.Join(targets, ","), dash(leader))
+		if r.opts.OnFault != nil {
+			r.opts.OnFault(entry.Kind, targets, true)
+		}
 		if entry.For > 0 {
 			r.sleepUntil(start + entry.For)
 		}
@@ -340,6 +346,9 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 	}
 	if win != nil {
 		win.Heal(end)
+	}
+	if r.opts.OnFault != nil && injectErr == nil {
+		r.opts.OnFault(entry.Kind, targets, false)
 	}
 
 	w := results.FaultWindow{Fault: entry.Kind, Spec: entry.Spec, Targets: targets, Leader: leader,

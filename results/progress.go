@@ -24,6 +24,8 @@ const (
 type ProgressOptions struct {
 	Out  io.Writer
 	Mode string
+	// Label names the load in bars and lines ("load" when empty).
+	Label string
 	// Duration or Total is the length of the load, for the remaining time or count.
 	Duration time.Duration
 	Total    int64
@@ -95,8 +97,12 @@ func (o ProgressOptions) status(elapsed time.Duration, ops, errs int64, rate flo
 	case o.Total > 0:
 		remaining = fmt.Sprintf("remaining %d ops", max(o.Total-ops, 0))
 	}
-	return fmt.Sprintf("elapsed %s  %s  ops %d  rate %.0f/s  errors %d",
-		elapsed.Truncate(time.Second), remaining, ops, rate, errs)
+	prefix := ""
+	if o.Label != "" {
+		prefix = o.Label + ": "
+	}
+	return fmt.Sprintf("%selapsed %s  %s  ops %d  rate %.0f/s  errors %d",
+		prefix, elapsed.Truncate(time.Second), remaining, ops, rate, errs)
 }
 
 func lines(ctx context.Context, o ProgressOptions) {
@@ -121,12 +127,17 @@ func bars(ctx context.Context, o ProgressOptions) {
 	if total <= 0 {
 		total = o.Total
 	}
+	label := o.Label
+	if label == "" {
+		label = "load"
+	}
+	o.Label = "" // the bar shows it; the status text beside it need not
 	var (
 		mu   sync.Mutex
 		text string
 	)
 	bar := p.AddBar(total,
-		mpb.PrependDecorators(decor.Name("load ", decor.WC{W: 5})),
+		mpb.PrependDecorators(decor.Name(label+" ", decor.WC{W: len(label) + 1})),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 			mu.Lock()
 			defer mu.Unlock()

@@ -149,6 +149,15 @@ type MemberMetrics struct {
 	CPUPercentMax      float64 `json:"cpu_percent_max"`
 	RSSBytesMax        float64 `json:"rss_bytes_max"`
 	ServerVersion      string  `json:"server_version,omitempty"`
+	// GoVersion is the Go release the member was built with; GoroutinesMax and MaxFDs are its process's;
+	// QuotaBackendBytes its database quota. What an external cluster's members say of themselves.
+	GoVersion         string  `json:"go_version,omitempty"`
+	GoroutinesMax     float64 `json:"goroutines_max,omitempty"`
+	MaxFDs            float64 `json:"max_fds,omitempty"`
+	QuotaBackendBytes float64 `json:"quota_backend_bytes,omitempty"`
+	// CPUThrottledPercent is, for a member under a CPU limit (docker --member-cpus), the share of CPU
+	// periods in which the kernel throttled it, since its container started (nil: no limit, or unknown).
+	CPUThrottledPercent *float64 `json:"cpu_throttled_percent,omitempty"`
 }
 
 // GeneratorMetrics describe chaosbench's own process and the machine it ran on, sampled with the members.

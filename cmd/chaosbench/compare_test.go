@@ -2,13 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcd-chaosbench/chaosbench"
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -69,5 +76,63 @@ func TestCompareRounds(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "| 2 rounds |") {
 		t.Errorf("report did not pair the rounds:\n%s", stdout.String())
+	}
+}
+
+// TestCompareSlowDiskWorse: two truly different configurations, three rounds each, the second with every
+// fsync of its member's disk delayed by 5 ms (a FUSE disk under its data directory). A few clients at a
+// modest rate keep the queue short, so that each write waits for its own fsync: write p99 is "worse" with a
+// 95% interval above zero, and --fail-on-regression=put:p99 exits 3 naming it.
+func TestCompareSlowDiskWorse(t *testing.T) {
+	if err := slowfs.Available(); err != nil {
+		t.Skipf("needs FUSE to slow a member's disk: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fs, err := slowfs.Mount(ctx, slowfs.Options{Command: []string{binary, slowfs.Command}, Lower: filepath.Join(fastDir(t), "lower"),
+		Mountpoint: filepath.Join(fastDir(t), "mnt"), Seed: 1, Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close(context.Background())
+	if err := fs.Set(ctx, slowfs.Delays{Fsync: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	load := []string{"--members", "1", "--workload", "put", "--rate", "150", "--clients", "4", "--conns", "1",
+		"--duration", "5s", "--faults", "none", "--progress", "none"}
+	var dirs [2][]string
+	for r := range 3 {
+		for v, name := range []string{"base", "slow"} {
+			dir := filepath.Join(base, name, fmt.Sprintf("round-%d", r+1))
+			if name == "slow" {
+				// Each round's member data on the slow disk, as qualify --data-root lays it out.
+				data := filepath.Join(fs.Mountpoint(), fmt.Sprintf("round-%d", r+1))
+				if err := os.MkdirAll(data, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(data, filepath.Join(dir, "members")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustRun(t, append([]string{"run", "--out", dir, "--seed", fmt.Sprint(100 + r)}, load...))
+			dirs[v] = append(dirs[v], dir)
+		}
+	}
+	cmd := exec.Command(binary, "report", "--out", filepath.Join(base, "cmp"), "--label", "base,slow",
+		"--fail-on-regression=put:p99", strings.Join(dirs[0], ","), strings.Join(dirs[1], ","))
+	b, err := cmd.CombinedOutput()
+	t.Logf("%s", b)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != outcome.ExitThresholds || !strings.Contains(string(b), "regression: slow put:p99 +") {
+		t.Fatalf("report: %v, want exit 3 naming put:p99", err)
+	}
+	// The effect row: put:p99 worse, its interval above zero, from paired rounds.
+	re := regexp.MustCompile(`put:p99 \|[^|]*\|[^|]*\| \+[0-9.]+% \[\+([0-9.]+)%, \+[0-9.]+%\] \| worse \| 3 rounds`)
+	if m := re.FindStringSubmatch(string(b)); m == nil {
+		t.Fatalf("no put:p99 row that is worse with an interval above zero from 3 rounds")
 	}
 }

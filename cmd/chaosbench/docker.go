@@ -145,6 +145,10 @@ samples and cover the noise within a run only. --fail-on-regression makes a wors
 					return err
 				}
 			}
+			if err := chaosbench.CheckApplicable(s.Workload, cmd.Flags(), config); err != nil {
+				*code = outcome.ExitUsage
+				return err
+			}
 			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
 			var err error
 			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {

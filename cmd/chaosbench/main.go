@@ -51,7 +51,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
 		compareCommand(stdout, stderr, &code), reaperCommand())
 	root.AddCommand(checkCommand(stdout, stderr, &code))
-	root.AddCommand(suiteCommand(stdout, stderr, &code))
+	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
 	root.AddCommand(qualifyCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
@@ -81,6 +81,13 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			}
 			if config != "" && replay == "" {
 				if err := chaosbench.LoadScenarioFile(config, cmd.Flags()); err != nil {
+					*code = outcome.ExitUsage
+					return err
+				}
+			}
+			if replay == "" {
+				// A recorded run's settings hold every field; what is checked is what a user set.
+				if err := chaosbench.CheckApplicable(s.Workload, cmd.Flags(), config); err != nil {
 					*code = outcome.ExitUsage
 					return err
 				}

@@ -61,6 +61,9 @@ func TestBadInput(t *testing.T) {
 	os.MkdirAll(existing, 0o755)
 	os.WriteFile(filepath.Join(existing, results.SummaryFile), []byte("{}"), 0o644)
 
+	inapplicable := filepath.Join(dir, "inapplicable.yaml")
+	os.WriteFile(inapplicable, []byte("workload: kube\nval-size: 512\n"), 0o644)
+
 	tests := []struct {
 		name string
 		args []string
@@ -71,9 +74,9 @@ func TestBadInput(t *testing.T) {
 		{"bad flag value", []string{"run", "--rate", "fast"}, `invalid argument "fast"`},
 		{"members", []string{"run", "--members", "4"}, "1, 3 or 5 members"},
 		{"workload", []string{"run", "--workload", "putt"}, "did you mean put"},
-		{"negative rate", []string{"run", "--rate", "-5"}, "--rate -5"},
+		{"negative rate", []string{"run", "--workload", "put", "--rate", "-5"}, "--rate -5"},
 		{"no end", []string{"run", "--duration", "0"}, "give --duration or --total"},
-		{"conns", []string{"run", "--clients", "2", "--conns", "4"}, "more connections than --clients"},
+		{"conns", []string{"run", "--workload", "put", "--clients", "2", "--conns", "4"}, "more connections than --clients"},
 		{"etcd flag unknown", []string{"run", "--etcd-flag", "heartbeat-intervall=100"}, "did you mean heartbeat-interval"},
 		{"etcd flag value", []string{"run", "--etcd-flag", "snapshot-count=many"}, "snapshot-count=many"},
 		{"etcd flag managed", []string{"run", "--etcd-flag", "data-dir=/x"}, "sets this flag itself"},
@@ -105,6 +108,16 @@ func TestBadInput(t *testing.T) {
 		{"kube preset", []string{"run", "--preset", "huge"}, `--preset "huge"`},
 		{"kube actor", []string{"run", "--skip-actors", "churm"}, "did you mean churn"},
 		{"kube sizes", []string{"run", "--object-sizes", "pods=3m"}, "1.5 MiB request limit"},
+		{"micro flag on kube", []string{"run", "--val-size", "100"}, "--val-size does not apply to the kube workload; its own flags are --actors"},
+		{"rate on kube", []string{"run", "--workload", "kube", "--rate", "500"}, "--rate does not apply to the kube workload"},
+		{"kube flags on put", []string{"run", "--workload", "put", "--nodes", "5", "--churn", "2"}, "--nodes, --churn do not apply to the put workload; its own flags are --clients"},
+		{"txn flag on range", []string{"run", "--workload", "range", "--txn-ops", "3"}, "--txn-ops does not apply to the range workload"},
+		{"watch flag on put", []string{"run", "--workload", "put", "--prev-kv"}, "--prev-kv does not apply to the put workload"},
+		{"config sets an inapplicable flag", []string{"run", "--config", inapplicable}, "--val-size does not apply to the kube workload"},
+		{"metrics addr", []string{"run", "--metrics-addr", "9464"}, `--metrics-addr "9464": host:port`},
+		{"remote write URL", []string{"run", "--prometheus-remote-write", "prometheus:9090"}, "--prometheus-remote-write: an http:// or https:// URL"},
+		{"remote write credentials in URL", []string{"run", "--prometheus-remote-write", "http://u:p@127.0.0.1:9090/api/v1/write"}, "no credentials in the URL"},
+		{"remote write user without password", []string{"run", "--prometheus-remote-write", "http://127.0.0.1:9090/api/v1/write", "--prometheus-remote-write-user", "u"}, "go together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench"
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
@@ -47,6 +48,9 @@ func qualify(t *testing.T, args ...string) (int, string, *chaosbench.Qualificati
 		t.Fatal(err)
 	}
 	t.Logf("qualify %s: exit %d\n%s", strings.Join(args, " "), code, b)
+	if strings.Contains(string(b), "\x1b[") {
+		t.Errorf("terminal escape sequences in output that is not a terminal: progress bars belong on a terminal only")
+	}
 	var q chaosbench.Qualification
 	if data, err := os.ReadFile(filepath.Join(out, chaosbench.QualificationFile)); err == nil {
 		if err := json.Unmarshal(data, &q); err != nil {
@@ -55,9 +59,26 @@ func qualify(t *testing.T, args ...string) (int, string, *chaosbench.Qualificati
 		if _, err := os.Stat(filepath.Join(out, chaosbench.QualificationReport)); err != nil {
 			t.Errorf("no %s: %v", chaosbench.QualificationReport, err)
 		}
+		// The page opens with the verdict and links every step's own report.
+		page, err := os.ReadFile(filepath.Join(out, chaosbench.QualificationPage))
+		if err != nil || !strings.Contains(string(page), "<h1>") {
+			t.Errorf("no %s: %v", chaosbench.QualificationPage, err)
+		}
+		for _, st := range q.Steps {
+			if !strings.Contains(string(page), `href="`+st.Dir+`/report.html"`) {
+				t.Errorf("%s does not link step %s's report", chaosbench.QualificationPage, st.Class)
+			}
+		}
 		for _, st := range q.Steps {
 			if _, err := os.Stat(filepath.Join(out, st.Dir, "summary.json")); err != nil {
 				t.Errorf("step %s: no run directory with a summary: %v", st.Class, err)
+			}
+			// Each step's own report opens with the qualification's verdict and a link back to it.
+			md, _ := os.ReadFile(filepath.Join(out, st.Dir, "report.md"))
+			html, _ := os.ReadFile(filepath.Join(out, st.Dir, "report.html"))
+			banner := "> **qualification**: " + q.Verdict + " ([qualification.md](../qualification.md))"
+			if !strings.Contains(string(md), banner) || !strings.Contains(string(html), `<a href="../qualification.html">`) {
+				t.Errorf("step %s: its report does not open with the qualification's verdict %q", st.Class, banner)
 			}
 		}
 	}
@@ -146,6 +167,9 @@ func TestQualifyBadInput(t *testing.T) {
 		{[]string{"--step-duration", "0s"}},
 		{[]string{"--members", "4"}},
 		{[]string{"disk", "--dir", "/does/not/exist"}},
+		{[]string{"--disk-result", "/does/not/exist.json", "--cluster", "external", "--endpoints", "127.0.0.1:1"}},
+		{[]string{"--disk-result", "/etc/hostname", "--cluster", "external", "--endpoints", "127.0.0.1:1"}},
+		{[]string{"--disk-result", "/etc/hostname"}},
 	} {
 		out := filepath.Join(t.TempDir(), "q")
 		cmd := exec.Command(binary, append([]string{"qualify", "--out", out}, tc.args...)...)
@@ -222,17 +246,81 @@ func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
 	}
 }
 
-// TestQualifyCPULimited: a docker member held to a tenth of a core fails small, and the reason is the CPU
+// TestQualifyCPULimited: a docker member held to a twentieth of a core fails small, and the reason is the CPU
 // (not the disk, whose fsyncs the throttling slows too), exit 3.
 func TestQualifyCPULimited(t *testing.T) {
 	requireDocker(t)
-	code, out, q := qualify(t, "--cluster", "docker", "--members", "1", "--member-cpus", "0.1", "--class", "small",
-		"--step-duration", "8s", "--warmup", "2s")
+	code, out, q := qualify(t, "--cluster", "docker", "--members", "1", "--member-cpus", "0.05", "--class", "small",
+		"--step-duration", "8s", "--warmup", "2s", "--disk-size", "1048576")
 	line := verdictLine(t, out, q)
 	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(cpu: ") {
 		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the CPU", code, line)
 	}
-	if len(q.Steps) != 1 || q.Steps[0].Resource != "cpu" || !strings.Contains(strings.Join(q.Steps[0].Evidence, " "), "--member-cpus") {
+	if len(q.Steps) != 1 || q.Steps[0].Resource != "cpu" || !strings.Contains(strings.Join(q.Steps[0].Evidence, " "), "--member-cpus") ||
+		q.Steps[0].MemberThrottledMax <= 0 {
 		t.Fatalf("steps %+v: want one step failed by the CPU limit", q.Steps)
+	}
+	// The disk was probed from a container, on the directory the members' data is bind-mounted from.
+	if q.Disk == nil || q.Disk.Probe == nil || q.Disk.Probe.Dir != clusters.ContainerProbeDir || len(q.Disk.Probe.Patterns) != 3 {
+		t.Fatalf("disk %+v: want a probe of %s from a container", q.Disk, clusters.ContainerProbeDir)
+	}
+	if b, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+clusters.LabelImageKind+"=probe").Output(); err != nil || len(strings.TrimSpace(string(b))) > 0 {
+		t.Errorf("probe containers left: %q %v", b, err)
+	}
+}
+
+// TestQualifyQuota: a cluster whose database quota (10 MiB) is smaller than what the small class stores
+// fails small for "memory", exit 3, with the quota as evidence, whether NOSPACE stops the preload or fails
+// requests during the step (a harness error would leave it undecided).
+func TestQualifyQuota(t *testing.T) {
+	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "6s", "--warmup", "2s",
+		"--disk-probe=false", "--data-root", fastDir(t), "--etcd-flag", "quota-backend-bytes=10485760")
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(memory: ") {
+		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for memory", code, line)
+	}
+	ev := strings.Join(q.Steps[0].Evidence, " ")
+	if len(q.Steps) != 1 || q.Steps[0].Resource != "memory" || !(strings.Contains(ev, "quota") || strings.Contains(ev, "NOSPACE")) {
+		t.Fatalf("steps %+v: want one step failed by the database quota", q.Steps)
+	}
+}
+
+// TestQualifyExternalDiskResults: an external cluster's disks are judged from `qualify disk --json` results
+// run on its members' hosts. Two hosts: one probed here for real, one whose fdatasyncs are made 40 times
+// slower in its result file; the worst decides, so small fails for the disk, exit 3, with both attached.
+func TestQualifyExternalDiskResults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	member, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start a member: %v", err)
+	}
+	t.Cleanup(func() { member.Close(context.Background()) })
+
+	fast := filepath.Join(t.TempDir(), "host1.json")
+	if b, err := exec.Command(binary, "qualify", "disk", "--dir", t.TempDir(), "--size", "262144", "--json", fast).CombinedOutput(); err != nil {
+		t.Fatalf("qualify disk: %v\n%s", err, b)
+	}
+	var d chaosbench.DiskQualification
+	b, _ := os.ReadFile(fast)
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	for i := range d.Probe.Patterns {
+		p := &d.Probe.Patterns[i]
+		p.Fdatasync.P50, p.Fdatasync.P99, p.Fdatasync.P999 = 40*max(p.Fdatasync.P50, 0.5), 40*max(p.Fdatasync.P99, 0.5), 40*max(p.Fdatasync.P999, 0.5)
+	}
+	slow := filepath.Join(t.TempDir(), "host2.json")
+	b, _ = json.Marshal(d)
+	os.WriteFile(slow, b, 0o644)
+
+	code, out, q := qualify(t, "--cluster", "external", "--endpoints", member.Endpoints()[0], "--class", "small",
+		"--step-duration", "6s", "--warmup", "2s", "--disk-result", fast, "--disk-result", slow)
+	line := verdictLine(t, out, q)
+	if code != outcome.ExitThresholds || !strings.Contains(line, "(disk: ") {
+		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the disk", code, line)
+	}
+	if len(q.MemberDisks) != 2 || q.Disk == nil || q.Disk.Judgement.Fit || !q.MemberDisks[0].Disk.Judgement.Fit {
+		t.Fatalf("member disks %+v, disk %+v: want both attached, the second unfit and deciding", q.MemberDisks, q.Disk)
 	}
 }

@@ -140,6 +140,11 @@ type Metric struct {
 	// Floor is, for Difference figures, the smallest change in Unit that matters whatever the baseline
 	// (an error rate going from 0 to 0.001% is not a regression of infinite percent).
 	Floor float64 `json:"floor,omitempty"`
+	// Resolution is, for Ratio figures read from a bucketed histogram (etcd's own metrics, whose buckets
+	// double), the ratio between neighbouring buckets: a change within one bucket is below what the figure
+	// can resolve. A trend, whose previous nights of such a figure are often identical, does not call a
+	// change smaller than that a regression (0: the figure is not quantized).
+	Resolution float64 `json:"resolution,omitempty"`
 }
 
 // Figures are one variant's measurements: per metric ID, one value per round (NaN where a round has none)
@@ -251,18 +256,8 @@ func Compare(metrics []Metric, variants []Figures, opts Options) Result {
 		for _, m := range metrics {
 			ve.Effects = append(ve.Effects, estimate(m, base, v, opts.MinEffect))
 		}
-		p := make([]float64, len(ve.Effects))
-		for i, e := range ve.Effects {
-			p[i] = e.P
-		}
-		family := 0
-		for _, x := range p {
-			if !math.IsNaN(x) {
-				family++
-			}
-		}
-		for i, pa := range Holm(p) {
-			ve.Effects[i].PAdjusted = pa
+		family := adjust(ve.Effects)
+		for i := range ve.Effects {
 			decide(&ve.Effects[i], family)
 		}
 		res.Variants = append(res.Variants, ve)
@@ -348,6 +343,22 @@ func estimate(m Metric, base, v Figures, minEffect float64) Effect {
 		e.Note = "a round has a non-positive value of a ratio figure"
 	}
 	return e
+}
+
+// adjust sets each effect's PAdjusted, Holm's adjustment of the p-values of one variant's effects, and
+// returns the size of that family (the effects with a p-value).
+func adjust(effects []Effect) (family int) {
+	p := make([]float64, len(effects))
+	for i, e := range effects {
+		p[i] = e.P
+		if !math.IsNaN(e.P) {
+			family++
+		}
+	}
+	for i, pa := range Holm(p) {
+		effects[i].PAdjusted = pa
+	}
+	return family
 }
 
 // decide calls the verdict of an estimated effect whose PAdjusted is set.

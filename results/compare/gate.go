@@ -26,8 +26,8 @@ func ParseGate(spec string) ([]string, error) {
 	return out, nil
 }
 
-// watched says whether the gate's figures (nil: all) include metric id.
-func watched(figures []string, id string) bool {
+// Watched says whether the gate's figures (nil: all) include metric id.
+func Watched(figures []string, id string) bool {
 	if figures == nil {
 		return true
 	}
@@ -48,7 +48,7 @@ func Gate(r Result, figures []string) error {
 		found := false
 		for _, v := range r.Variants {
 			for _, e := range v.Effects {
-				found = found || watched([]string{f}, e.Metric.ID)
+				found = found || Watched([]string{f}, e.Metric.ID)
 			}
 		}
 		if !found && len(r.Variants) > 0 {
@@ -58,7 +58,7 @@ func Gate(r Result, figures []string) error {
 	var reasons []outcome.Reason
 	for _, v := range r.Variants {
 		for _, e := range v.Effects {
-			if e.Verdict == Worse && watched(figures, e.Metric.ID) {
+			if e.Verdict == Worse && Watched(figures, e.Metric.ID) {
 				reasons = append(reasons, outcome.New(outcome.ThresholdFailed, "regression: %s %s %s against %s (Holm-adjusted p %.2g, beyond --min-effect %s)",
 					v.Label, e.Metric.ID, e.ChangeText(), r.Baseline, e.PAdjusted, percent(r.MinEffect)))
 			}

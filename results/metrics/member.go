@@ -33,7 +33,8 @@ type gauges struct {
 	dbSize, dbInUse, rssMax      float64
 	cpuSum, cpuMax               float64
 	cpuN                         int
-	version                      string
+	version, goVersion           string
+	goroutinesMax, maxFDs        float64
 	quota                        float64
 	firstCommitted, firstApplied float64
 	lastCommitted, lastApplied   float64
@@ -54,6 +55,13 @@ func (g *gauges) observe(s *snapshot, cpuPercent float64, haveCPU bool) {
 	}
 	if s.version != "" {
 		g.version = s.version
+	}
+	if s.goVersion != "" {
+		g.goVersion = s.goVersion
+	}
+	g.goroutinesMax = math.Max(g.goroutinesMax, s.goroutines)
+	if s.maxFDs > 0 {
+		g.maxFDs = s.maxFDs
 	}
 	if s.quota > 0 {
 		g.quota = s.quota
@@ -163,6 +171,7 @@ func (m *member) summary() results.MemberMetrics {
 		Name: m.name, Scrapes: g.scrapes + g.failed, Failed: g.failed, Leader: g.leader,
 		ProposalsPending: g.pendingMax, SlowWatchers: g.slowWatchersMax,
 		DBSizeBytes: g.dbSize, DBInUseBytes: g.dbInUse, RSSBytesMax: g.rssMax, ServerVersion: g.version,
+		GoVersion: g.goVersion, GoroutinesMax: g.goroutinesMax, MaxFDs: g.maxFDs, QuotaBackendBytes: g.quota,
 	}
 	if g.cpuN > 0 {
 		out.CPUPercentMean, out.CPUPercentMax = round(g.cpuSum/float64(g.cpuN), 1), round(g.cpuMax, 1)

@@ -224,7 +224,9 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 		if m.Name == follower.Name() && m.Failed == 0 {
 			t.Errorf("%s was paused for 2.5 s but no scrape failed", m.Name)
 		}
-		if m.ServerVersion == "" || m.RSSBytesMax == 0 {
+		// What a member says of itself (all an external cluster tells): versions, process, quota.
+		if m.ServerVersion == "" || m.RSSBytesMax == 0 || !strings.HasPrefix(m.GoVersion, "go1.") || m.GoroutinesMax == 0 ||
+			m.MaxFDs == 0 || m.QuotaBackendBytes == 0 {
 			t.Errorf("%s: %+v", m.Name, m)
 		}
 	}

@@ -115,6 +115,10 @@ type snapshot struct {
 	startTime float64
 
 	version string
+	// goVersion is the Go release the member was built with (etcd_server_go_version); goroutines and
+	// maxFDs are its process's (go_goroutines, process_max_fds).
+	goVersion          string
+	goroutines, maxFDs float64
 }
 
 // counters returns the counters a snapshot keeps, in a fixed order.
@@ -140,7 +144,8 @@ func wanted(name string) bool {
 		"etcd_server_proposals_applied_total", "etcd_server_proposals_pending",
 		"etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes",
 		"etcd_debugging_mvcc_slow_watcher_total", "process_resident_memory_bytes",
-		"etcd_server_quota_backend_bytes", "etcd_server_version":
+		"etcd_server_quota_backend_bytes", "etcd_server_version", "etcd_server_go_version",
+		"go_goroutines", "process_max_fds":
 		return true
 	}
 	return false
@@ -248,16 +253,28 @@ func fromFamilies(fams map[string]*dto.MetricFamily) *snapshot {
 		case "etcd_server_quota_backend_bytes":
 			s.quota = sumValues(f)
 		case "etcd_server_version":
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "server_version" {
-						s.version = l.GetValue()
-					}
-				}
-			}
+			s.version = labelValue(f, "server_version")
+		case "etcd_server_go_version":
+			s.goVersion = labelValue(f, "server_go_version")
+		case "go_goroutines":
+			s.goroutines = sumValues(f)
+		case "process_max_fds":
+			s.maxFDs = sumValues(f)
 		}
 	}
 	return s
+}
+
+// labelValue is the value of label name on the family's series (info metrics carry one series).
+func labelValue(f *dto.MetricFamily, name string) string {
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == name {
+				return l.GetValue()
+			}
+		}
+	}
+	return ""
 }
 
 // sumValues adds up the values of every series of a counter, gauge or untyped family.

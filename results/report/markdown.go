@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -16,6 +17,17 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("# chaosbench report: %s\n\n", v.Name)
+	if bn := v.Banner; bn != nil {
+		p("> **%s**: %s", bn.Title, bn.Text)
+		link := bn.MarkdownLink
+		if link == "" {
+			link = bn.Link
+		}
+		if link != "" {
+			p(" ([%s](%s))", filepath.Base(link), link)
+		}
+		p("\n\n")
+	}
 	p("**%s** — %s\n\n", v.Overall, v.Headline)
 	for _, rs := range v.Reasons {
 		p("- %s: %s\n", rs.Key, rs.Value)

@@ -50,6 +50,8 @@ type Run struct {
 	Diagnosis  []results.Finding
 	// Warnings lists files that could not be read; the report says so instead of failing.
 	Warnings []string
+	// Banner is the verdict of a job the run was part of, shown first (banner.json; nil: none).
+	Banner *Banner
 }
 
 // Field is one top-level field of summary.json.
@@ -102,6 +104,8 @@ func FromSummary(dir string, s *results.Summary) (*Run, error) {
 		warn(err)
 	}
 	r.Gaps, err = availabilityGaps(dir, r.Faults, r.Series)
+	warn(err)
+	r.Banner, err = readBanner(dir)
 	warn(err)
 	return r, nil
 }

@@ -25,13 +25,27 @@ func pageTemplate() *template.Template {
 			}
 			return "info"
 		},
-	}).Parse(pageHTML + cssTemplate + scriptTemplate))
+	}).Parse(pageHTML + headTemplate + cssTemplate + scriptTemplate))
 }
 
 // comparisonTemplate returns the comparison page.
 func comparisonTemplate() *template.Template {
-	return template.Must(template.New("comparison").Parse(comparisonHTML + cssTemplate + scriptTemplate))
+	return template.Must(template.New("comparison").Parse(comparisonHTML + headTemplate + cssTemplate + scriptTemplate))
 }
+
+// headTemplate holds what every page's head has: its meta tags ("meta") and the script that records any
+// script error on the page ("errors"), which the headless browser test reads back.
+const headTemplate = `{{define "meta"}}<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="chaosbench">
+{{end}}{{define "errors"}}<script>
+window.chaosbenchErrors = [];
+window.addEventListener("error", function (e) {
+  window.chaosbenchErrors.push(String(e.message || e));
+  document.documentElement.setAttribute("data-js-errors", String(window.chaosbenchErrors.length));
+});
+</script>
+{{end}}`
 
 const cssTemplate = `{{define "css"}}:root { --ok: #1a7f37; --fail: #cf222e; --warn: #9a6700; --info: #57606a; --line: #d0d7de; --bg: #f6f8fa; }
 * { box-sizing: border-box; }
@@ -69,28 +83,23 @@ code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px; background: #fff; }
 svg.chart { width: 100%; height: auto; display: block; }
 .note { color: var(--info); font-size: 12.5px; }
+.banner { margin: 0 0 10px; padding: 6px 12px; border-radius: 6px; border-left: 5px solid var(--info); background: #fff; }
+.banner.ok { border-left-color: var(--ok); } .banner.fail { border-left-color: var(--fail); background: #ffebe9; } .banner.warn { border-left-color: var(--warn); background: #fff8c5; }
 @media print { nav { display: none; } .charts, .charts.small { grid-template-columns: 1fr; } }
 {{end}}`
 
 const pageHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="chaosbench">
-<title>chaosbench: {{.Name}} — {{.Overall}}</title>
-<script>
-window.chaosbenchErrors = [];
-window.addEventListener("error", function (e) {
-  window.chaosbenchErrors.push(String(e.message || e));
-  document.documentElement.setAttribute("data-js-errors", String(window.chaosbenchErrors.length));
-});
-</script>
-<style>
+{{template "meta"}}<title>chaosbench: {{.Name}} — {{.Overall}}</title>
+{{template "errors"}}<style>
 {{template "css"}}</style>
 </head>
 <body>
 <header>
+{{- with .Banner}}
+<div class="banner {{.Class}}"><strong>{{.Title}}:</strong> {{.Text}}{{if .Link}} (<a href="{{.Link}}">{{.Link}}</a>){{end}}</div>
+{{- end}}
 <h1><span class="badge {{.Class}}">{{.Overall}}</span>chaosbench report: {{.Name}}</h1>
 <div class="headline">{{.Headline}}</div>
 {{- if .Reasons}}
@@ -260,18 +269,8 @@ const scriptTemplate = `{{define "script"}}<script>
 const comparisonHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="chaosbench">
-<title>chaosbench comparison: {{.Title}}</title>
-<script>
-window.chaosbenchErrors = [];
-window.addEventListener("error", function (e) {
-  window.chaosbenchErrors.push(String(e.message || e));
-  document.documentElement.setAttribute("data-js-errors", String(window.chaosbenchErrors.length));
-});
-</script>
-<style>
+{{template "meta"}}<title>chaosbench comparison: {{.Title}}</title>
+{{template "errors"}}<style>
 {{template "css"}}</style>
 </head>
 <body>

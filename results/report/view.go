@@ -15,6 +15,7 @@ import (
 // view is what every renderer shows, computed once from a run: verdicts, tables and text, already
 // formatted. The Markdown and HTML renderers differ only in layout.
 type view struct {
+	Banner   *Banner
 	Name     string
 	Overall  string // PASS, FAIL, INCOMPLETE, ERROR
 	Class    string // ok, fail, warn
@@ -79,7 +80,7 @@ type genericSection struct {
 
 func buildView(r *Run) *view {
 	s := r.Summary
-	v := &view{Name: s.Name, Diagnosis: r.Diagnosis, Thresholds: r.Thresholds, Checks: s.Checks,
+	v := &view{Banner: r.Banner, Name: s.Name, Diagnosis: r.Diagnosis, Thresholds: r.Thresholds, Checks: s.Checks,
 		Warnings: r.Warnings, OpenLoop: s.Schedule.Mode == "open"}
 	v.overall(r)
 	v.verdicts(r)
@@ -450,6 +451,67 @@ func (v *view) environment(r *Run) {
 		}
 		add("machine", m)
 		add("run directory file system", e.RunDirFS)
+		if d := e.RunDirDisk; d != nil {
+			disk := strings.TrimSpace(fmt.Sprintf("%s on %s", d.Device, d.MountPoint))
+			if d.Model != "" {
+				disk += ", " + d.Model
+			}
+			if d.Rotational != nil {
+				disk += map[bool]string{true: ", rotational", false: ", solid state"}[*d.Rotational]
+			}
+			if len(d.MountOptions) > 0 {
+				disk += " (" + strings.Join(d.MountOptions, ",") + ")"
+			}
+			add("run directory disk", disk)
+		}
+		var limits []string
+		if e.CgroupCPUs > 0 {
+			limits = append(limits, fmt.Sprintf("%g CPUs", e.CgroupCPUs))
+		}
+		if e.CgroupMemoryBytes > 0 {
+			limits = append(limits, fmtBytes(float64(e.CgroupMemoryBytes))+" memory")
+		}
+		add("cgroup limits", strings.Join(limits, ", "))
+	}
+	if c := s.Cluster; c.MemberCPUs > 0 || c.MemberMemoryBytes > 0 {
+		var limits []string
+		if c.MemberCPUs > 0 {
+			limits = append(limits, fmt.Sprintf("%g CPUs", c.MemberCPUs))
+		}
+		if c.MemberMemoryBytes > 0 {
+			limits = append(limits, fmtBytes(float64(c.MemberMemoryBytes))+" memory")
+		}
+		add("member limits", strings.Join(limits, ", "))
+	}
+	if sv := s.Server; sv != nil {
+		// What each member says of itself: the only facts there are about an external cluster's machines.
+		var ms []string
+		for _, m := range sv.Members {
+			var parts []string
+			if m.ServerVersion != "" {
+				parts = append(parts, "etcd "+m.ServerVersion)
+			}
+			if m.GoVersion != "" {
+				parts = append(parts, m.GoVersion)
+			}
+			if m.RSSBytesMax > 0 {
+				parts = append(parts, fmtBytes(m.RSSBytesMax)+" resident")
+			}
+			if m.DBSizeBytes > 0 {
+				db := "db " + fmtBytes(m.DBSizeBytes)
+				if m.QuotaBackendBytes > 0 {
+					db += " of " + fmtBytes(m.QuotaBackendBytes) + " quota"
+				}
+				parts = append(parts, db)
+			}
+			if m.GoroutinesMax > 0 {
+				parts = append(parts, fmt.Sprintf("%.0f goroutines", m.GoroutinesMax))
+			}
+			if len(parts) > 0 {
+				ms = append(ms, m.Name+": "+strings.Join(parts, ", "))
+			}
+		}
+		add("members", strings.Join(ms, "; "))
 	}
 	if s.Seed != 0 {
 		add("seed", strconv.FormatInt(s.Seed, 10))
