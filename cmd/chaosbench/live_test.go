@@ -64,12 +64,32 @@ func startPrometheus(t *testing.T, target string) string {
 		if resp, err := http.Get(base + "/-/ready"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				break
 			}
 		}
 	}
+	// Prometheus hands discovered targets to its scrape loops every five seconds: a run started before then
+	// would go unscraped for its first seconds, fault included.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(base + "/api/v1/targets?state=active")
+		if err != nil {
+			continue
+		}
+		var body struct {
+			Data struct {
+				ActiveTargets []struct {
+					ScrapeURL string `json:"scrapeUrl"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err == nil && len(body.Data.ActiveTargets) > 0 {
+			return base
+		}
+	}
 	b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
-	t.Fatalf("prometheus did not become ready:\n%s", b)
+	t.Fatalf("prometheus did not become ready with its target:\n%s", b)
 	return ""
 }
 
@@ -213,7 +233,9 @@ func TestLiveMetricsInPrometheus(t *testing.T) {
 	}
 	joined := strings.Join(seen, "")
 	if !strings.Contains(joined, "1") || !strings.HasSuffix(joined, "0") {
-		t.Errorf("fault gauge over the run %v: want 1 during the pause and 0 after\n%s", seen, b)
+		up := promQuery(t, prom, fmt.Sprintf(`up{job="chaosbench"}[%ds]`, int(final.Sub(start).Seconds())+1), final)
+		dur := promQuery(t, prom, fmt.Sprintf(`scrape_duration_seconds{job="chaosbench"}[%ds]`, int(final.Sub(start).Seconds())+1), final)
+		t.Errorf("fault gauge over the run %v: want 1 during the pause and 0 after\nscrapes up %+v\nscrape durations %+v\n%s", seen, up, dur, b)
 	}
 	if v := promQuery(t, prom, fmt.Sprintf(`chaosbench_outcome{outcome="ok",run=%q}`, run), final); len(v) == 0 {
 		t.Errorf("no outcome series for the run")
