@@ -67,6 +67,10 @@ type Env struct {
 	// APIServerReadyTimeout bounds the wait for them to be ready (default 2 minutes): tests break them.
 	APIServerArgs         []string
 	APIServerReadyTimeout time.Duration
+	// LoadBegan and LoadEnded, when set, are called with the cluster right after the workload's set-up
+	// (preloading) and right after its load: chaosbench fidelity reads etcd's counters there, so that they
+	// cover the load alone.
+	LoadBegan, LoadEnded func(ctx context.Context, c clusters.Cluster)
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -363,8 +367,14 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 			return 0
 		},
 	})
+	if r.env.LoadBegan != nil {
+		r.env.LoadBegan(ctx, r.cluster)
+	}
 	cpuBefore := results.CPUTime()
 	err = wl.Run(ctx, r.runner)
+	if r.env.LoadEnded != nil && err == nil {
+		r.env.LoadEnded(ctx, r.cluster)
+	}
 	r.loadEnd = r.rec.Now()
 	r.loadCPU = results.CPUTime() - cpuBefore
 	r.liveHeap = results.LiveHeap()
@@ -484,6 +494,12 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
 		cfg := k.Config()
 		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(cfg.Plan(r.s.endpointCount()))
+		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
+	}
+	if k, ok := r.wl.(*kubeapi.Workload); ok {
+		// Creates and deletes at the churn rate, and the lists: what the workload itself schedules.
+		cfg := k.Config()
+		s.Schedule.Mode, s.Schedule.TargetRate = "open", 2*cfg.Churn+cfg.ListRate
 		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
 	}
 	for _, op := range s.Operations {

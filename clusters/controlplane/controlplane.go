@@ -156,8 +156,10 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			"--etcd-compaction-interval=" + opts.CompactionInterval.String(),
 			"--event-ttl=" + opts.EventTTL.String(),
 			"--bind-address=127.0.0.1",
-			// A distinct address per apiserver, as in a real cluster: each keeps its own master lease.
-			"--advertise-address=127.0.0." + strconv.Itoa(i+1),
+			// A distinct address per apiserver, as in a real cluster: each keeps its own master lease. It is
+			// only advertised (the kubernetes service's endpoints), never dialled, and must not be loopback:
+			// TEST-NET-1 addresses.
+			"--advertise-address=192.0.2." + strconv.Itoa(i+1),
 			"--secure-port=" + strconv.Itoa(port),
 			"--tls-cert-file=" + server.Cert, "--tls-private-key-file=" + server.Key,
 			"--client-ca-file=" + server.CA,
@@ -266,6 +268,7 @@ func (c *ControlPlane) waitReady(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("start control plane: %w", err)
 	}
+	hc.Timeout = 2 * time.Second
 	defer hc.CloseIdleConnections()
 	p := c.procs[i]
 	deadline := time.Now().Add(c.opts.ReadyTimeout)
@@ -290,7 +293,7 @@ func (c *ControlPlane) waitReady(ctx context.Context, i int) error {
 			return fmt.Errorf("%s exited before it became ready (%v): %s", p.Name, status, lastLogLine(filepath.Join(c.opts.Dir, p.Name+".log")))
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not become ready within %s (%s); log: %s", p.Name, c.opts.ReadyTimeout, last, filepath.Join(c.opts.Dir, p.Name+".log"))
+			return fmt.Errorf("%s did not become ready within %s (%s); its last log line: %s", p.Name, c.opts.ReadyTimeout, last, lastLogLine(filepath.Join(c.opts.Dir, p.Name+".log")))
 		}
 		select {
 		case <-ctx.Done():

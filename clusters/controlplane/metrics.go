@@ -208,7 +208,7 @@ func Compare(before, after Snapshot) Report {
 
 // WriteText prints the report's tables: the busiest request series (top 15 of each) and the processes.
 func (r Report) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	table := func(title, verb string, rows []Latency) {
 		fmt.Fprintf(tw, "%s\t\t\t\t\t\t\n", title)
 		fmt.Fprintf(tw, "%s\tresource\tcount\t/s\tmean ms\tp50 ms\tp99 ms\t\n", verb)
