@@ -121,6 +121,9 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 	emu, real := samples["kube"], samples[kubeapi.Name]
 	rep := &FidelityReport{Preset: opts.Preset}
 	add := func(group, name string, e, r float64) {
+		if e == 0 && r == 0 {
+			return // neither run used it (most gRPC methods)
+		}
 		row := FidelityRow{Group: group, Name: name, Emulated: e, Real: r, Ratio: math.NaN()}
 		if e > 0 && r > 0 {
 			row.Ratio = r / e
