@@ -86,6 +86,15 @@ soak-checker:
 qualify-local: build
 	bin/chaosbench qualify --step-duration 30s --warmup 5s --out results/$$(date +%Y%m%d-%H%M%S)-qualify-local $(ARGS)
 
+## fidelity: the kube workload against a real Kubernetes control plane (built from the module proxy and
+## cached), at the small and medium presets, one after the other on fresh single-member clusters; writes
+## fidelity.md, fidelity.html and fidelity.json under results/ (about 15 minutes; not part of make test).
+.PHONY: fidelity
+fidelity: build
+	bin/chaosbench image kube
+	bin/chaosbench fidelity --preset small --duration $${DURATION:-2m} --out results/fidelity-small-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
+	bin/chaosbench fidelity --preset medium --duration $${DURATION:-2m} --out results/fidelity-medium-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
+
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build
 	bin/chaosbench run $(ARGS)

@@ -29,9 +29,11 @@ var workloadFlags = func() map[string][]string {
 		"watch-streams": {"watch-latency"}, "watchers-per-stream": {"watch-latency"}, "prev-kv": {"watch-latency"},
 	}
 	for _, f := range []string{"preset", "nodes", "pods-per-node", "namespaces", "churn", "list-rate", "apiservers",
-		"event-ttl", "compaction-interval", "object-sizes", "actors", "skip-actors"} {
-		m[f] = []string{"kube"}
+		"event-ttl", "compaction-interval", "object-sizes"} {
+		m[f] = []string{"kube", "controlplane"}
 	}
+	m["actors"], m["skip-actors"] = []string{"kube"}, []string{"kube"}
+	m["kube-version"] = []string{"controlplane"}
 	return m
 }()
 

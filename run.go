@@ -23,6 +23,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
+	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/live"
@@ -30,6 +32,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
 
 // ErrInterrupted is returned by Run when its context was cancelled (SIGINT): the run stopped early, healed
@@ -60,6 +63,14 @@ type Env struct {
 	ProgressLabel string
 	// ProgressEvery is the period of plain progress lines (default 5 s).
 	ProgressEvery time.Duration
+	// APIServerArgs are extra flags for every kube-apiserver of the controlplane workload, and
+	// APIServerReadyTimeout bounds the wait for them to be ready (default 2 minutes): tests break them.
+	APIServerArgs         []string
+	APIServerReadyTimeout time.Duration
+	// LoadBegan and LoadEnded, when set, are called with the cluster right after the workload's set-up
+	// (preloading) and right after its load: chaosbench fidelity reads etcd's counters there, so that they
+	// cover the load alone.
+	LoadBegan, LoadEnded func(ctx context.Context, c clusters.Cluster)
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -119,6 +130,12 @@ type run struct {
 	checkNote   string      // why they did not run
 
 	members memberAgreement // whether the members hold the same data (memberagree.go)
+
+	// The controlplane workload's real control plane (scenario_controlplane.go), and its state when the
+	// load began.
+	cpBinaries   kubebuild.Binaries
+	controlPlane *controlplane.ControlPlane
+	cpBefore     *controlplane.Snapshot
 }
 
 // Run runs scenario s: it checks every setting before starting anything (usage errors start nothing),
@@ -148,6 +165,13 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := runOpts.Validate(); err != nil {
 		return nil, err
 	}
+	if cp, ok := wl.(*kubeapi.Workload); ok {
+		// The workload paces itself; its runner's connections serve the status polls only. Its requests
+		// go through the apiservers, so there is no etcd history of its own to check.
+		n := cp.Config().Apiservers
+		runOpts.Rate, runOpts.Clients, runOpts.Conns = 0, n, n
+		s.History, s.Check = false, false
+	}
 	if kubeCfg != nil {
 		// Every simulated apiserver has its own connection, and the kube actors pace themselves. Request
 		// timeouts reach etcd as gRPC deadlines, as kube-apiserver's do.
@@ -174,6 +198,14 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, nil
 	}
 
+	var cpBinaries kubebuild.Binaries
+	if _, ok := wl.(*kubeapi.Workload); ok {
+		// Built (or found in the cache) before anything starts: a release the proxy does not serve is a
+		// usage error that leaves nothing behind.
+		if cpBinaries, err = s.buildControlPlane(ctx, env.Out); err != nil {
+			return nil, err
+		}
+	}
 	etcdFlags, images, err := s.resolveMembers(ctx, env.Out, faultPlan.versions()...)
 	if err != nil {
 		return nil, err
@@ -182,7 +214,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, outcome.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now()}
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries}
 	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
 	r.faults = faultPlan
 	if s.Cluster == "external" {
@@ -304,8 +336,18 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	}
 
 	r.wl = wl
+	cpw, isControlPlane := wl.(*kubeapi.Workload)
+	if isControlPlane {
+		if err := r.startControlPlane(ctx, cpw); err != nil {
+			return err
+		}
+	}
 	if err := wl.Setup(ctx, r.runner); err != nil {
 		return fmt.Errorf("set up workload %s: %w", wl.Name(), err)
+	}
+	if isControlPlane {
+		snap := r.controlPlane.Snapshot(ctx)
+		r.cpBefore = &snap
 	}
 	tickCtx, stopTicks := context.WithCancel(context.Background())
 	defer stopTicks()
@@ -325,8 +367,14 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 			return 0
 		},
 	})
+	if r.env.LoadBegan != nil {
+		r.env.LoadBegan(ctx, r.cluster)
+	}
 	cpuBefore := results.CPUTime()
 	err = wl.Run(ctx, r.runner)
+	if r.env.LoadEnded != nil && err == nil {
+		r.env.LoadEnded(ctx, r.cluster)
+	}
 	r.loadEnd = r.rec.Now()
 	r.loadCPU = results.CPUTime() - cpuBefore
 	r.liveHeap = results.LiveHeap()
@@ -383,7 +431,8 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if r.history != nil {
 		errs = append(errs, r.history.Close())
 	}
-	// The last scrape of etcd's metrics needs the members still running.
+	// The last scrape of etcd's metrics needs the members still running, and so does the control plane's.
+	errs = append(errs, r.stopControlPlane(cctx))
 	errs = append(errs, r.stopScraper(cctx))
 	if r.cluster != nil {
 		if err := r.cluster.Close(cctx); err != nil {
@@ -445,6 +494,12 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
 		cfg := k.Config()
 		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(cfg.Plan(r.s.endpointCount()))
+		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
+	}
+	if k, ok := r.wl.(*kubeapi.Workload); ok {
+		// Creates and deletes at the churn rate, and the lists: what the workload itself schedules.
+		cfg := k.Config()
+		s.Schedule.Mode, s.Schedule.TargetRate = "open", 2*cfg.Churn+cfg.ListRate
 		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
 	}
 	for _, op := range s.Operations {

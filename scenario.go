@@ -59,6 +59,8 @@ type Scenario struct {
 
 	Micro workloads.MicroOptions `json:"micro"`
 	Kube  kube.Options           `json:"kube"`
+	// KubeVersion is the Kubernetes release of the controlplane workload's real control plane.
+	KubeVersion string `json:"kube-version,omitempty"`
 	// DryRun prints the plan and starts nothing.
 	DryRun bool `json:"-"`
 
@@ -152,6 +154,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	bindLiveFlags(fs, &s.LiveOptions)
 
 	bindKubeFlags(fs, s)
+	bindControlPlaneFlags(fs, s)
 	bindReportFlags(fs, s)
 	bindFaultFlags(fs, &s.Faults)
 	bindCheckFlags(fs, s)

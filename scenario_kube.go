@@ -12,10 +12,13 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
 
 // WorkloadNames lists every workload: kube first (the default), then the micro workloads.
-func WorkloadNames() []string { return append([]string{"kube"}, workloads.MicroNames...) }
+func WorkloadNames() []string {
+	return append([]string{"kube", kubeapi.Name}, workloads.MicroNames...)
+}
 
 // bindKubeFlags defines the kube workload's flags.
 func bindKubeFlags(fs *pflag.FlagSet, s *Scenario) {
@@ -43,16 +46,23 @@ func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
 		}
 		return nil, nil, outcome.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
 	}
-	if s.Workload != "kube" {
+	if s.Workload != "kube" && s.Workload != kubeapi.Name {
 		wl, err := workloads.NewMicro(s.Workload, s.Micro)
 		return wl, nil, err
 	}
 	if s.Total > 0 {
-		return nil, nil, outcome.Usagef("--total: the kube workload runs for --duration")
+		return nil, nil, outcome.Usagef("--total: the %s workload runs for --duration", s.Workload)
 	}
 	cfg, err := s.Kube.Resolve(s.Duration)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.Workload == kubeapi.Name {
+		if _, err := s.kubeRelease(); err != nil {
+			return nil, nil, err
+		}
+		// The plan is the emulation's; the real control plane's traffic is measured, not planned.
+		return kubeapi.New(cfg), nil, nil
 	}
 	return kube.New(cfg), &cfg, nil
 }

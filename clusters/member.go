@@ -127,3 +127,17 @@ func (s *spawner) close() {
 	s.mu.Unlock()
 	<-s.done
 }
+
+// Spawner starts child processes that die with chaosbench, as members do: in a process group of their
+// own, SIGKILLed by the kernel when chaosbench dies (even by kill -9), forked from one locked thread.
+// Helpers outside this package (a Kubernetes control plane in front of the cluster) start theirs with it.
+type Spawner struct{ s *spawner }
+
+// NewSpawner starts a spawner's thread; Close ends it.
+func NewSpawner() *Spawner { return &Spawner{s: newSpawner()} }
+
+// Start starts cmd (its SysProcAttr is replaced).
+func (s *Spawner) Start(cmd *exec.Cmd) error { return s.s.start(cmd) }
+
+// Close ends the spawner's thread, which kills any child still running.
+func (s *Spawner) Close() { s.s.close() }

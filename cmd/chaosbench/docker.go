@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
@@ -76,7 +77,42 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(build, list)
+	cmd.AddCommand(build, list, kubeImageCommand(stdout, stderr, code))
+	return cmd
+}
+
+// kubeImageCommand builds a Kubernetes control plane and KWOK into the build cache, for --workload
+// controlplane and chaosbench fidelity (.ci/run warms the cache with it).
+func kubeImageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	version := kubebuild.DefaultVersion
+	cmd := &cobra.Command{
+		Use:     "kube",
+		Short:   "Build kube-apiserver, kube-controller-manager, kube-scheduler and KWOK from the Go module proxy (cached)",
+		Example: "  chaosbench image kube --kube-version " + kubebuild.DefaultVersion,
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ctx, cancel := interruptible(stderr, "stopping the build")
+			defer cancel()
+			r, err := kubebuild.Parse(version)
+			if err != nil {
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
+			b, err := kubebuild.Build(ctx, r, kubebuild.Options{Log: stdout})
+			*code = chaosbench.ExitCode(err)
+			if ctx.Err() != nil {
+				*code = outcome.ExitInterrupted
+			}
+			if err != nil {
+				return err
+			}
+			for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.KWOK} {
+				fmt.Fprintln(stdout, p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&version, "kube-version", version, "Kubernetes release to build (1.33 or later, as the module proxy serves them)")
 	return cmd
 }
 
