@@ -216,6 +216,11 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 
 	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries}
 	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
+	if s.Failpoints {
+		if err := faultPlan.sched.CheckFailpoints(failpointNames(r.images)); err != nil {
+			return nil, err
+		}
+	}
 	r.faults = faultPlan
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
@@ -275,6 +280,7 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 		opts := clusters.EmbedOptions{
 			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, TLS: r.s.TLS,
 			Command: r.env.MemberCommand, MemberCommands: r.embedCommands(), Log: r.out, OnExit: r.memberExited,
+			Failpoints: r.s.Failpoints,
 		}
 		r.faults.configure(&opts, r.s.Seed)
 		embedded, err := clusters.StartEmbedded(ctx, opts)

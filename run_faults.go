@@ -85,6 +85,7 @@ func planFaults(s *Scenario) (*faultRun, error) {
 	caps := faults.Capabilities{Backend: s.Cluster}
 	if s.Cluster == "embed" {
 		caps.Members, caps.Process, caps.Proxies, caps.Replace = s.Members, true, true, true
+		caps.Failpoints = s.Failpoints
 		p.client = o.ClientProxies || sched.NeedsClientProxies()
 		caps.ClientProxies = p.client
 	}

@@ -44,6 +44,8 @@ type Scenario struct {
 
 	// Versions and containers (scenario_docker.go).
 	EtcdVersion  string  `json:"etcd-version,omitempty"`
+	// Failpoints runs failpoint builds of the releases, for failpoint faults (scenario_docker.go).
+	Failpoints bool `json:"failpoints,omitempty"`
 	MemberCPUs   float64 `json:"member-cpus,omitempty"`
 	MemberMemory string  `json:"member-memory,omitempty"`
 

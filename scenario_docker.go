@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
@@ -21,6 +22,7 @@ func bindVersionFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.EtcdVersion, "etcd-version", s.EtcdVersion,
 		"etcd release of the members: builtin (the etcd linked into chaosbench), a release such as v3.5.35 (built from the Go "+
 			"module proxy once, then cached), or one per member separated by commas, e.g. v3.5.35,v3.5.35,v3.6.16 (default builtin)")
+	fs.BoolVar(&s.Failpoints, "failpoints", s.Failpoints, "run failpoint builds of the --etcd-version releases (gofail enabled, built and cached apart), for failpoint:TARGET=NAME:ACTION faults; embedded clusters")
 	fs.Float64Var(&s.MemberCPUs, "member-cpus", s.MemberCPUs, "docker: CPU limit of each member container in cores, e.g. 1.5 (0: no limit)")
 	fs.StringVar(&s.MemberMemory, "member-memory", s.MemberMemory, "docker: memory limit of each member container, e.g. 2GiB (swap included; empty: no limit)")
 }
@@ -53,6 +55,14 @@ func (s *Scenario) validateVersions() error {
 		}
 		if _, err := etcdbuild.Parse(v); err != nil {
 			return err
+		}
+	}
+	if s.Failpoints {
+		switch {
+		case s.Cluster != "embed":
+			return outcome.Usagef("--failpoints: failpoint builds run on embedded clusters (--cluster embed), not %s", s.Cluster)
+		case allBuiltin(versions):
+			return outcome.Usagef("--failpoints: the builtin etcd has no failpoints; give a release, e.g. --etcd-version v3.6.16 --failpoints")
 		}
 	}
 	if s.Cluster != "docker" && (s.MemberCPUs != 0 || s.MemberMemory != "") {
@@ -96,7 +106,7 @@ func (s *Scenario) resolveMembers(ctx context.Context, log io.Writer, more ...st
 	images := make([]clusters.EtcdImage, len(versions))
 	for i, v := range versions {
 		var err error
-		if images[i], err = clusters.ResolveImage(ctx, v, clusters.ImageOptions{Log: log}); err != nil {
+		if images[i], err = clusters.ResolveImage(ctx, v, clusters.ImageOptions{Log: log, Failpoints: s.Failpoints}); err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ErrInterrupted
 			}
@@ -156,6 +166,19 @@ func allBuiltin(versions []string) bool {
 		}
 	}
 	return true
+}
+
+// failpointNames returns the failpoints every member's build has (nil without failpoint builds).
+func failpointNames(images []clusters.EtcdImage) []string {
+	var have []string
+	for i, img := range images {
+		if i == 0 {
+			have = slices.Clone(img.Failpoints)
+			continue
+		}
+		have = slices.DeleteFunc(have, func(n string) bool { return !slices.Contains(img.Failpoints, n) })
+	}
+	return have
 }
 
 // embedCommands returns the member commands of an embedded cluster running built releases (nil for the

@@ -43,6 +43,8 @@ type EtcdImage struct {
 	Binary string
 	// Digest is the SHA-256 of Binary: an image whose label differs is stale and is rebuilt.
 	Digest string
+	// Failpoints lists the gofail failpoints of a failpoint build (nil for a plain one).
+	Failpoints []string
 }
 
 // Entrypoint is the image's command, to which the member's etcd flags are appended.
@@ -69,6 +71,9 @@ type ImageOptions struct {
 	Log io.Writer
 	// BuiltinBinary is the static chaosbench binary that the builtin image wraps; default: this executable.
 	BuiltinBinary string
+	// Failpoints resolves releases to their failpoint builds (etcdbuild.Release.Failpoints). The builtin
+	// etcd has no failpoints: asking for them with it is a usage error.
+	Failpoints bool
 }
 
 // ResolveImage finds (building when needed) the binary for an etcd version ("v3.5.35", or "builtin" or ""
@@ -76,6 +81,9 @@ type ImageOptions struct {
 // backend runs the same binaries as processes.
 func ResolveImage(ctx context.Context, ver string, opts ImageOptions) (EtcdImage, error) {
 	if ver == "" || ver == etcdbuild.Builtin {
+		if opts.Failpoints {
+			return EtcdImage{}, outcome.Usagef("--failpoints: the builtin etcd has no failpoints; give a release, e.g. --etcd-version v3.6.16 --failpoints")
+		}
 		bin := opts.BuiltinBinary
 		if bin == "" {
 			exe, err := os.Executable()
@@ -95,6 +103,7 @@ func ResolveImage(ctx context.Context, ver string, opts ImageOptions) (EtcdImage
 	if err != nil {
 		return EtcdImage{}, err
 	}
+	rel.Failpoints = opts.Failpoints
 	bopts := opts.Build
 	if bopts.Log == nil {
 		bopts.Log = opts.Log
@@ -107,7 +116,14 @@ func ResolveImage(ctx context.Context, ver string, opts ImageOptions) (EtcdImage
 	if err != nil {
 		return EtcdImage{}, err
 	}
-	return EtcdImage{Ref: ImageRepo + ":" + rel.Version, Version: rel.Version, Binary: bin, Digest: digest}, nil
+	img := EtcdImage{Ref: ImageRepo + ":" + rel.Version, Version: rel.Version, Binary: bin, Digest: digest}
+	if rel.Failpoints {
+		img.Ref += "-failpoints"
+		if img.Failpoints, err = etcdbuild.FailpointNames(bin); err != nil {
+			return EtcdImage{}, err
+		}
+	}
+	return img, nil
 }
 
 // EnsureImage builds img's image FROM scratch unless an image with its tag and binary digest exists. The

@@ -60,6 +60,9 @@ type EmbedOptions struct {
 	ClientProxies bool
 	// Seed seeds the jitter of the proxies and disks, so that a run's faults replay with its seed.
 	Seed uint64
+	// Failpoints serves each member's gofail failpoints on a loopback port of its own (GOFAIL_HTTP): the
+	// members must run failpoint builds (etcdbuild.Release.Failpoints).
+	Failpoints bool
 }
 
 // SlowFSOptions configures the slowfs mounts of an embedded cluster.
@@ -229,11 +232,15 @@ func lastLogError(path string) string {
 // layout picks ports, starts the peer proxies and builds each member's command line.
 func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	n := c.opts.Members
-	ports, err := freePorts(3 * n)
+	perMember := 3
+	if c.opts.Failpoints {
+		perMember = 4
+	}
+	ports, err := freePorts(perMember * n)
 	if err != nil {
 		return err
 	}
-	type addrs struct{ client, peer, metrics, advertised string }
+	type addrs struct{ client, peer, metrics, advertised, failpoints string }
 	as := make([]addrs, n)
 	var initial []string
 	scheme := "http"
@@ -242,9 +249,12 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	}
 	for i := range n {
 		as[i] = addrs{
-			client:  fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
-			peer:    fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]),
-			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
+			client:  fmt.Sprintf("127.0.0.1:%d", ports[perMember*i]),
+			peer:    fmt.Sprintf("127.0.0.1:%d", ports[perMember*i+1]),
+			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[perMember*i+2]),
+		}
+		if c.opts.Failpoints {
+			as[i].failpoints = fmt.Sprintf("127.0.0.1:%d", ports[perMember*i+3])
 		}
 		as[i].advertised = as[i].client
 		// Connections without X-Server-From are told apart by the process that opened them.
@@ -283,6 +293,10 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 			spawner:    c.spawner,
 			onExit:     c.exited,
 			env:        os.Environ(),
+		}
+		if as[i].failpoints != "" {
+			m.env = append(m.env, "GOFAIL_HTTP="+as[i].failpoints)
+			m.failpointURL = "http://" + as[i].failpoints
 		}
 		args := []string{
 			"--name=" + name,
@@ -479,4 +493,26 @@ func stopAll(ctx context.Context, ms []*procMember) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// FailpointURL returns the base URL of member's gofail endpoint ("" when the cluster was started without
+// Failpoints, or there is no such member).
+func (c *Embedded) FailpointURL(member string) string {
+	for _, m := range c.members {
+		if m.name == member {
+			return m.failpointURL
+		}
+	}
+	return ""
+}
+
+// ExpectCrash tells the cluster that member's process may end by a failpoint's panic (expect true): its
+// exit is then reported as expected, not as a crash, and the member is started again with Process.Start.
+// ExpectCrash(member, false) withdraws that once the failpoint is disarmed.
+func (c *Embedded) ExpectCrash(member string, expect bool) {
+	for _, m := range c.members {
+		if m.name == member {
+			m.expectCrash(expect)
+		}
+	}
 }

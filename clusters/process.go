@@ -38,9 +38,11 @@ type procMember struct {
 	logPath    string
 	argv       []string // full command line
 	env        []string
-	spawner    *spawner
-	onExit     func(ExitEvent)
-	id         atomic.Uint64
+	// failpointURL is the member's gofail endpoint ("" without failpoints).
+	failpointURL string
+	spawner      *spawner
+	onExit       func(ExitEvent)
+	id           atomic.Uint64
 
 	mu       sync.Mutex
 	disk     *slowfs.FS // the slowfs mount on dataDir, if any
@@ -79,6 +81,16 @@ func (m *procMember) Paused() bool {
 }
 
 func (m *procMember) String() string { return m.name }
+
+// expectCrash marks the running process's coming exit as requested (a failpoint set to panic may end it),
+// or withdraws that. A process started afterwards is watched as usual.
+func (m *procMember) expectCrash(expect bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		m.stopping = expect
+	}
+}
 
 // Start starts the member process. Its output is appended to the member's log file.
 func (m *procMember) Start(ctx context.Context) error {

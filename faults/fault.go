@@ -127,6 +127,8 @@ func New(e Entry, env *Env) (Fault, error) {
 		return &Snapshot{base: b}, nil
 	case KindUpgrade, KindDowngrade:
 		return &Upgrade{base: b, down: e.Kind == KindDowngrade}, nil
+	case KindFailpoint:
+		return &Failpoint{base: b}, nil
 	}
 	return nil, fmt.Errorf("no fault %q", e.Kind)
 }

@@ -344,6 +344,11 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 			r.problem(ProblemCompactionFailed, entry.Spec, msg)
 		}
 	}
+	if fp, ok := f.(*Failpoint); ok && injectErr == nil {
+		if msg := fp.NotFired(); msg != "" {
+			r.problem(ProblemNothingInjected, entry.Spec, msg)
+		}
+	}
 	if win != nil {
 		win.Heal(end)
 	}
@@ -693,6 +698,9 @@ var nemesisChoices = map[string]struct {
 	KindCompact:   {nil, []string{"", "1s"}},
 	KindSnapshot:  {[]string{"leader", "random"}, []string{""}},
 	KindReplace:   {[]string{"follower"}, []string{""}},
+	// Points reached under any write load: the WAL save, the backend commit, the apply of an entry.
+	KindFailpoint: {[]string{"leader", "follower"}, []string{"raftBeforeSave:1*panic", "raftAfterSave:1*panic",
+		"beforeCommit:1*panic", "beforeApplyOneEntryNormal:1*panic", "raftBeforeSave:sleep(100ms)", "beforeCommit:sleep(200ms)"}},
 }
 
 // nemesisDefault is what a nemesis picks among when its entry names no kinds: every fault but member
@@ -707,6 +715,10 @@ func (r *Runner) pickNemesis(e Entry, rng *rand.Rand) (Entry, error) {
 	allowed := e.params.nemesis
 	if len(allowed) == 0 {
 		allowed = nemesisDefault
+		if (&Failpoint{}).Available(r.env.Cluster) == nil {
+			// Members with failpoints: the nemesis may crash or stall them at the points where bugs hid.
+			allowed = append(slices.Clone(nemesisDefault), KindFailpoint)
+		}
 	}
 	var candidates []Entry
 	var why []string

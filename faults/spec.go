@@ -43,6 +43,7 @@ const (
 	KindSnapshot  = "snapshot"
 	KindUpgrade   = "upgrade"
 	KindDowngrade = "downgrade"
+	KindFailpoint = "failpoint"
 	KindNemesis   = "nemesis"
 )
 
@@ -67,6 +68,7 @@ const (
 	needDisk                // slowfs mounts, or strace for fdatasync
 	needReplace             // membership changes with process control
 	needImages              // members that can be moved to another etcd release (docker clusters)
+	needFailpoints          // members running failpoint builds, with their gofail endpoints
 )
 
 var kinds = map[string]kindInfo{
@@ -84,12 +86,13 @@ var kinds = map[string]kindInfo{
 	KindSnapshot:  {TargetLeader, 0, needNothing, "save a snapshot of the target's database"},
 	KindUpgrade:   {TargetAll, 0, needImages, "rolling upgrade: move the targets to another etcd release (=v3.6.16) one at a time, followers first, each on its data"},
 	KindDowngrade: {TargetAll, 0, needImages, "rolling downgrade (=v3.5.35): etcd's downgrade enable first when the minor version drops, then one member at a time"},
+	KindFailpoint: {TargetLeader, 5 * time.Second, needFailpoints, "arm a gofail failpoint on the targets for the window (=raftBeforeSave:panic, =beforeCommit:sleep(200ms), =afterCommit:2*panic); a member that panics is started again on its data (needs --etcd-version vX --failpoints)"},
 	KindNemesis:   {"", 5 * time.Second, needNothing, "a fault picked at random (=kill|pause|...: among these) at each occurrence"},
 }
 
 // KindNames lists the kinds of fault.
 var KindNames = []string{KindKill, KindRestart, KindPause, KindPartition, KindDelay, KindBandwidth, KindReset,
-	KindSlowDisk, KindDefrag, KindCompact, KindReplace, KindSnapshot, KindUpgrade, KindDowngrade, KindNemesis}
+	KindSlowDisk, KindDefrag, KindCompact, KindReplace, KindSnapshot, KindUpgrade, KindDowngrade, KindFailpoint, KindNemesis}
 
 // KindHelp returns one line about a kind of fault.
 func KindHelp(kind string) string { return kinds[kind].help }
@@ -120,6 +123,7 @@ type params struct {
 	nemesis                 []string
 	version                 string // the release of an upgrade or downgrade ("v3.6.16")
 	minor                   int    // its minor version (0 for builtin)
+	failpoint               failpointAction
 }
 
 // Schedule is a parsed fault schedule.
@@ -283,6 +287,11 @@ func (e *Entry) parseValue() error {
 		default:
 			return fmt.Errorf("kill takes no value but drop-unsynced, not %q", v)
 		}
+	case KindFailpoint:
+		var err error
+		if p.failpoint, err = parseFailpoint(v); err != nil {
+			return err
+		}
 	case KindRestart, KindPause, KindDefrag, KindReplace, KindSnapshot:
 		if v != "" {
 			return fmt.Errorf("%s takes no value", e.Kind)
@@ -431,6 +440,8 @@ type Capabilities struct {
 	Images bool
 	// Replace: members can be removed, wiped and added back (embedded clusters).
 	Replace bool
+	// Failpoints: members run failpoint builds and serve their gofail endpoints (embedded clusters).
+	Failpoints bool
 }
 
 // Versions lists the etcd releases the schedule's upgrades and downgrades move members to, in order of
@@ -531,6 +542,10 @@ func (caps Capabilities) allows(e Entry) error {
 	case needImages:
 		if !caps.Images {
 			return fmt.Errorf("moves members to another etcd release, which needs a docker cluster (--cluster docker); a %s cluster cannot", caps.Backend)
+		}
+	case needFailpoints:
+		if !caps.Failpoints {
+			return fmt.Errorf("needs members built with failpoints: an embedded cluster of a release with --failpoints (e.g. --etcd-version v3.6.16 --failpoints)")
 		}
 	case needDisk:
 		if !caps.Process {

@@ -43,6 +43,25 @@ type Release struct {
 	MainCall string
 	// Minor is the release's minor version (4 for v3.4.13), for features that differ between releases.
 	Minor int
+	// Failpoints builds the release with gofail's failpoints enabled (see failpoints.go); cached apart
+	// from the plain build.
+	Failpoints bool
+}
+
+// key names r's build in the cache: the version, with a suffix for a failpoint build.
+func (r Release) key() string {
+	if r.Failpoints {
+		return r.Version + "-failpoints"
+	}
+	return r.Version
+}
+
+// String is the release as logs name it: "v3.6.16" or "v3.6.16 (failpoints)".
+func (r Release) String() string {
+	if r.Failpoints {
+		return r.Version + " (failpoints)"
+	}
+	return r.Version
 }
 
 // The only 3.4 release the module proxy serves: 3.4.13 plus two cherry-picks, published under the
@@ -101,7 +120,7 @@ func Cached(r Release, opts Options) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	bin := filepath.Join(dir, r.Version, "etcd")
+	bin := filepath.Join(dir, r.key(), "etcd")
 	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
 		return bin, true
 	}
@@ -134,7 +153,7 @@ func Build(ctx context.Context, r Release, opts Options) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "locks"), 0o755); err != nil {
 		return "", fmt.Errorf("build etcd %s: %w", r.Version, err)
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, "locks", r.Version+".lock"))
+	unlock, err := lock(ctx, filepath.Join(dir, "locks", r.key()+".lock"))
 	if err != nil {
 		return "", fmt.Errorf("build etcd %s: %w", r.Version, err)
 	}
@@ -146,13 +165,13 @@ func Build(ctx context.Context, r Release, opts Options) (string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", fmt.Errorf("build etcd %s: the Go toolchain is needed to build etcd releases (go is not in PATH): %w", r.Version, err)
 	}
-	fmt.Fprintf(opts.Log, "building etcd %s from the Go module proxy (about a minute, once: cached in %s)\n", r.Version, dir)
+	fmt.Fprintf(opts.Log, "building etcd %s from the Go module proxy (about a minute, once: cached in %s)\n", r, dir)
 	began := time.Now()
-	bin := filepath.Join(dir, r.Version, "etcd")
+	bin := filepath.Join(dir, r.key(), "etcd")
 	if err := build(ctx, r, bin); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(opts.Log, "built etcd %s in %.0fs\n", r.Version, time.Since(began).Seconds())
+	fmt.Fprintf(opts.Log, "built etcd %s in %.0fs\n", r, time.Since(began).Seconds())
 	return bin, nil
 }
 
@@ -179,6 +198,15 @@ func build(ctx context.Context, r Release, bin string) error {
 		{"go", "get", r.Module + "@" + r.ModuleVersion},
 		{"go", "mod", "tidy"},
 		{"go", "build", "-trimpath", "-o", tmp, "."},
+	}
+	var names []string
+	if r.Failpoints {
+		// The server module, copied and rewritten by gofail, replaces the proxy's (failpoints.go).
+		var err error
+		if names, err = enableFailpoints(ctx, r, work); err != nil {
+			return err
+		}
+		steps = steps[1:]
 	}
 	for _, step := range steps {
 		cmd := exec.CommandContext(ctx, step[0], step[1:]...)
@@ -211,6 +239,12 @@ func build(ctx context.Context, r Release, bin string) error {
 	}
 	if err := copyFile(tmp, bin+".tmp"); err != nil {
 		return fmt.Errorf("build etcd %s: %w", r.Version, err)
+	}
+	if r.Failpoints {
+		// The list first: a cached binary always has its list beside it.
+		if err := os.WriteFile(filepath.Join(filepath.Dir(bin), FailpointsFile), []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
+			return fmt.Errorf("build etcd %s: %w", r, err)
+		}
 	}
 	if err := os.Rename(bin+".tmp", bin); err != nil {
 		os.Remove(bin + ".tmp")

@@ -3,8 +3,14 @@ package etcdbuild
 import (
 	"context"
 	"debug/elf"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +123,70 @@ func TestLockWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	second()
+}
+
+// TestBuildFailpoints: a failpoint build of v3.6.16 is cached apart from the plain one, lists the
+// failpoints its sources declare (the WAL save and backend commit points among them), and the binary, run
+// with GOFAIL_HTTP, serves exactly those failpoints.
+func TestBuildFailpoints(t *testing.T) {
+	r, err := Parse("v3.6.16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Failpoints = true
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, r, Options{Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(filepath.Dir(bin)) != "v3.6.16-failpoints" {
+		t.Errorf("cached at %s, want a directory of its own", bin)
+	}
+	names, err := FailpointNames(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"raftBeforeSave", "raftAfterSave", "beforeCommit", "afterCommit", "defragBeforeCopy",
+		"compactBeforeCommitBatch", "beforeApplyOneEntryNormal", "beforeSendWatchResponse"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("failpoints %v lack %s", names, want)
+		}
+	}
+	port := freePort(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), "--advertise-client-urls", "http://127.0.0.1:2379",
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("GOFAIL_HTTP=127.0.0.1:%d", port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var served []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && served == nil; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Fields(string(b)) {
+			served = append(served, strings.TrimSuffix(line, "="))
+		}
+	}
+	slices.Sort(served)
+	if !slices.Equal(served, names) {
+		t.Errorf("the binary serves failpoints %v, the build listed %v", served, names)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

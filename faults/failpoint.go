@@ -1,0 +1,206 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+)
+
+// failpointAction is a failpoint entry's value: which gofail failpoint, and what it does when reached.
+type failpointAction struct {
+	name  string
+	count int           // 0: every time the point is reached; n: the first n times
+	panic bool          // the member panics at the point
+	sleep time.Duration // or stalls there this long
+}
+
+// term is the action as gofail's HTTP endpoint takes it: "panic", "sleep(200)" (milliseconds), "2*panic".
+func (a failpointAction) term() string {
+	t := "panic"
+	if !a.panic {
+		t = fmt.Sprintf("sleep(%d)", a.sleep.Milliseconds())
+	}
+	if a.count > 0 {
+		t = strconv.Itoa(a.count) + "*" + t
+	}
+	return t
+}
+
+// parseFailpoint parses NAME:ACTION, where ACTION is panic or sleep(DURATION), optionally N* before it.
+func parseFailpoint(v string) (failpointAction, error) {
+	name, action, ok := strings.Cut(v, ":")
+	name, action = strings.TrimSpace(name), strings.TrimSpace(action)
+	if !ok || name == "" || action == "" {
+		return failpointAction{}, fmt.Errorf("failpoint needs NAME:ACTION, e.g. failpoint:leader=raftBeforeSave:panic or =beforeCommit:sleep(200ms)")
+	}
+	a := failpointAction{name: name}
+	if n, rest, ok := strings.Cut(action, "*"); ok {
+		c, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil || c < 1 {
+			return failpointAction{}, fmt.Errorf("failpoint count %q: a positive number, as in 2*panic", n)
+		}
+		a.count, action = c, strings.TrimSpace(rest)
+	}
+	switch {
+	case action == "panic":
+		a.panic = true
+	case strings.HasPrefix(action, "sleep(") && strings.HasSuffix(action, ")"):
+		arg := strings.TrimSuffix(strings.TrimPrefix(action, "sleep("), ")")
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			ms, nerr := strconv.Atoi(arg)
+			if nerr != nil {
+				return failpointAction{}, fmt.Errorf("failpoint sleep(%s): a duration such as 200ms", arg)
+			}
+			d = time.Duration(ms) * time.Millisecond
+		}
+		if d < time.Millisecond {
+			return failpointAction{}, fmt.Errorf("failpoint sleep(%s): at least 1ms", arg)
+		}
+		a.sleep = d
+	default:
+		return failpointAction{}, fmt.Errorf("failpoint action %q: panic or sleep(DURATION), optionally N* before it", action)
+	}
+	return a, nil
+}
+
+// CheckFailpoints checks the failpoint names of the schedule against those the members' builds have (the
+// failpoints every member has, for mixed releases): an unknown name is a usage error listing them.
+func (s Schedule) CheckFailpoints(have []string) error {
+	for _, e := range s.Entries {
+		if e.Kind != KindFailpoint || slices.Contains(have, e.params.failpoint.name) {
+			continue
+		}
+		msg := fmt.Sprintf("--faults %q: the members' etcd has no failpoint %q", e.Spec, e.params.failpoint.name)
+		if sug := outcome.Suggest(e.params.failpoint.name, have); sug != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", sug)
+		}
+		return outcome.Usagef("%s; it has %s", msg, strings.Join(have, ", "))
+	}
+	return nil
+}
+
+// failpointed is a cluster whose members serve gofail endpoints (clusters.Embedded with Failpoints).
+type failpointed interface {
+	FailpointURL(member string) string
+	ExpectCrash(member string, expect bool)
+}
+
+// Failpoint arms a gofail failpoint on its targets for the window and disarms it when the window ends.
+// A member armed to panic crashes when it reaches the point; Recover starts it again on its data. A
+// failpoint that no target reached is reported (NotFired): a fault that did not happen is never fine.
+type Failpoint struct {
+	base
+	armed   []clusters.Process
+	fired   []string // per target, what happened: "fired 3 times", "panicked"
+	reached int
+}
+
+// Available needs process control and members serving their failpoints.
+func (f *Failpoint) Available(c clusters.Cluster) error {
+	if _, err := processes(c); err != nil {
+		return err
+	}
+	fc, ok := c.(failpointed)
+	if !ok || len(c.Members()) == 0 || fc.FailpointURL(c.Members()[0].Name()) == "" {
+		return errors.New("the members serve no failpoints: start the cluster from a release with --failpoints")
+	}
+	return nil
+}
+
+// Inject arms the failpoint on every target.
+func (f *Failpoint) Inject(ctx context.Context) error {
+	if err := f.resolve(ctx, running(f.env.Cluster)); err != nil {
+		return err
+	}
+	fc := f.env.Cluster.(failpointed)
+	a := f.p.failpoint
+	var errs []error
+	for _, m := range f.targets {
+		p := m.(clusters.Process)
+		if a.panic {
+			fc.ExpectCrash(p.Name(), true)
+		}
+		if _, err := failpointRequest(ctx, http.MethodPut, fc.FailpointURL(p.Name())+"/"+a.name, a.term()); err != nil {
+			fc.ExpectCrash(p.Name(), false)
+			errs = append(errs, fmt.Errorf("arm %s on %s: %w", a.name, p.Name(), err))
+			continue
+		}
+		f.armed = append(f.armed, p)
+	}
+	return errors.Join(errs...)
+}
+
+// Recover disarms the failpoint where the member still runs (reading how often it fired first) and
+// starts the members it crashed.
+func (f *Failpoint) Recover(ctx context.Context) error {
+	fc := f.env.Cluster.(failpointed)
+	a := f.p.failpoint
+	var errs []error
+	for _, p := range f.armed {
+		url := fc.FailpointURL(p.Name()) + "/" + a.name
+		if !p.Running() {
+			f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
+			f.reached++
+			if err := p.Start(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("start %s after its panic: %w", p.Name(), err))
+			}
+			continue
+		}
+		count, err := failpointRequest(ctx, http.MethodGet, url+"/count", "")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read %s on %s: %w", a.name, p.Name(), err))
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(count))
+		f.reached += n
+		f.fired = append(f.fired, fmt.Sprintf("%s reached %s %d times", p.Name(), a.name, n))
+		if _, err := failpointRequest(ctx, http.MethodDelete, url, ""); err != nil {
+			errs = append(errs, fmt.Errorf("disarm %s on %s: %w", a.name, p.Name(), err))
+		}
+		if a.panic {
+			fc.ExpectCrash(p.Name(), false)
+		}
+	}
+	if len(f.fired) > 0 {
+		f.env.logf("fault %s: %s", f.name, strings.Join(f.fired, ", "))
+	}
+	return errors.Join(errs...)
+}
+
+// NotFired says why the fault did not happen ("" when it did): no target reached the failpoint.
+func (f *Failpoint) NotFired() string {
+	if len(f.armed) == 0 || f.reached > 0 {
+		return ""
+	}
+	return fmt.Sprintf("failpoint %s was armed on %s but never reached during the window", f.p.failpoint.name, strings.Join(names(f.targets), ","))
+}
+
+// failpointRequest sends one request to a gofail endpoint and returns its body; anything but 2xx is an
+// error with gofail's message.
+func failpointRequest(ctx context.Context, method, url, body string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
