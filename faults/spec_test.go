@@ -225,3 +225,42 @@ func TestDefaultSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFailpoint: failpoint values name the point and the action; bad ones say what is wrong.
+func TestParseFailpoint(t *testing.T) {
+	good := map[string]string{
+		"raftBeforeSave:panic":                "panic",
+		"beforeCommit:sleep(200ms)":           "sleep(200)",
+		"beforeCommit:sleep(150)":             "sleep(150)",
+		"afterCommit:2*panic":                 "2*panic",
+		"beforeSendWatchResponse:3*sleep(1s)": "3*sleep(1000)",
+	}
+	for v, term := range good {
+		a, err := parseFailpoint(v)
+		if err != nil || a.term() != term {
+			t.Errorf("%s: term %q, %v; want %q", v, a.term(), err, term)
+		}
+	}
+	for v, want := range map[string]string{
+		"raftBeforeSave":             "needs NAME:ACTION",
+		":panic":                     "needs NAME:ACTION",
+		"raftBeforeSave:explode":     `action "explode"`,
+		"raftBeforeSave:0*panic":     "a positive number",
+		"raftBeforeSave:sleep(soon)": "sleep(soon)",
+		"raftBeforeSave:sleep(1us)":  "at least 1ms",
+	} {
+		if _, err := parseFailpoint(v); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", v, err, want)
+		}
+	}
+	s, err := Parse([]string{"failpoint:leader=raftBeforeSave:panic@2s+1s"})
+	if err != nil || s.Entries[0].Target.Kind != TargetLeader || s.Entries[0].For != time.Second {
+		t.Fatalf("%+v, %v", s, err)
+	}
+	if err := s.CheckFailpoints([]string{"raftAfterSave", "raftBeforeSave"}); err != nil {
+		t.Errorf("a known failpoint: %v", err)
+	}
+	if err := s.CheckFailpoints([]string{"raftAfterSave"}); err == nil || !strings.Contains(err.Error(), "it has raftAfterSave") {
+		t.Errorf("an unknown failpoint: %v", err)
+	}
+}
