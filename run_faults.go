@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,6 +204,7 @@ func (p *faultRun) start(c clusters.Cluster, dir string, base time.Time, s Scena
 		Base: base, Seed: s.Seed, Dir: dir, Log: out, Phases: p.phases, Duration: s.Duration,
 		HealthTimeout: p.opts.HealthTimeout, RecoveryTimeout: p.opts.RecoveryTimeout, Settle: p.opts.Settle,
 		Grace: s.RequestTimeout, AfterRecovery: membersAfterWindow(c), OnFault: onFault,
+		SnapshotCatchUpEntries: catchUpEntries(s.EtcdFlags),
 	})
 	if err != nil {
 		return nil, err
@@ -259,4 +261,17 @@ func (p *faultRun) summarize(s *results.Summary, from, end time.Duration, measur
 			s.Errors = append(s.Errors, pr.String())
 		}
 	}
+}
+
+// catchUpEntries returns the members' --snapshot-catchup-entries from the scenario's etcd flags (0: not
+// set, etcd's default).
+func catchUpEntries(etcdFlags []string) int {
+	n := 0
+	for _, f := range etcdFlags {
+		name, value, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if name == "snapshot-catchup-entries" || name == "experimental-snapshot-catchup-entries" {
+			n, _ = strconv.Atoi(value)
+		}
+	}
+	return n
 }

@@ -43,9 +43,9 @@ type Scenario struct {
 	KeepData  bool     `json:"keep-data"`
 
 	// Versions and containers (scenario_docker.go).
-	EtcdVersion  string  `json:"etcd-version,omitempty"`
+	EtcdVersion string `json:"etcd-version,omitempty"`
 	// Failpoints runs failpoint builds of the releases, for failpoint faults (scenario_docker.go).
-	Failpoints bool `json:"failpoints,omitempty"`
+	Failpoints   bool    `json:"failpoints,omitempty"`
 	MemberCPUs   float64 `json:"member-cpus,omitempty"`
 	MemberMemory string  `json:"member-memory,omitempty"`
 

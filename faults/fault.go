@@ -81,6 +81,10 @@ type Env struct {
 	Dir string
 	// Log receives one line per notable action; nil discards them.
 	Log io.Writer
+	// SnapshotCatchUpEntries is how many raft entries the members keep after a snapshot (etcd's
+	// --snapshot-catchup-entries; 0: etcd's default, 5000): a partition held until a snapshot waits for
+	// the leader to compact its log this far past the partitioned members.
+	SnapshotCatchUpEntries int
 
 	rngMu sync.Mutex
 	rng   *rand.Rand

@@ -118,6 +118,7 @@ func pairs(targets, all []clusters.Member, crossOnly bool) [][2]clusters.Member 
 type Partition struct {
 	base
 	links
+	snap snapshotWatch // =until-snapshot (snapshot.go)
 }
 
 // Available needs the peer proxies (and client proxies to cut clients off).
@@ -196,9 +197,13 @@ func (f *Partition) Inject(ctx context.Context) error {
 	return nil
 }
 
-// Recover removes every stall and refusal the partition set.
-func (f *Partition) Recover(context.Context) error {
+// Recover removes every stall and refusal the partition set; a partition held until a snapshot then
+// waits for the leader to send it (snapshot.go).
+func (f *Partition) Recover(ctx context.Context) error {
 	f.heal()
+	if f.p.untilSnapshot {
+		f.awaitSnapshotSent(ctx)
+	}
 	return nil
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// members' data there. Its time counts into the window's recovery phase, and it delays the entry's next
 	// occurrence by as long as it takes; Stop cancels its context.
 	AfterRecovery func(ctx context.Context) results.Check
+	// SnapshotCatchUpEntries is the members' --snapshot-catchup-entries (0: etcd's default), for
+	// partitions held until a snapshot.
+	SnapshotCatchUpEntries int
 	// OnFault, when set, is told as each fault takes effect on its targets (active) and once it is healed,
 	// so that live metrics can show the window while it lasts.
 	OnFault func(kind string, targets []string, active bool)
@@ -145,6 +148,7 @@ func Start(c clusters.Cluster, sched Schedule, opts Options) (*Runner, error) {
 	}
 	r := &Runner{opts: opts, sched: sched, env: NewEnv(c, opts.Dir, opts.Seed, opts.Log), begun: make(chan struct{}),
 		settling: map[*settling]struct{}{}, inEffect: map[*Lifecycle]string{}}
+	r.env.SnapshotCatchUpEntries = opts.SnapshotCatchUpEntries
 	if opts.Dir != "" {
 		f, err := os.OpenFile(filepath.Join(opts.Dir, results.FaultsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -329,7 +333,9 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 		if r.opts.OnFault != nil {
 			r.opts.OnFault(entry.Kind, targets, true)
 		}
-		if entry.For > 0 {
+		if p, ok := f.(*Partition); ok && p.p.untilSnapshot {
+			p.holdUntilSnapshot(r.ctx, start+entry.For-r.now())
+		} else if entry.For > 0 {
 			r.sleepUntil(start + entry.For)
 		}
 	}
@@ -344,8 +350,8 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 			r.problem(ProblemCompactionFailed, entry.Spec, msg)
 		}
 	}
-	if fp, ok := f.(*Failpoint); ok && injectErr == nil {
-		if msg := fp.NotFired(); msg != "" {
+	if nf, ok := f.(interface{ NotFired() string }); ok && injectErr == nil {
+		if msg := nf.NotFired(); msg != "" {
 			r.problem(ProblemNothingInjected, entry.Spec, msg)
 		}
 	}

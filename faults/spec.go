@@ -62,20 +62,20 @@ type kindInfo struct {
 type need uint8
 
 const (
-	needNothing need = iota // a client connection is enough (works on external clusters)
-	needProcess             // process control (kill, stop, pause)
-	needProxy               // peer proxies
-	needDisk                // slowfs mounts, or strace for fdatasync
-	needReplace             // membership changes with process control
-	needImages              // members that can be moved to another etcd release (docker clusters)
-	needFailpoints          // members running failpoint builds, with their gofail endpoints
+	needNothing    need = iota // a client connection is enough (works on external clusters)
+	needProcess                // process control (kill, stop, pause)
+	needProxy                  // peer proxies
+	needDisk                   // slowfs mounts, or strace for fdatasync
+	needReplace                // membership changes with process control
+	needImages                 // members that can be moved to another etcd release (docker clusters)
+	needFailpoints             // members running failpoint builds, with their gofail endpoints
 )
 
 var kinds = map[string]kindInfo{
 	KindKill:      {TargetRandom, 5 * time.Second, needProcess, "SIGKILL the targets, restart them when the window ends (=drop-unsynced: lose writes not yet fsynced, as in a power failure)"},
 	KindRestart:   {TargetRandom, 0, needProcess, "stop the targets gracefully (SIGTERM) and start them again after the window"},
 	KindPause:     {TargetRandom, 5 * time.Second, needProcess, "SIGSTOP the targets for the window, then SIGCONT"},
-	KindPartition: {TargetLeader, 10 * time.Second, needProxy, "cut the targets off from the other members (=in|out: one direction only; =refuse: refuse connections instead of blackholing them; =clients: cut clients off too)"},
+	KindPartition: {TargetLeader, 10 * time.Second, needProxy, "cut the targets off from the other members (=in|out: one direction only; =refuse: refuse connections instead of blackholing them; =clients: cut clients off too; =until-snapshot: hold it, +for at most, until the leader has compacted its log past the targets, so that healing sends them a snapshot)"},
 	KindDelay:     {TargetLeader, 10 * time.Second, needProxy, "delay every message to and from the targets (=100ms~20ms: delay and jitter), keeping byte order"},
 	KindBandwidth: {TargetLeader, 10 * time.Second, needProxy, "limit each link of the targets to a bandwidth (=1MB, =10Mbit: per second)"},
 	KindReset:     {TargetLeader, 0, needProxy, "reset the targets' peer connections (=500ms with +for: again every 500 ms)"},
@@ -124,6 +124,7 @@ type params struct {
 	version                 string // the release of an upgrade or downgrade ("v3.6.16")
 	minor                   int    // its minor version (0 for builtin)
 	failpoint               failpointAction
+	untilSnapshot           bool // a partition held until the leader must send the target a snapshot
 }
 
 // Schedule is a parsed fault schedule.
@@ -312,9 +313,14 @@ func (e *Entry) parseValue() error {
 				p.refuse = true
 			case "clients":
 				p.client = true
+			case "until-snapshot":
+				p.untilSnapshot = true
 			default:
 				return fmt.Errorf("partition mode %q: in, out, both, refuse or clients", w)
 			}
+		}
+		if p.untilSnapshot && (p.refuse || p.client || p.in != p.out) {
+			return fmt.Errorf("until-snapshot holds a plain partition (both directions) until the leader must send a snapshot; it takes no other mode")
 		}
 		if p.refuse && p.in != p.out {
 			return fmt.Errorf("refuse cuts connections, which carry both directions: it cannot be one-way")

@@ -264,3 +264,16 @@ func TestParseFailpoint(t *testing.T) {
 		t.Errorf("an unknown failpoint: %v", err)
 	}
 }
+
+// TestParseUntilSnapshot: until-snapshot is a plain partition's mode of its own.
+func TestParseUntilSnapshot(t *testing.T) {
+	s, err := Parse([]string{"partition:follower=until-snapshot@5s+60s"})
+	if err != nil || !s.Entries[0].params.untilSnapshot {
+		t.Fatalf("%+v, %v", s, err)
+	}
+	for _, bad := range []string{"partition:follower=until-snapshot|refuse@5s", "partition:follower=until-snapshot|in@5s"} {
+		if _, err := Parse([]string{bad}); err == nil || !strings.Contains(err.Error(), "takes no other mode") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}

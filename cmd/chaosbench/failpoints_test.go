@@ -166,3 +166,38 @@ func TestFailpointBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionUntilSnapshot: a follower cut off until the leader has compacted its raft log past it
+// (snapshot-count and snapshot-catchup-entries make that quick) is healed, the leader sends it a snapshot
+// (etcd's snapshot metrics, and both members' logs say so), and the history checks clean.
+func TestPartitionUntilSnapshot(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	b, err := exec.Command(binary, "run", "--out", out, "--members", "3", "--workload", "put", "--rate", "300",
+		"--request-timeout", "1s", "--duration", "20s", "--etcd-flag", "snapshot-count=500", "--etcd-flag", "snapshot-catchup-entries=200",
+		"--faults", "partition:follower=until-snapshot@3s+14s", "--progress", "none").CombinedOutput()
+	output := string(b)
+	if err != nil {
+		t.Fatalf("chaosbench: %v\n%s", err, output)
+	}
+	s, err := results.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != outcome.OK || len(s.Faults) != 1 || len(s.Faults[0].Targets) != 1 {
+		t.Fatalf("outcome %s %v, faults %+v:\n%s", s.Outcome, s.Reasons, s.Faults, output)
+	}
+	if !regexp.MustCompile(`leader m\d compacted its log past index \d+`).MatchString(output) ||
+		!regexp.MustCompile(`leader m\d sent [1-9]\d* snapshot\(s\) after the heal`).MatchString(output) {
+		t.Fatalf("no compaction past the follower or no snapshot sent:\n%s", output)
+	}
+	target := s.Faults[0].Targets[0]
+	log, err := os.ReadFile(filepath.Join(out, "members", target+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "applied incoming Raft snapshot") {
+		t.Errorf("%s's log does not show the snapshot applied", target)
+	}
+	requireChecks(t, s.Checks, map[string]string{"linearizability": results.VerdictOK, "members-agree": results.VerdictOK,
+		"watch": results.VerdictNothing, "serializable-reads": results.VerdictNothing})
+}
