@@ -60,6 +60,12 @@ chaos-nightly:
 nightly-smoke: build
 	bin/chaosbench suite ci/chaos --tags smoke --out results/nightly-smoke-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
 
+## regressions: the named regression scenarios of ci/chaos/regressions as a suite (fixed seeds; a few
+## minutes, failpoint builds of etcd made on first use): every one must pass.
+.PHONY: regressions
+regressions: build
+	bin/chaosbench suite ci/chaos/regressions --out results/regressions-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
+
 ## bench-checker: check a 10-minute kube-shaped history at 500 requests/s (about 300,000 operations and
 ## half a million watch events, from a simulated etcd: linearizability/kubesim) and print the time, CPU,
 ## peak memory, operations and events. HISTORY=dir checks a recorded run directory instead.

@@ -102,6 +102,11 @@ func TestNightlyScenarios(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no nightly scenarios: %v", err)
 	}
+	regressions, err := filepath.Glob("ci/chaos/regressions/*.yaml")
+	if err != nil || len(regressions) == 0 {
+		t.Fatalf("no regression scenarios: %v", err)
+	}
+	files = append(files, regressions...)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s := DefaultScenario()
