@@ -2,8 +2,8 @@ package linearizability_test
 
 import (
 	"context"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
