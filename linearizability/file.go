@@ -199,18 +199,19 @@ func (w *Writer) Close() error {
 // ReadOperations streams the operations of a history file (binary or legacy JSON lines) to fn, in file
 // order. Each operation passed to fn is fresh and may be kept.
 func ReadOperations(path string, fn func(*Operation) error) error {
-	return readOperations(path, func() *Operation { return &Operation{} }, fn)
+	return readOperations(path, nil, func() *Operation { return &Operation{} }, fn)
 }
 
 // ReadWatches streams the watch responses of a watch file (binary or legacy JSON lines) to fn, in file
 // order. Each response passed to fn is fresh and may be kept.
 func ReadWatches(path string, fn func(*WatchResponse) error) error {
-	return readWatches(path, func() *WatchResponse { return &WatchResponse{} }, fn)
+	return readWatches(path, nil, func() *WatchResponse { return &WatchResponse{} }, fn)
 }
 
-// readOperations decodes each operation into a zero Operation from slot, then passes it to fn.
-func readOperations(path string, slot func() *Operation, fn func(*Operation) error) error {
-	return readFile(path, contentOperations, func(d *decoder, rec []byte) error {
+// readOperations decodes each operation into a zero Operation from slot, then passes it to fn. With a
+// table, large range answers are packed into it (see RangeResponse).
+func readOperations(path string, table *kvTable, slot func() *Operation, fn func(*Operation) error) error {
+	return readFile(path, contentOperations, table, func(d *decoder, rec []byte) error {
 		op := slot()
 		if err := d.operation(rec, op); err != nil {
 			return err
@@ -225,9 +226,10 @@ func readOperations(path string, slot func() *Operation, fn func(*Operation) err
 	})
 }
 
-// readWatches decodes each watch response into a zero WatchResponse from slot, then passes it to fn.
-func readWatches(path string, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
-	return readFile(path, contentWatches, func(d *decoder, rec []byte) error {
+// readWatches decodes each watch response into a zero WatchResponse from slot, then passes it to fn. With
+// a table, previous key-values are shared through it (see decoder.sharedKV).
+func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
+	return readFile(path, contentWatches, table, func(d *decoder, rec []byte) error {
 		r := slot()
 		if err := d.watch(rec, r); err != nil {
 			return err
@@ -244,7 +246,7 @@ func readWatches(path string, slot func() *WatchResponse, fn func(*WatchResponse
 
 // readFile reads a history file record by record: the binary format with binary, legacy JSON lines with
 // legacy.
-func readFile(path string, content byte, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
+func readFile(path string, content byte, table *kvTable, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
@@ -264,6 +266,7 @@ func readFile(path string, content byte, binary func(*decoder, []byte) error, le
 	}
 	br.Discard(headerSize)
 	d := newDecoder()
+	d.table = table
 	n := 0
 	err = readRecords(br, func(rec []byte) error {
 		n++
@@ -320,6 +323,32 @@ func readRecords(r *bufio.Reader, fn func([]byte) error) error {
 		if int(n) <= r.Size() {
 			r.Discard(int(n))
 		}
+	}
+}
+
+// countRecords returns the number of records of a binary history file, reading only their lengths, so
+// that a reader that keeps them all can allocate once. It returns 0 for a legacy file.
+func countRecords(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	if head, _ := br.Peek(headerSize); !bytes.HasPrefix(head, []byte(formatMagic)) {
+		return 0, nil
+	}
+	br.Discard(headerSize)
+	count := 0
+	for {
+		n, err := binary.ReadUvarint(br)
+		if err != nil {
+			return count, nil
+		}
+		if d, _ := br.Discard(int(min(n, 1<<30))); uint64(d) < n {
+			return count, nil // a torn last record
+		}
+		count++
 	}
 }
 

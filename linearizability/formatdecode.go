@@ -19,6 +19,13 @@ type decoder struct {
 	prevTime int64
 	clients  map[int]int
 
+	// table, when set, receives the key-values of large range answers, which then hold references to
+	// them (see RangeResponse); keyRefs is each key's reference to its current key-value in it.
+	table   *kvTable
+	keyRefs []uint32
+	packs   slab[packedKVs]
+	refs    slab[uint32]
+
 	ranges   slab[Range]
 	puts     slab[Put]
 	deletes  slab[Delete]
@@ -293,7 +300,11 @@ func (d *decoder) responseParts(r *Response) {
 	rev := r.Revision
 	if parts&respRange != 0 {
 		g := d.rangeRs.one()
-		g.KVs = d.kvs_(d.count(), rev)
+		if n := d.count(); d.table != nil && n >= packMin {
+			g.packed = d.packed(n, rev)
+		} else {
+			g.KVs = d.kvs_(n, rev)
+		}
 		g.Count = d.varint()
 		g.More = d.byte() != 0
 		r.Range = g
@@ -301,8 +312,7 @@ func (d *decoder) responseParts(r *Response) {
 	if parts&respPut != 0 {
 		p := d.putRs.one()
 		if d.byte() != 0 {
-			p.PrevKV = d.kvSlab.one()
-			d.kv(p.PrevKV, rev)
+			p.PrevKV = d.sharedKV(rev)
 		}
 		r.Put = p
 	}
@@ -338,16 +348,67 @@ func (d *decoder) kvs_(n int, rev int64) []KV {
 	return kvs
 }
 
-func (d *decoder) kv(kv *KV, rev int64) {
+// packMin is the smallest range answer a loaded history holds packed: below it a reference per key-value
+// saves less than the packing costs.
+const packMin = 8
+
+// noRef marks a key whose current key-value is not in the table yet.
+const noRef = ^uint32(0)
+
+func (d *decoder) packed(n int, rev int64) *packedKVs {
+	p := d.packs.one()
+	p.table, p.refs = d.table, d.refs.slice(n)
+	var kv KV
+	for i := range p.refs {
+		id := d.kv(&kv, rev)
+		if d.err != nil {
+			return p
+		}
+		if d.keyRefs[id] == noRef {
+			d.keyRefs[id] = d.table.add(kv)
+		}
+		p.refs[i] = d.keyRefs[id]
+	}
+	return p
+}
+
+// sharedKV decodes a key-value that is not changed by whoever holds it: with a table, the previous
+// key-values of watch events and puts, which the three watchers of a resource receive alike, share one
+// copy per version of a key.
+func (d *decoder) sharedKV(rev int64) *KV {
+	if d.table == nil {
+		kv := d.kvSlab.one()
+		d.kv(kv, rev)
+		return kv
+	}
+	var kv KV
+	id := d.kv(&kv, rev)
+	if d.err != nil {
+		return &kv
+	}
+	if d.keyRefs[id] == noRef {
+		d.keyRefs[id] = d.table.add(kv)
+	}
+	return d.table.at(d.keyRefs[id])
+}
+
+// kv decodes one key-value and returns its key's number.
+func (d *decoder) kv(kv *KV, rev int64) uint64 {
 	key, id := d.str()
 	if d.err != nil {
-		return
+		return 0
 	}
 	for uint64(len(d.kvs)) <= id {
 		d.kvs = append(d.kvs, kvState{})
+		if d.table != nil {
+			d.keyRefs = append(d.keyRefs, noRef)
+		}
 	}
 	s := &d.kvs[id]
 	flags := d.byte()
+	if flags != 0 && d.table != nil {
+		d.keyRefs[id] = noRef
+	}
 	if flags&kvValue != 0 {
 		s.value = d.value()
 	}
@@ -367,6 +428,7 @@ func (d *decoder) kv(kv *KV, rev int64) {
 		s.lease = d.varint()
 	}
 	*kv = KV{Key: key, Value: s.value, CreateRevision: s.create, ModRevision: s.mod, Version: s.ver, Lease: s.lease}
+	return id
 }
 
 func (d *decoder) watch(rec []byte, r *WatchResponse) error {
@@ -426,8 +488,7 @@ func (d *decoder) watch(rec []byte, r *WatchResponse) error {
 			ev.IsCreate = f&evIsCreate != 0
 			d.kv(&ev.KV, r.Revision)
 			if f&evPrevKV != 0 {
-				ev.PrevKV = d.kvSlab.one()
-				d.kv(ev.PrevKV, r.Revision)
+				ev.PrevKV = d.sharedKV(r.Revision)
 			}
 		}
 	}

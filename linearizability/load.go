@@ -1,13 +1,18 @@
 package linearizability
 
+import "errors"
+
 // History is a recorded run, loaded for checking: every operation and every watch record, in file order.
+// A loaded history is read-only: to keep a long run's history in memory, large range answers hold their
+// key-values packed (see RangeResponse) and records that carry the same previous key-value share it.
 type History struct {
 	Operations []Operation
 	Watches    []WatchResponse
 }
 
 // LoadHistory reads the history files of run directory dir (binary, or a legacy run's JSON lines). A run
-// without watches has no watch file. The two files are decoded concurrently, each straight into its slice.
+// without watches has no watch file. The two files are decoded concurrently, each straight into its slice;
+// the key-values of large range answers are held packed (see RangeResponse).
 func LoadHistory(dir string) (*History, error) {
 	opsPath, err := HistoryPath(dir)
 	if err != nil {
@@ -21,12 +26,23 @@ func LoadHistory(dir string) (*History, error) {
 			watchErr <- nil // a run without watches
 			return
 		}
-		watchErr <- readWatches(path, func() *WatchResponse {
+		n, err := countRecords(path)
+		if err != nil {
+			watchErr <- err
+			return
+		}
+		h.Watches = make([]WatchResponse, 0, n)
+		watchErr <- readWatches(path, &kvTable{}, func() *WatchResponse {
 			h.Watches = append(h.Watches, WatchResponse{})
 			return &h.Watches[len(h.Watches)-1]
 		}, func(*WatchResponse) error { return nil })
 	}()
-	err = readOperations(opsPath, func() *Operation {
+	n, err := countRecords(opsPath)
+	if err != nil {
+		return nil, errors.Join(err, <-watchErr)
+	}
+	h.Operations = make([]Operation, 0, n)
+	err = readOperations(opsPath, &kvTable{}, func() *Operation {
 		h.Operations = append(h.Operations, Operation{})
 		return &h.Operations[len(h.Operations)-1]
 	}, func(*Operation) error { return nil })

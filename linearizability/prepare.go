@@ -331,7 +331,9 @@ func (c *checker) collectKeys() {
 	var addResp func(r *Response)
 	addResp = func(r *Response) {
 		if r.Range != nil {
-			addKVs(r.Range.KVs)
+			for i := range r.Range.len() {
+				add(r.Range.kv(i).Key)
+			}
 		}
 		if r.Put != nil && r.Put.PrevKV != nil {
 			add(r.Put.PrevKV.Key)
@@ -506,8 +508,8 @@ func (c *checker) bounds() error {
 // forEachKV calls fn for every key-value in a response, nested ones included.
 func forEachKV(r *Response, fn func(kv *KV)) {
 	if r.Range != nil {
-		for i := range r.Range.KVs {
-			fn(&r.Range.KVs[i])
+		for i := range r.Range.len() {
+			fn(r.Range.kv(i))
 		}
 	}
 	if r.Put != nil && r.Put.PrevKV != nil {
