@@ -48,16 +48,18 @@ func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
 				if sub.Kind == KindPut && sub.Put != nil && sub.Put.Lease != 0 {
-					k := c.rank(sub.Put.Key)
-					if ks := leaseKeys[sub.Put.Lease]; !slices.Contains(ks, k) {
-						leaseKeys[sub.Put.Lease] = append(ks, k)
-					}
+					leaseKeys[sub.Put.Lease] = append(leaseKeys[sub.Put.Lease], c.rank(sub.Put.Key))
 				}
 			}
 		}
 	}
+	for l, ks := range leaseKeys {
+		// A shared lease (kube's events) holds a thousand keys: sorting once beats searching each time.
+		slices.Sort(ks)
+		leaseKeys[l] = slices.Compact(ks)
+	}
 	index := make([][]int32, len(c.ks.keys))
-	var p projection
+	p := projection{keysOnly: true}
 	for i := range c.h.Operations {
 		c.project(i, leaseKeys, 0, int32(len(c.ks.keys)), &p)
 		for _, e := range p.keys {
@@ -92,12 +94,13 @@ func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, 
 
 // projection is one operation projected onto keys; it is reused from operation to operation.
 type projection struct {
-	keys []projected
-	lo   int32
-	hi   int32
-	skip keyOp // receives what concerns keys outside [lo, hi)
-	base keyOp
-	c    *checker
+	keys     []projected
+	lo       int32
+	hi       int32
+	keysOnly bool  // only list the keys: every key's operation is skip
+	skip     keyOp // receives what concerns keys outside [lo, hi), and every key's when keysOnly
+	base     keyOp
+	c        *checker
 }
 
 type projected struct {
@@ -107,8 +110,12 @@ type projected struct {
 
 // get returns the key operation of key k, made on first use.
 func (p *projection) get(k int32) *keyOp {
-	if k < p.lo || k >= p.hi {
-		p.skip = keyOp{}
+	if k < p.lo || k >= p.hi || p.keysOnly {
+		// Keep the slices' memory: what goes in is thrown away.
+		p.skip.cmps, p.skip.branches = p.skip.cmps[:0], [2][]keyStep{p.skip.branches[0][:0], p.skip.branches[1][:0]}
+		if p.keysOnly && k >= p.lo && k < p.hi && !slices.ContainsFunc(p.keys, func(e projected) bool { return e.k == k }) {
+			p.keys = append(p.keys, projected{k, &p.skip})
+		}
 		return &p.skip
 	}
 	for _, e := range p.keys {

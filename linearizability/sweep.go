@@ -77,6 +77,7 @@ func (c *checker) replay() *sweep {
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
 		canonAt:   make([]int32, c.rev(c.maxRev)+2),
+		canon:     make([]canonEvent, 0, c.rev(c.maxRev)+1), // about one change per revision
 		gap:       make([]bool, c.rev(c.maxRev)+1),
 	}
 	for k := range n {
