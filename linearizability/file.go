@@ -54,6 +54,7 @@ type Writer struct {
 	mu      sync.Mutex
 	ops     *binFile
 	watches *binFile
+	closed  bool // records that arrive after Close (a watch's last response racing the run's end) are dropped
 
 	chunks chan chunk
 	free   chan []byte
@@ -137,6 +138,9 @@ func (w *Writer) fail(err error) {
 func (w *Writer) Operation(op *Operation) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
 	f := w.ops
 	f.enc.scratch = f.enc.operation(f.enc.scratch[:0], op)
 	f.buf = appendRecord(f.buf, f.enc.scratch)
@@ -147,6 +151,9 @@ func (w *Writer) Operation(op *Operation) {
 func (w *Writer) Watch(r *WatchResponse) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
 	f := w.watches
 	f.enc.scratch = f.enc.watch(f.enc.scratch[:0], r)
 	f.buf = appendRecord(f.buf, f.enc.scratch)
@@ -169,6 +176,10 @@ func (w *Writer) spill(f *binFile, limit int) {
 // Flush writes buffered records to the files, so that a reader sees everything written so far.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
 	w.spill(w.ops, 1)
 	w.spill(w.watches, 1)
 	synced := make(chan struct{})
@@ -180,10 +191,15 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
-// Close flushes and closes both files and returns the first error met while writing. The Writer must not
-// be used after Close.
+// Close flushes and closes both files and returns the first error met while writing. Records written
+// after Close are dropped; closing again does nothing.
 func (w *Writer) Close() error {
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
 	w.spill(w.ops, 1)
 	w.spill(w.watches, 1)
 	close(w.chunks)
