@@ -322,16 +322,17 @@ func readRecords(r *bufio.Reader, fn func([]byte) error) error {
 				return err
 			}
 		} else {
-			if cap(big) < int(n) {
-				big = make([]byte, n)
-			}
-			rec = big[:n]
-			if _, err := io.ReadFull(r, rec); err != nil {
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
+			// Grow with what arrives, not with what the length claims: a corrupt length must not allocate
+			// a gigabyte.
+			buf := bytes.NewBuffer(big[:0])
+			if _, err := io.CopyN(buf, r, int64(n)); err != nil {
+				if err == io.EOF {
 					return nil
 				}
 				return err
 			}
+			big = buf.Bytes()
+			rec = big
 		}
 		if err := fn(rec); err != nil {
 			return err

@@ -33,7 +33,7 @@ type Gap struct {
 	Requests int64  `json:"requests"`
 	Errors   int64  `json:"errors"`
 	Kind     string `json:"kind"`
-	// Resolution is 1ms (from history.jsonl) or 1s (from timeseries.jsonl, when the run recorded no
+	// Resolution is 1ms (from the history) or 1s (from timeseries.jsonl, when the run recorded no
 	// history). Kind and Resolution are empty when the run's files say nothing of its writes and reads:
 	// the window is listed, not measured.
 	Resolution string `json:"resolution"`
@@ -119,8 +119,8 @@ type gapWindow struct {
 	reqs, errs int64
 }
 
-// HistoryActivity reads what results.LongestGap needs of every request of a history file (history.bin, or a legacy run's history.jsonl),
-// and when the last of them returned.
+// HistoryActivity reads what results.LongestGap needs of every request of a history file (history.bin,
+// or a legacy run's history.jsonl), and when the last of them returned.
 func HistoryActivity(path string) (*results.Activities, time.Duration, error) {
 	act := &results.Activities{}
 	var last time.Duration

@@ -15,7 +15,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
-// writeHistory writes a history.jsonl with the real writer: one operation per entry, (kind, call ms,
+// writeHistory writes a history with the real writer: one operation per entry, (kind, call ms,
 // return ms, error).
 func writeHistory(t *testing.T, dir string, ops []histOp) {
 	t.Helper()
