@@ -488,3 +488,39 @@ func FuzzReadOperations(f *testing.F) {
 		_ = ReadOperations(path, func(*Operation) error { return nil })
 	})
 }
+
+// BenchmarkWriterPut is the history's cost for the put workload (etcd's `benchmark put`): one operation
+// per request, a new value each time, as the load generator's clients write it.
+func BenchmarkWriterPut(b *testing.B) {
+	dir := b.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := &Operation{Client: 7, Op: "put", Call: 123456789, Return: 123999999,
+		Request:  Request{Kind: KindPut, Put: &Put{Key: "/bench/0000270f", Value: Value{ID: 99999, Size: 256}}},
+		Response: &Response{Revision: 1234567, Put: &PutResponse{}}}
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		i++
+		op.Call, op.Return, op.Response.Revision = op.Call+1000, op.Return+1000, op.Response.Revision+1
+		op.Request.Put.Key = benchKeys[i%int64(len(benchKeys))]
+		op.Request.Put.Value.ID++
+		w.Operation(op)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, HistoryFile)); err == nil {
+		b.ReportMetric(float64(st.Size())/float64(i), "file-B/op")
+	}
+}
+
+var benchKeys = func() []string {
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("/bench/%08x", i)
+	}
+	return keys
+}()
