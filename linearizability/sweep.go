@@ -251,6 +251,10 @@ func (s *sweep) uncertain(k int32) bool {
 		return false
 	}
 	from = max(from, ks.anchor+1, ks.clean+1)
+	if from > s.cur {
+		// Settled up to the current revision already (a list asks again for every key of its range).
+		return false
+	}
 	for i := sort.Search(len(c.uncertain), func(i int) bool { return c.uncertain[i] >= from }); i < len(c.uncertain) && c.uncertain[i] <= s.cur; i++ {
 		if g := c.uncertain[i]; s.unknownWriter(g) && !c.covered(k, g) {
 			return true
