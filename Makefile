@@ -62,7 +62,7 @@ nightly-smoke: build
 
 ## bench-checker: check the kube-shaped history of `kubesim -duration 35m -rate 500 -seed 7` (1,098,944
 ## operations and 2,022,192 watch events from a simulated etcd: linearizability/kubesim; writing it takes
-## about 30 s) and print the check's wall time, CPU, peak memory, operations and events (target: under
+## 20-30 s) and print the check's wall time, CPU, peak memory, operations and events (target: under
 ## 60 s and 2 GB on 2 cores). HISTORY=dir checks a recorded run directory instead; SIM_DURATION, SIM_RATE
 ## and SIM_SEED change the simulated run.
 SIM_DURATION ?= 35m
