@@ -142,6 +142,7 @@ func (w *Writer) Operation(op *Operation) {
 		return
 	}
 	f := w.ops
+	f.buf = f.enc.appendReset(f.buf)
 	f.enc.scratch = f.enc.operation(f.enc.scratch[:0], op)
 	f.buf = appendRecord(f.buf, f.enc.scratch)
 	w.spill(f, writeBuffer)
@@ -155,6 +156,7 @@ func (w *Writer) Watch(r *WatchResponse) {
 		return
 	}
 	f := w.watches
+	f.buf = f.enc.appendReset(f.buf)
 	f.enc.scratch = f.enc.watch(f.enc.scratch[:0], r)
 	f.buf = appendRecord(f.buf, f.enc.scratch)
 	w.spill(f, writeBuffer)
@@ -285,6 +287,10 @@ func readFile(path string, content byte, table *kvTable, binary func(*decoder, [
 	d.table = table
 	n := 0
 	err = readRecords(br, func(rec []byte) error {
+		if len(rec) == 0 {
+			d.reset()
+			return nil
+		}
 		n++
 		if err := binary(d, rec); err != nil {
 			return fmt.Errorf("record %d: %w", n, err)
@@ -365,7 +371,9 @@ func countRecords(path string) (int, error) {
 		if d, _ := br.Discard(int(min(n, 1<<30))); uint64(d) < n {
 			return count, nil // a torn last record
 		}
-		count++
+		if n > 0 { // not a fresh start
+			count++
+		}
 	}
 }
 

@@ -22,9 +22,11 @@ import (
 //     record from the record's revision;
 //   - integers are varints, signed ones zigzag-encoded.
 //
-// The state grows with the number of distinct keys and strings, not with the length of the run. A reader
-// must start at the beginning of a file; a record cut short at the end of a file (a run killed while
-// writing) ends the history, everything before it is valid.
+// The state grows with the number of distinct keys and strings. So that it does not grow with the length
+// of a run whose keys come and go (kube's events), the writer starts afresh every maxStrings strings: an
+// empty record tells the reader to forget the strings, the key-values and the watchers' clients too. A
+// reader must start at the beginning of a file; a record cut short at the end of a file (a run killed
+// while writing) ends the history, everything before it is valid.
 
 // FormatVersion is the version of the history format this package writes and reads.
 const FormatVersion = 1
@@ -132,6 +134,10 @@ func kindParts(k Kind) byte {
 // explicitParts flags a request whose parts do not follow from its kind.
 const explicitParts = 0x80
 
+// maxStrings is how many strings an encoder interns before it starts afresh (see above): tens of
+// megabytes of state at most, and a fresh start costs a few bytes per key again, once.
+const maxStrings = 1 << 18
+
 // encoder writes records of one file. It is not safe for concurrent use.
 type encoder struct {
 	strs     map[string]uint64
@@ -140,10 +146,20 @@ type encoder struct {
 	prevTime int64
 	clients  map[int]int // watcher -> client of its last record
 	scratch  []byte
+	limit    int // strings before a fresh start: maxStrings, less in tests
 }
 
 func newEncoder() *encoder {
-	return &encoder{strs: map[string]uint64{}, clients: map[int]int{}}
+	return &encoder{strs: map[string]uint64{}, clients: map[int]int{}, limit: maxStrings}
+}
+
+// appendReset appends the empty record that starts the state afresh, when the encoder's state is full.
+func (e *encoder) appendReset(b []byte) []byte {
+	if len(e.strs) < e.limit {
+		return b
+	}
+	e.strs, e.kvs, e.clients = map[string]uint64{}, nil, map[int]int{}
+	return appendRecord(b, nil)
 }
 
 // appendRecord appends rec to b as one length-delimited record.

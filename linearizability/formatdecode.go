@@ -154,6 +154,12 @@ func (d *decoder) value() Value {
 	return Value{ID: id, Size: int(d.varint())}
 }
 
+// reset forgets what an empty record tells it to (see format.go). Records decoded so far keep their
+// strings and key-values; the table of packed key-values only grows.
+func (d *decoder) reset() {
+	d.strs, d.kvs, d.keyRefs, d.clients = nil, nil, nil, map[int]int{}
+}
+
 func (d *decoder) start(rec []byte) {
 	d.b, d.i, d.err = rec, 0, nil
 }
