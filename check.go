@@ -2,10 +2,8 @@ package chaosbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
@@ -19,7 +17,8 @@ import (
 
 // CheckOptions are the settings of `chaosbench check`.
 type CheckOptions struct {
-	// Dir is a run directory holding history.jsonl (and watch.jsonl, faults.jsonl when the run had them).
+	// Dir is a run directory holding history.bin (and watch.bin, faults.jsonl when the run had them), or a
+	// legacy run's history.jsonl and watch.jsonl.
 	Dir string
 	// Timeout bounds the check (0: linearizability.DefaultTimeout).
 	Timeout time.Duration
@@ -38,8 +37,8 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 	if o.Timeout < 0 {
 		return nil, outcome.Usagef("--timeout %s: must not be negative", o.Timeout)
 	}
-	if _, err := os.Stat(filepath.Join(o.Dir, lin.HistoryFile)); err != nil {
-		return nil, outcome.Usagef("%s: not a run directory with a recorded history (%s): %v", o.Dir, lin.HistoryFile, errors.Unwrap(err))
+	if _, err := lin.HistoryPath(o.Dir); err != nil {
+		return nil, outcome.Usagef("%s: not a run directory with a recorded history (%s, or a legacy run's %s)", o.Dir, lin.HistoryFile, lin.LegacyHistoryFile)
 	}
 	start := time.Now()
 	defer checkMemory()()

@@ -333,7 +333,7 @@ func golden(t *testing.T, name, got string) {
 // TestAvailabilityCallersAgree plays one stream of requests (puts, ranges, transactions that write and that
 // only read, lease grants and watch events, which count in neither class) through a fault window and
 // checks that the three places that report availability give the same write and read gaps: the fault
-// runner's live figures (results.Phases, into summary.json), the report (from history.jsonl) and the
+// runner's live figures (results.Phases, into summary.json), the report (from the history) and the
 // comparison of runs.
 func TestAvailabilityCallersAgree(t *testing.T) {
 	dir := t.TempDir()

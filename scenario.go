@@ -151,7 +151,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.IntVar(&m.WatchersPerStream, "watchers-per-stream", m.WatchersPerStream, "watch-latency: watchers per stream")
 	fs.BoolVar(&m.PrevKV, "prev-kv", m.PrevKV, "watch-latency: ask for previous key-values")
 
-	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.jsonl, watch.jsonl) for consistency checks")
+	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.bin, watch.bin) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
 	bindLiveFlags(fs, &s.LiveOptions)
 

@@ -346,8 +346,8 @@ func lastTime(h *History) int64 {
 
 // window returns key k's operations around a violation's operations, starting from an unknown state.
 func (c *checker) window(k int32, v Violation) segment {
-	byKey := c.buildKeyOps()
-	ops := byKey[k]
+	index, leaseKeys := c.keyIndex()
+	ops := c.buildKeyOps(index, leaseKeys, k, k+1)[0]
 	var from, to int64 = infinity, -infinity
 	for _, i := range v.Ops {
 		from = min(from, c.h.Operations[i].Call)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Names of the checks, as they appear in summaries (results.Check.Name).
@@ -16,8 +17,8 @@ const (
 )
 
 // Violation is one broken guarantee, with what a human needs to find it in the history: the key, the
-// revision, the operations (indexes into History.Operations, which are line numbers of history.jsonl minus
-// one) and the watcher.
+// revision, the operations (indexes into History.Operations: record numbers of history.bin, counted from 0
+// like the lines of `chaosbench history dump`) and the watcher.
 type Violation struct {
 	Check    string `json:"check"`
 	Kind     string `json:"kind"`
@@ -74,13 +75,15 @@ type txnView struct {
 	results  []Response   // results of the branch taken; nil for failed operations
 }
 
+// viewOf is called for every operation by several passes of a check: the view of a plain request points at
+// the operation's own request and response rather than copying them, which would allocate each time.
 func viewOf(op *Operation) (txnView, bool) {
 	req := &op.Request
 	switch req.Kind {
 	case KindRange, KindPut, KindDelete:
-		v := txnView{branches: [2][]Request{nil, {*req}}}
+		v := txnView{branches: [2][]Request{nil, unsafe.Slice(req, 1)}}
 		if op.Response != nil {
-			v.results = []Response{*op.Response}
+			v.results = unsafe.Slice(op.Response, 1)
 		}
 		return v, true
 	case KindTxn:

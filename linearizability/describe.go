@@ -39,7 +39,7 @@ func opKey(op *Operation) string {
 	return ""
 }
 
-// describe names operation i for messages: its line in history.jsonl, client, request and outcome.
+// describe names operation i for messages: its record number in history.bin, client, request and outcome.
 func (c *checker) describe(i int) string {
 	return describeOp(i, &c.h.Operations[i])
 }
@@ -108,12 +108,12 @@ func describeResponse(op *Operation) string {
 		switch {
 		case r.Range != nil:
 			var kvs []string
-			for i := range r.Range.KVs {
+			for i := range r.Range.len() {
 				if i == 4 {
-					kvs = append(kvs, fmt.Sprintf("… %d more", len(r.Range.KVs)-4))
+					kvs = append(kvs, fmt.Sprintf("… %d more", r.Range.len()-4))
 					break
 				}
-				kv := &r.Range.KVs[i]
+				kv := r.Range.kv(i)
 				kvs = append(kvs, fmt.Sprintf("%s=#%d@%d v%d", kv.Key, kv.Value.ID, kv.ModRevision, kv.Version))
 			}
 			parts = append(parts, fmt.Sprintf("[%s] count %d", strings.Join(kvs, ", "), r.Range.Count))

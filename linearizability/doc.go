@@ -5,10 +5,11 @@
 // # Recording
 //
 // Every request goes through one recording wrapper (workloads.Client), which writes one Operation per
-// request to history.jsonl: client, call and return time (nanoseconds on one monotonic clock), request,
+// request to history.bin: client, call and return time (nanoseconds on one monotonic clock), request,
 // response (header revision, key-values, branch taken, previous values) or error. Every watch writes its
 // request, etcd's confirmation (with the revision it was created at), events, progress notifications and
-// cancellations to watch.jsonl with their arrival times. Every value written starts with a run-wide unique
+// cancellations to watch.bin with their arrival times (the format is described in format.go; runs before it
+// wrote JSON lines, history.jsonl and watch.jsonl, which are still read). Every value written starts with a run-wide unique
 // write id, so values are recorded by id and every key-value read names the write it shows.
 //
 // # Verdicts
@@ -29,7 +30,7 @@
 //     never a revision whose write was sent after the read returned.
 //
 // A violation names the earliest global violation or the smallest failing key, with its operations (by
-// line of history.jsonl), and porcupine's visualization of that key is written with fault windows marked.
+// number in history.bin, the line of `chaosbench history dump`), and porcupine's visualization of that key is written with fault windows marked.
 //
 // # Scale by decomposition, and why it is sound
 //

@@ -3,8 +3,11 @@ package linearizability_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,14 +52,41 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
-// checkFixture checks a fixture from a copy, so that the check's own files stay out of testdata.
+// checkFixture checks a fixture from a copy, so that the check's own files stay out of testdata. The
+// fixtures are JSON lines recorded before the binary format: each is checked as it is (the legacy reader)
+// and converted to the binary format, whose check must come to the same verdicts and violations.
 func checkFixture(t *testing.T, dir string) *lin.Report {
 	t.Helper()
-	tmp := t.TempDir()
-	if err := os.CopyFS(tmp, os.DirFS(dir)); err != nil {
+	tmp, bin := t.TempDir(), t.TempDir()
+	for _, d := range []string{tmp, bin} {
+		if err := os.CopyFS(d, os.DirFS(dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lin.ConvertDir(bin); err != nil {
 		t.Fatal(err)
 	}
-	return checkDir(t, tmp)
+	for _, f := range []string{lin.LegacyHistoryFile, lin.LegacyWatchFile} {
+		if err := os.Remove(filepath.Join(bin, f)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	legacy, binary := checkDir(t, tmp), checkDir(t, bin)
+	if a, b := verdicts(legacy), verdicts(binary); a != b || !reflect.DeepEqual(legacy.Violations, binary.Violations) {
+		t.Fatalf("the binary history checks differently from the JSON lines it was converted from:\nbinary %s\nlegacy %s", b, a)
+	}
+	return binary
+}
+
+// verdicts describes a report's checks without what differs between two checks of the same history (the
+// time taken, where the visualization went).
+func verdicts(r *lin.Report) string {
+	var s string
+	for _, c := range r.Checks {
+		detail, _, _ := strings.Cut(c.Detail, "\nvisualization:")
+		s += fmt.Sprintf("%s %s %s\n", c.Name, c.Verdict, detail)
+	}
+	return s + fmt.Sprint(r.ViolationCount)
 }
 
 func recordFixtures(t *testing.T) {

@@ -142,10 +142,69 @@ type Response struct {
 }
 
 // RangeResponse holds the key-values read, the total count of the range, and whether more remain.
+//
+// A history loaded whole for checking (LoadHistory) holds the key-values of its large answers (list
+// pages) packed instead of in KVs: most of them are the same key-values again, page after page, so
+// each answer refers to one shared copy of each. KeyValues returns them either way.
 type RangeResponse struct {
 	KVs   []KV  `json:"kvs,omitempty"`
 	Count int64 `json:"count"`
 	More  bool  `json:"more,omitempty"`
+
+	packed *packedKVs
+}
+
+// packedKVs are the key-values of a range answer as references into a table shared by a history.
+type packedKVs struct {
+	table *kvTable
+	refs  []uint32
+}
+
+// kvTable holds the distinct key-values of a history's large range answers, in chunks that never move.
+type kvTable struct{ chunks [][]KV }
+
+const kvChunkBits = 12
+
+func (t *kvTable) add(kv KV) uint32 {
+	n := len(t.chunks)
+	if n == 0 || len(t.chunks[n-1]) == 1<<kvChunkBits {
+		t.chunks = append(t.chunks, make([]KV, 0, 1<<kvChunkBits))
+		n++
+	}
+	t.chunks[n-1] = append(t.chunks[n-1], kv)
+	return uint32((n-1)<<kvChunkBits + len(t.chunks[n-1]) - 1)
+}
+
+func (t *kvTable) at(ref uint32) *KV {
+	return &t.chunks[ref>>kvChunkBits][ref&(1<<kvChunkBits-1)]
+}
+
+// len returns the number of key-values of the answer.
+func (r *RangeResponse) len() int {
+	if r.packed != nil {
+		return len(r.packed.refs)
+	}
+	return len(r.KVs)
+}
+
+// kv returns the answer's i-th key-value, which the caller must not change.
+func (r *RangeResponse) kv(i int) *KV {
+	if r.packed != nil {
+		return r.packed.table.at(r.packed.refs[i])
+	}
+	return &r.KVs[i]
+}
+
+// KeyValues returns the key-values of the answer: KVs, or a copy of them when they are packed.
+func (r *RangeResponse) KeyValues() []KV {
+	if r.packed == nil {
+		return r.KVs
+	}
+	out := make([]KV, len(r.packed.refs))
+	for i := range out {
+		out[i] = *r.kv(i)
+	}
+	return out
 }
 
 // PutResponse holds the previous key-value when it was asked for and existed.

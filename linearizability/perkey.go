@@ -35,11 +35,10 @@ type perKeyResult struct {
 	unknown  int // segments that timed out
 }
 
-// buildKeyOps projects every operation onto the keys it reads or writes one by one: single-key ranges,
-// compares, puts, deletes (a range delete onto every key of its range), and revokes onto the keys ever
-// attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
-func (c *checker) buildKeyOps() [][]*keyOp {
-	byKey := make([][]*keyOp, len(c.ks.keys))
+// keyIndex lists, per key, the operations that project onto it (see project), in file order, and the keys
+// ever attached to each lease. It is the per-key checks' index: their operations are built a batch of
+// keys at a time from it, so that the check never holds the whole history projected.
+func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 	leaseKeys := map[int64][]int32{}
 	for i := range c.h.Operations {
 		v, ok := viewOf(&c.h.Operations[i])
@@ -49,99 +48,160 @@ func (c *checker) buildKeyOps() [][]*keyOp {
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
 				if sub.Kind == KindPut && sub.Put != nil && sub.Put.Lease != 0 {
-					k := c.rank(sub.Put.Key)
-					if ks := leaseKeys[sub.Put.Lease]; !slices.Contains(ks, k) {
-						leaseKeys[sub.Put.Lease] = append(ks, k)
-					}
+					leaseKeys[sub.Put.Lease] = append(leaseKeys[sub.Put.Lease], c.rank(sub.Put.Key))
 				}
 			}
 		}
 	}
+	for l, ks := range leaseKeys {
+		// A shared lease (kube's events) holds a thousand keys: sorting once beats searching each time.
+		slices.Sort(ks)
+		leaseKeys[l] = slices.Compact(ks)
+	}
+	index := make([][]int32, len(c.ks.keys))
+	p := projection{keysOnly: true}
 	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
-		oi := &c.ops[i]
-		switch oi.state {
-		case opAcked, opResolved, opUnresolved:
-		default:
-			continue
+		c.project(i, leaseKeys, 0, int32(len(c.ks.keys)), &p)
+		for _, e := range p.keys {
+			index[e.k] = append(index[e.k], int32(i))
 		}
-		base := keyOp{op: int32(i), taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
-		switch oi.state {
-		case opAcked:
-			if oi.wrote {
-				base.rev = oi.rev
-			} else {
-				base.hdr = oi.hdr
-			}
-		case opResolved:
-			base.rev, base.ret = oi.rev, oi.seen
-		}
-		if op.Request.Kind == KindLeaseRevoke {
-			for _, k := range leaseKeys[op.Request.Lease.ID] {
-				ko := base
-				ko.key, ko.revoke, ko.observes = c.key(k), op.Request.Lease.ID, oi.state == opAcked
-				byKey[k] = append(byKey[k], &ko)
-			}
-			continue
-		}
-		if op.Request.Kind == KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
-			continue // not linearizable at the current revision: the replay checks them
-		}
-		v, ok := viewOf(op)
-		if !ok {
-			continue
-		}
-		if base.taken < 0 && len(v.cmps) == 0 {
-			base.taken = 1
-		}
-		perKey := map[int32]*keyOp{}
-		get := func(k int32) *keyOp {
-			if ko := perKey[k]; ko != nil {
-				return ko
-			}
-			ko := base
-			ko.key = c.key(k)
-			perKey[k] = &ko
-			return &ko
-		}
-		for _, cmp := range v.cmps {
-			ko := get(c.rank(cmp.Key))
-			ko.cmps = append(ko.cmps, cmp)
-			ko.observes = ko.observes || oi.state == opAcked
-		}
-		for k, ko := range perKey {
-			ko.allCmps = true
-			for _, cmp := range v.cmps {
-				if c.rank(cmp.Key) != k {
-					ko.allCmps = false
-				}
-			}
-		}
-		for b := range 2 {
-			if base.taken >= 0 && int8(b) != base.taken {
-				continue
-			}
-			var results []Response
-			if oi.state == opAcked {
-				results = v.results
-			}
-			for j := range v.branches[b] {
-				sub := &v.branches[b][j]
-				var res *Response
-				if j < len(results) {
-					res = &results[j]
-				}
-				c.projectStep(sub, res, b, get)
-			}
-		}
-		for k, ko := range perKey {
-			byKey[k] = append(byKey[k], ko)
+	}
+	return index, leaseKeys
+}
+
+// buildKeyOps projects the operations of keys [lo, hi) onto them, one slice per key (byKey[k-lo]) in
+// call order, from the index keyIndex built.
+func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, hi int32) [][]*keyOp {
+	var ops []int32
+	for k := lo; k < hi; k++ {
+		ops = append(ops, index[k]...)
+	}
+	slices.Sort(ops)
+	ops = slices.Compact(ops)
+	byKey := make([][]*keyOp, hi-lo)
+	var p projection
+	for _, i := range ops {
+		c.project(int(i), leaseKeys, lo, hi, &p)
+		for _, e := range p.keys {
+			byKey[e.k-lo] = append(byKey[e.k-lo], e.ko)
 		}
 	}
 	for k := range byKey {
 		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmpInt(c.h.Operations[a.op].Call, c.h.Operations[b.op].Call) })
 	}
 	return byKey
+}
+
+// projection is one operation projected onto keys; it is reused from operation to operation.
+type projection struct {
+	keys     []projected
+	lo       int32
+	hi       int32
+	keysOnly bool  // only list the keys: every key's operation is skip
+	skip     keyOp // receives what concerns keys outside [lo, hi), and every key's when keysOnly
+	base     keyOp
+	c        *checker
+}
+
+type projected struct {
+	k  int32
+	ko *keyOp
+}
+
+// get returns the key operation of key k, made on first use.
+func (p *projection) get(k int32) *keyOp {
+	if k < p.lo || k >= p.hi || p.keysOnly {
+		// Keep the slices' memory: what goes in is thrown away.
+		p.skip.cmps, p.skip.branches = p.skip.cmps[:0], [2][]keyStep{p.skip.branches[0][:0], p.skip.branches[1][:0]}
+		if p.keysOnly && k >= p.lo && k < p.hi && !slices.ContainsFunc(p.keys, func(e projected) bool { return e.k == k }) {
+			p.keys = append(p.keys, projected{k, &p.skip})
+		}
+		return &p.skip
+	}
+	for _, e := range p.keys {
+		if e.k == k {
+			return e.ko
+		}
+	}
+	ko := new(keyOp)
+	*ko = p.base
+	ko.key = p.c.key(k)
+	p.keys = append(p.keys, projected{k, ko})
+	return ko
+}
+
+// project projects operation i onto the keys of [lo, hi) it reads or writes one by one, into p: single-key
+// ranges, compares, puts, deletes (a range delete onto every key of its range), and revokes onto the keys
+// ever attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
+func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *projection) {
+	p.keys, p.lo, p.hi, p.c = p.keys[:0], lo, hi, c
+	op := &c.h.Operations[i]
+	oi := &c.ops[i]
+	switch oi.state {
+	case opAcked, opResolved, opUnresolved:
+	default:
+		return
+	}
+	base := keyOp{op: int32(i), taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
+	switch oi.state {
+	case opAcked:
+		if oi.wrote {
+			base.rev = oi.rev
+		} else {
+			base.hdr = oi.hdr
+		}
+	case opResolved:
+		base.rev, base.ret = oi.rev, oi.seen
+	}
+	if op.Request.Kind == KindLeaseRevoke {
+		p.base = base
+		for _, k := range leaseKeys[op.Request.Lease.ID] {
+			ko := p.get(k)
+			ko.revoke, ko.observes = op.Request.Lease.ID, oi.state == opAcked
+		}
+		return
+	}
+	if op.Request.Kind == KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
+		return // not linearizable at the current revision: the replay checks them
+	}
+	v, ok := viewOf(op)
+	if !ok {
+		return
+	}
+	if base.taken < 0 && len(v.cmps) == 0 {
+		base.taken = 1
+	}
+	p.base = base
+	for _, cmp := range v.cmps {
+		ko := p.get(c.rank(cmp.Key))
+		ko.cmps = append(ko.cmps, cmp)
+		ko.observes = ko.observes || oi.state == opAcked
+	}
+	for _, e := range p.keys {
+		e.ko.allCmps = true
+		for _, cmp := range v.cmps {
+			if c.rank(cmp.Key) != e.k {
+				e.ko.allCmps = false
+			}
+		}
+	}
+	for b := range 2 {
+		if base.taken >= 0 && int8(b) != base.taken {
+			continue
+		}
+		var results []Response
+		if oi.state == opAcked {
+			results = v.results
+		}
+		for j := range v.branches[b] {
+			sub := &v.branches[b][j]
+			var res *Response
+			if j < len(results) {
+				res = &results[j]
+			}
+			c.projectStep(sub, res, b, p.get)
+		}
+	}
 }
 
 // projectStep adds one branch operation to the per-key operations of the keys it concerns.
@@ -157,8 +217,8 @@ func (c *checker) projectStep(sub *Request, res *Response, b int, get func(int32
 		st := keyStep{kind: KindRange, keysOnly: rg.KeysOnly, countOnly: rg.CountOnly}
 		if res != nil && res.Range != nil {
 			st.known, st.count = true, res.Range.Count
-			if len(res.Range.KVs) > 0 {
-				st.result = &res.Range.KVs[0]
+			if res.Range.len() > 0 {
+				st.result = res.Range.kv(0)
 			}
 			ko.observes = true
 		}
@@ -211,21 +271,17 @@ func (c *checker) projectStep(sub *Request, res *Response, b int, get func(int32
 // segment is long enough. The next segment starts from the replay's state of the key after the last write
 // before the cut: exact when nothing unobserved may have touched the key, otherwise widened to every state
 // an unobserved write or a lease expiry could have left.
-func (c *checker) segments(byKey [][]*keyOp, s *sweep) []segment {
-	keyHist := make([][]int32, len(c.ks.keys))
-	for i := range s.canon {
-		k := s.canon[i].rank
-		keyHist[k] = append(keyHist[k], int32(i))
-	}
+func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *sweep) []segment {
 	initial := []kstate{{}}
 	if c.preRun {
 		initial = []kstate{{any: true}}
 	}
 	var out []segment
-	for k, ops := range byKey {
+	for i, ops := range byKey {
 		if len(ops) == 0 {
 			continue
 		}
+		k := int(lo) + i
 		start := 0
 		init := initial
 		var maxRet, maxWrite, maxSeen int64
@@ -285,18 +341,42 @@ func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, 
 	return []kstate{st, wide, {floor: seen}, {any: true, floor: seen}}
 }
 
-// checkPerKey runs porcupine on every segment, on all CPUs, until ctx is done.
+// perKeyBatch is about how many operations the per-key checks project at a time: the projection of a
+// whole long history would hold hundreds of bytes per operation at once.
+const perKeyBatch = 100_000
+
+// checkPerKey runs porcupine on every segment, on all CPUs, until ctx is done. Keys are taken in batches
+// of about perKeyBatch operations; only a batch's operations are projected at a time.
 func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
-	byKey := c.buildKeyOps()
-	segs := c.segments(byKey, s)
-	c.stats.Partitions = len(segs)
+	index, leaseKeys := c.keyIndex()
+	keyHist := make([][]int32, len(c.ks.keys))
+	for i := range s.canon {
+		k := s.canon[i].rank
+		keyHist[k] = append(keyHist[k], int32(i))
+	}
+	m := &keyModel{mayExpire: c.mayExpire}
+	var res perKeyResult
+	for lo := int32(0); lo < int32(len(index)); {
+		hi, n := lo, 0
+		for hi < int32(len(index)) && (hi == lo || n+len(index[hi]) <= perKeyBatch) {
+			n += len(index[hi])
+			hi++
+		}
+		segs := c.segments(c.buildKeyOps(index, leaseKeys, lo, hi), lo, keyHist, s)
+		c.checkSegments(ctx, m, segs, &res)
+		lo = hi
+	}
+	return res
+}
+
+// checkSegments checks segs on all CPUs into res.
+func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment, res *perKeyResult) {
+	c.stats.Partitions += len(segs)
 	for _, sg := range segs {
 		c.stats.LongestPartition = max(c.stats.LongestPartition, len(sg.ops))
 	}
 	// Longest first, so that one long segment does not finish last alone.
 	slices.SortStableFunc(segs, func(a, b segment) int { return len(b.ops) - len(a.ops) })
-	m := &keyModel{mayExpire: c.mayExpire}
-	var res perKeyResult
 	var mu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -326,7 +406,6 @@ func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	}
 	close(work)
 	wg.Wait()
-	return res
 }
 
 func checkSegment(ctx context.Context, m *keyModel, sg segment, h *History) porcupine.CheckResult {

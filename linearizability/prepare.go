@@ -71,7 +71,7 @@ type checker struct {
 	base, maxRev int64 // revisions base+1..maxRev are the run's; base and below came before it
 	preRun       bool  // the store was not empty at the start: keys' first states are unknown
 
-	values   map[uint64]*valueRef
+	values   map[uint64]valueRef
 	writer   []int32 // by revision-base: the operation that wrote it, -1 none known
 	existed  []int64 // by revision-base: earliest time some revision >= it was known to exist
 	observed []obsEvent
@@ -331,7 +331,9 @@ func (c *checker) collectKeys() {
 	var addResp func(r *Response)
 	addResp = func(r *Response) {
 		if r.Range != nil {
-			addKVs(r.Range.KVs)
+			for i := range r.Range.len() {
+				add(r.Range.kv(i).Key)
+			}
 		}
 		if r.Put != nil && r.Put.PrevKV != nil {
 			add(r.Put.PrevKV.Key)
@@ -506,8 +508,8 @@ func (c *checker) bounds() error {
 // forEachKV calls fn for every key-value in a response, nested ones included.
 func forEachKV(r *Response, fn func(kv *KV)) {
 	if r.Range != nil {
-		for i := range r.Range.KVs {
-			fn(&r.Range.KVs[i])
+		for i := range r.Range.len() {
+			fn(r.Range.kv(i))
 		}
 	}
 	if r.Put != nil && r.Put.PrevKV != nil {
@@ -527,7 +529,7 @@ func forEachKV(r *Response, fn func(kv *KV)) {
 
 // indexValues maps every written value id to the request that wrote it.
 func (c *checker) indexValues() {
-	c.values = map[uint64]*valueRef{}
+	c.values = map[uint64]valueRef{}
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		v, ok := viewOf(op)
@@ -540,11 +542,12 @@ func (c *checker) indexValues() {
 					continue
 				}
 				id := sub.Put.Value.ID
-				if ref := c.values[id]; ref != nil {
+				if ref, ok := c.values[id]; ok {
 					ref.dup = ref.dup || ref.op != int32(i) || ref.key != sub.Put.Key
+					c.values[id] = ref
 					continue
 				}
-				c.values[id] = &valueRef{op: int32(i), branch: int8(b), key: sub.Put.Key}
+				c.values[id] = valueRef{op: int32(i), branch: int8(b), key: sub.Put.Key}
 			}
 		}
 	}
@@ -599,8 +602,8 @@ func (c *checker) resolveFromEvidence() {
 		if kv.Value.ID == 0 || kv.ModRevision <= c.base {
 			return // not a value of this run (keys-only reads, foreign or earlier writes)
 		}
-		ref := c.values[kv.Value.ID]
-		if ref == nil {
+		ref, ok := c.values[kv.Value.ID]
+		if !ok {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: ops, Time: at,
 				Message: fmt.Sprintf("%s value #%d at revision %d, which no request of the run wrote", who, kv.Value.ID, kv.ModRevision)})
 			return
@@ -666,7 +669,7 @@ func (c *checker) resolveFromEvidence() {
 // unionObserved collects every event any watcher saw, by revision and key. Watchers must agree on what
 // happened at a revision; a revision nobody wrote that watchers saw is still known, from them.
 func (c *checker) unionObserved() {
-	var all []obsEvent
+	all := make([]obsEvent, 0, c.stats.WatchEvents)
 	for i := range c.h.Watches {
 		r := &c.h.Watches[i]
 		for j := range r.Events {
@@ -702,7 +705,7 @@ func (c *checker) unionObserved() {
 		}
 		out = append(out, o)
 	}
-	c.observed = out
+	c.observed = slices.Clone(out) // the watchers' copies of each event are gone: keep what remains only
 	n := c.rev(c.maxRev) + 1
 	c.obsAt = make([]int32, n+1)
 	j := 0

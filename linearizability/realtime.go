@@ -24,7 +24,7 @@ type placed struct {
 // older than one acknowledged before it began" and "nothing reads a revision before its write was sent".
 // With the replay's answers checked at their revisions, it makes the revision order a linearization.
 func (c *checker) checkRealTime() {
-	var ps []placed
+	ps := make([]placed, 0, len(c.h.Operations)+len(c.h.Watches))
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		oi := &c.ops[i]

@@ -403,3 +403,46 @@ func TestNothingToCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchManyEventsInOneRevision: the revoke of a lease with many keys (kube's shared event leases) is
+// one revision of many delete events; each key's event is due once, and a second one is a duplicate.
+func TestWatchManyEventsInOneRevision(t *testing.T) {
+	const keys, lease = 40, 7
+	build := func(dup bool) *History {
+		b := new(hb).
+			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "p/", End: "p0"}}).
+			watch(WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			op(0, 2, 3, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 600}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: lease, TTL: 600}})
+		var dels []Event
+		for i := range int64(keys) {
+			key := fmt.Sprintf("p/%03d", i)
+			kv := KV{Key: key, Value: Value{ID: uint64(i + 1), Size: 8}, CreateRevision: i + 2, ModRevision: i + 2, Version: 1, Lease: lease}
+			b.op(0, 10+10*i, 15+10*i, leasePut(key, uint64(i+1), lease), putResp(i+2)).
+				watch(WatchResponse{Watcher: 1, Time: 16 + 10*i, Revision: i + 2, Events: []Event{{Type: EventPut, KV: kv, IsCreate: true}}})
+			dels = append(dels, Event{Type: EventDelete, KV: KV{Key: key, ModRevision: keys + 2}})
+		}
+		if dup {
+			dels = append(dels, dels[keys/2])
+		}
+		b.op(0, 1000, 1010, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: lease}}, &Response{Revision: keys + 2}).
+			watch(WatchResponse{Watcher: 1, Time: 1011, Revision: keys + 2, Events: dels})
+		return &b.h
+	}
+	for _, tc := range []struct {
+		dup  bool
+		want string
+	}{{false, results.VerdictOK}, {true, results.VerdictViolation}} {
+		rep, err := Check(context.Background(), build(tc.dup), Options{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rep.Checks {
+			if c.Name == CheckWatch && c.Verdict != tc.want {
+				t.Errorf("duplicate %v: %s %s, want %s: %s", tc.dup, c.Name, c.Verdict, tc.want, c.Detail)
+			}
+			if c.Name == CheckWatch && tc.dup && !strings.Contains(c.Detail, "duplicated") {
+				t.Errorf("duplicate not named: %s", c.Detail)
+			}
+		}
+	}
+}

@@ -77,6 +77,7 @@ func (c *checker) replay() *sweep {
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
 		canonAt:   make([]int32, c.rev(c.maxRev)+2),
+		canon:     make([]canonEvent, 0, c.rev(c.maxRev)+1), // about one change per revision
 		gap:       make([]bool, c.rev(c.maxRev)+1),
 	}
 	for k := range n {
@@ -250,6 +251,10 @@ func (s *sweep) uncertain(k int32) bool {
 		return false
 	}
 	from = max(from, ks.anchor+1, ks.clean+1)
+	if from > s.cur {
+		// Settled up to the current revision already (a list asks again for every key of its range).
+		return false
+	}
 	for i := sort.Search(len(c.uncertain), func(i int) bool { return c.uncertain[i] >= from }); i < len(c.uncertain) && c.uncertain[i] <= s.cur; i++ {
 		if g := c.uncertain[i]; s.unknownWriter(g) && !c.covered(k, g) {
 			return true
@@ -803,18 +808,18 @@ func (s *sweep) curState() int64 {
 func (s *sweep) checkRange(i int, rg *Range, resp *RangeResponse, check string) {
 	c := s.c
 	lo, hi := c.ks.interval(rg.Key, rg.End)
-	kvs := resp.KVs
+	n := resp.len()
 	// The answer must be consistent with itself first.
-	for j := range kvs {
-		if !inRange(kvs[j].Key, rg.Key, rg.End) || (j > 0 && kvs[j].Key <= kvs[j-1].Key) {
-			c.vs.add(s.violationIn(check, i, "malformed range", kvs[j].Key, fmt.Sprintf("%s returned %q out of order or outside its range", c.describe(i), kvs[j].Key)))
+	for j := range n {
+		if key := resp.kv(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.kv(j-1).Key) {
+			c.vs.add(s.violationIn(check, i, "malformed range", key, fmt.Sprintf("%s returned %q out of order or outside its range", c.describe(i), key)))
 			return
 		}
 	}
-	limited := rg.Limit > 0 && int64(len(kvs)) == rg.Limit && resp.More
+	limited := rg.Limit > 0 && int64(n) == rg.Limit && resp.More
 	if !rg.CountOnly {
-		if rg.Limit > 0 && resp.More != (resp.Count > rg.Limit) || rg.Limit > 0 && int64(len(kvs)) != min(resp.Count, rg.Limit) || rg.Limit == 0 && int64(len(kvs)) != resp.Count {
-			c.vs.add(s.violationIn(check, i, "malformed range", rg.Key, fmt.Sprintf("%s returned %d keys, count %d, more %v with limit %d", c.describe(i), len(kvs), resp.Count, resp.More, rg.Limit)))
+		if rg.Limit > 0 && resp.More != (resp.Count > rg.Limit) || rg.Limit > 0 && int64(n) != min(resp.Count, rg.Limit) || rg.Limit == 0 && int64(n) != resp.Count {
+			c.vs.add(s.violationIn(check, i, "malformed range", rg.Key, fmt.Sprintf("%s returned %d keys, count %d, more %v with limit %d", c.describe(i), n, resp.Count, resp.More, rg.Limit)))
 			return
 		}
 	}
@@ -840,27 +845,29 @@ func (s *sweep) checkRange(i int, rg *Range, resp *RangeResponse, check string) 
 	// Walk the keys that exist or may exist alongside the answer.
 	j := 0
 	last := ""
-	if len(kvs) > 0 {
-		last = kvs[len(kvs)-1].Key
+	if n > 0 {
+		last = resp.kv(n - 1).Key
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
-		for j < len(kvs) && kvs[j].Key < key {
-			s.checkKeyIn(check, i, c.rank(kvs[j].Key), &kvs[j], rg.KeysOnly)
+		for j < n && resp.kv(j).Key < key {
+			kv := resp.kv(j)
+			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 			j++
 		}
 		if limited && key > last {
 			break
 		}
-		if j < len(kvs) && kvs[j].Key == key {
-			s.checkKeyIn(check, i, k, &kvs[j], rg.KeysOnly)
+		if j < n && resp.kv(j).Key == key {
+			s.checkKeyIn(check, i, k, resp.kv(j), rg.KeysOnly)
 			j++
 			continue
 		}
 		s.checkKeyIn(check, i, k, nil, rg.KeysOnly)
 	}
-	for ; j < len(kvs); j++ {
-		s.checkKeyIn(check, i, c.rank(kvs[j].Key), &kvs[j], rg.KeysOnly)
+	for ; j < n; j++ {
+		kv := resp.kv(j)
+		s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 	}
 }
 

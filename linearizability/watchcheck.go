@@ -74,6 +74,7 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 	// or the order check already fails, so remembering one revision's keys is enough.
 	var curRev int64 = -1
 	var curKeys []int32
+	var curSet map[int32]bool // curKeys as a set, once a revision has many events (a revoke of a shared lease)
 	for n, idx := range w.recs {
 		r := &c.h.Watches[idx]
 		if len(r.Events) > 0 {
@@ -93,10 +94,26 @@ func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 				continue
 			}
 			if rev != curRev {
-				curRev, curKeys = rev, curKeys[:0]
+				curRev, curKeys, curSet = rev, curKeys[:0], nil
 			}
-			dup := slices.Contains(curKeys, k) || (rev < lastEv && c.deliveredBefore(got, rev, k))
+			var seen bool
+			switch {
+			case curSet != nil:
+				seen = curSet[k]
+			case len(curKeys) >= 32:
+				curSet = make(map[int32]bool, 2*len(curKeys))
+				for _, x := range curKeys {
+					curSet[x] = true
+				}
+				seen = curSet[k]
+			default:
+				seen = slices.Contains(curKeys, k)
+			}
+			dup := seen || (rev < lastEv && c.deliveredBefore(got, rev, k))
 			curKeys = append(curKeys, k)
+			if curSet != nil {
+				curSet[k] = true
+			}
 			switch {
 			case dup:
 				c.watchViolation(w, "watch event duplicated", e.KV.Key, rev, r.Time, "received %s twice", describeEvent(e))

@@ -8,7 +8,7 @@ import (
 
 // This file holds chaosbench's one definition of availability. The fault windows of summary.json (Phases),
 // the report (package report) and the comparison of runs (chaosbench compare) all measure it with
-// LongestGap, from an Activity each fills from what it has: live records, history.jsonl, or the per-second
+// LongestGap, from an Activity each fills from what it has: live records, the history, or the per-second
 // rows of timeseries.jsonl.
 //
 // Writes and reads are measured separately, because they fail differently: a member cut off from the
@@ -76,7 +76,7 @@ func ParseAccess(s string) Access {
 	return AccessNone
 }
 
-// AccessOf classifies a request by its kind, as history.jsonl names it ("put", "delete", "range",
+// AccessOf classifies a request by its kind, as the history names it ("put", "delete", "range",
 // "txn", "lease-grant", ...). A transaction is a read until Branch finds a write among its branches.
 // Classifying allocates nothing: every request the workloads send goes through it.
 func AccessOf(kind string) Access {

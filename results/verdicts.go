@@ -14,7 +14,7 @@ import (
 const FaultsFile = "faults.jsonl"
 
 // FaultWindow is one fault as it ran: what, on which members, when, and how it ended. StartNs and EndNs
-// are offsets from the run's time base, the same base as the request history (history.jsonl) and the
+// are offsets from the run's time base, the same base as the request history (history.bin) and the
 // records, so that windows can be laid over latencies and histories without clock conversion.
 type FaultWindow struct {
 	Fault   string    `json:"fault"`

@@ -50,7 +50,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	quietTestcontainers()
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
 		compareCommand(stdout, stderr, &code), reaperCommand())
-	root.AddCommand(checkCommand(stdout, stderr, &code))
+	root.AddCommand(checkCommand(stdout, stderr, &code), historyCommand(stdout, &code))
 	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
 	root.AddCommand(qualifyCommand(stdout, stderr, &code))
 	root.AddCommand(fidelityCommand(stdout, stderr, &code))

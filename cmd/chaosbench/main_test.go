@@ -179,7 +179,7 @@ func TestRunPut(t *testing.T) {
 			if s.Incomplete || s.Seed == 0 || s.Cluster.Members != atoi(members) || s.Versions.EtcdServer == "" {
 				t.Fatalf("summary: incomplete %v seed %d members %d server %q", s.Incomplete, s.Seed, s.Cluster.Members, s.Versions.EtcdServer)
 			}
-			for _, f := range []string{"latency.hlog", "hgrm/put.hgrm", "hgrm/put.service.hgrm", "history.jsonl", "timeseries.jsonl", "members/m1.log"} {
+			for _, f := range []string{"latency.hlog", "hgrm/put.hgrm", "hgrm/put.service.hgrm", "history.bin", "timeseries.jsonl", "members/m1.log"} {
 				if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 					t.Errorf("run directory lacks %s", f)
 				}

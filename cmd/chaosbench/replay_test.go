@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -109,30 +110,19 @@ func readFaults(t *testing.T, dir string) []faultLine {
 // clientKeys returns the keys each client wrote, in the order it wrote them.
 func clientKeys(t *testing.T, dir string) map[int][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
+	path, err := lin.HistoryPath(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	out := map[int][]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var l struct {
-			Client int   `json:"client"`
-			Call   int64 `json:"call"`
-			Req    struct {
-				Put *struct {
-					Key string `json:"key"`
-				} `json:"put"`
-			} `json:"req"`
+	err = lin.ReadOperations(path, func(op *lin.Operation) error {
+		if p := op.Request.Put; p != nil {
+			out[op.Client] = append(out[op.Client], p.Key)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatal(err)
-		}
-		if l.Req.Put != nil {
-			out[l.Client] = append(out[l.Client], l.Req.Put.Key)
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -291,7 +291,7 @@ func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	}
 	if *fixtureDir != "" {
 		os.MkdirAll(*fixtureDir, 0o755)
-		for _, f := range []string{"summary.json", "timeseries.jsonl", "latency.hlog", "faults.jsonl", "server_metrics.jsonl", "history.jsonl"} {
+		for _, f := range []string{"summary.json", "timeseries.jsonl", "latency.hlog", "faults.jsonl", "server_metrics.jsonl", "history.bin"} {
 			b, err := os.ReadFile(filepath.Join(out, f))
 			if err != nil {
 				t.Fatal(err)

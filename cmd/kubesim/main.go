@@ -7,14 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
 )
 
 func main() {
 	var o kubesim.Options
-	out := flag.String("out", "", "directory to write history.jsonl, watch.jsonl and faults.jsonl into (created)")
+	out := flag.String("out", "", "directory to write history.bin, watch.bin and faults.jsonl into (created)")
 	flag.DurationVar(&o.Duration, "duration", 10*time.Minute, "length of the simulated run")
 	flag.Float64Var(&o.Rate, "rate", 500, "requests per second of the main load")
 	flag.Int64Var(&o.Seed, "seed", 1, "seed of every random choice")
@@ -36,4 +38,14 @@ func main() {
 	}
 	fmt.Printf("kubesim: %d operations (%d failed), %d watch events in %d records, %d revisions, %d fault windows, seed %d, written to %s in %.1fs\n",
 		st.Operations, st.Failed, st.WatchEvents, st.WatchRecords, st.Revisions, st.Faults, o.Seed, *out, time.Since(start).Seconds())
+	var size [2]int64
+	for i, name := range []string{lin.HistoryFile, lin.WatchFile} {
+		if fi, err := os.Stat(filepath.Join(*out, name)); err == nil {
+			size[i] = fi.Size()
+		}
+	}
+	if st.Operations > 0 {
+		fmt.Printf("kubesim: %s %d bytes (%.0f per operation), %s %d bytes (%.0f per operation)\n", lin.HistoryFile, size[0],
+			float64(size[0])/float64(st.Operations), lin.WatchFile, size[1], float64(size[1])/float64(st.Operations))
+	}
 }

@@ -175,7 +175,7 @@ func Write(dir string, o Options) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	s := &sim{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x6b756265)), st: newStore(), w: w,
+	s := &sim{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x6b756265)), st: newStore(o.Bug == "compacted-read"), w: w,
 		written: map[int]uint32{}, podIndex: map[string]int{}, end: int64(o.Duration)}
 	s.run()
 	if err := w.Close(); err != nil {

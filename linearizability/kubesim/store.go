@@ -77,10 +77,13 @@ type store struct {
 	nextLease  int64
 	// changes of the write being applied, for watchers.
 	changes []lin.Event
+	// keepCompacted keeps deleted keys after compaction, for a simulated etcd that reads compacted
+	// revisions (the compacted-read bug).
+	keepCompacted bool
 }
 
-func newStore() *store {
-	return &store{rev: 1, keys: btree.NewG(32, func(a, b *skey) bool { return a.name < b.name }), leases: map[int64]*slease{}, nextLease: 0x7a00}
+func newStore(keepCompacted bool) *store {
+	return &store{rev: 1, keys: btree.NewG(32, func(a, b *skey) bool { return a.name < b.name }), leases: map[int64]*slease{}, nextLease: 0x7a00, keepCompacted: keepCompacted}
 }
 
 func (s *store) get(name string) *skey {
@@ -392,5 +395,20 @@ func (s *store) compact(rev int64) error {
 		return errFutureRev
 	}
 	s.compactRev = rev
+	if !s.keepCompacted {
+		// A key whose last version is a deletion at or below the compacted revision is invisible at every
+		// revision still readable: forget it, as etcd's compaction does, so that ranges over a prefix of
+		// short-lived keys (events) cost what is alive, not everything ever written.
+		var dead []*skey
+		s.keys.Ascend(func(k *skey) bool {
+			if n := len(k.versions); n > 0 && k.versions[n-1].del && k.versions[n-1].rev <= rev {
+				dead = append(dead, k)
+			}
+			return true
+		})
+		for _, k := range dead {
+			s.keys.Delete(k)
+		}
+	}
 	return nil
 }

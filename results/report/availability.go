@@ -1,16 +1,9 @@
 package report
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,7 +33,7 @@ type Gap struct {
 	Requests int64  `json:"requests"`
 	Errors   int64  `json:"errors"`
 	Kind     string `json:"kind"`
-	// Resolution is 1ms (from history.jsonl) or 1s (from timeseries.jsonl, when the run recorded no
+	// Resolution is 1ms (from the history) or 1s (from timeseries.jsonl, when the run recorded no
 	// history). Kind and Resolution are empty when the run's files say nothing of its writes and reads:
 	// the window is listed, not measured.
 	Resolution string `json:"resolution"`
@@ -126,8 +119,8 @@ type gapWindow struct {
 	reqs, errs int64
 }
 
-// HistoryActivity reads what results.LongestGap needs of every request of a history file (history.jsonl),
-// and when the last of them returned.
+// HistoryActivity reads what results.LongestGap needs of every request of a history file (history.bin,
+// or a legacy run's history.jsonl), and when the last of them returned.
 func HistoryActivity(path string) (*results.Activities, time.Duration, error) {
 	act := &results.Activities{}
 	var last time.Duration
@@ -139,7 +132,7 @@ func HistoryActivity(path string) (*results.Activities, time.Duration, error) {
 }
 
 // availabilityGaps measures the gaps of every fault window (or of the measured load when there were no
-// faults) from history.jsonl, or from timeseries.jsonl at one-second resolution when there is no history.
+// faults) from the run's history, or from timeseries.jsonl at one-second resolution when there is no history.
 func availabilityGaps(dir string, faults []results.FaultWindow, series []results.TimeSeriesRow) ([]Gap, error) {
 	var windows []gapWindow
 	for i, f := range faults {
@@ -157,8 +150,7 @@ func availabilityGaps(dir string, faults []results.FaultWindow, series []results
 	var act *results.Activities
 	resolution := "1ms"
 	loadEnd := seconds(measuredTo)
-	path := filepath.Join(dir, lin.HistoryFile)
-	if _, err := os.Stat(path); err == nil {
+	if path, err := lin.HistoryPath(dir); err == nil {
 		act = &results.Activities{}
 		err := scanHistory(path, func(call, ret time.Duration, access results.Access, failed bool) {
 			loadEnd = max(loadEnd, ret)
@@ -210,93 +202,13 @@ func availabilityGaps(dir string, faults []results.FaultWindow, series []results
 	return out, err
 }
 
-// scanHistory calls fn with the times, kind and outcome of every operation of a history file. It reads
-// the few fields it needs straight from each line, which the history encoder writes in a fixed order, so
-// that a run of millions of operations is scanned in a fraction of a second; a line it cannot read that way
-// is decoded in full.
+// scanHistory calls fn with the times, kind and outcome of every operation of a history file (binary, or
+// a legacy run's JSON lines).
 func scanHistory(path string, fn func(call, ret time.Duration, access results.Access, failed bool)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		if call, ret, kind, failed, ok := fastOperation(line); ok {
-			fn(time.Duration(call), time.Duration(ret), lineAccess(kind, line), failed)
-			continue
-		}
-		var op lin.Operation
-		if err := json.Unmarshal(line, &op); err != nil {
-			// A torn last line of a killed run; anything else is not a history.
-			if !errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(err.Error(), "unexpected end") {
-				return fmt.Errorf("read %s: %w", filepath.Base(path), err)
-			}
-			continue
-		}
+	return lin.ReadOperations(path, func(op *lin.Operation) error {
 		fn(time.Duration(op.Call), time.Duration(op.Return), requestAccess(op.Request), op.Error != "")
-	}
-	return sc.Err()
-}
-
-// fastOperation reads call, return, request kind and whether an error is set from one history line.
-// Keys are matched with their quotes and colon, which a JSON string value cannot contain unescaped.
-func fastOperation(line []byte) (call, ret int64, kind string, failed, ok bool) {
-	num := func(key string) (int64, bool) {
-		i := bytes.Index(line, []byte(key))
-		if i < 0 {
-			return 0, false
-		}
-		rest := line[i+len(key):]
-		end := bytes.IndexAny(rest, ",}")
-		if end < 0 {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
-		return n, err == nil
-	}
-	var ok1, ok2 bool
-	call, ok1 = num(`"call":`)
-	ret, ok2 = num(`"return":`)
-	k := bytes.Index(line, []byte(`"req":{"kind":"`))
-	if !ok1 || !ok2 || k < 0 {
-		return 0, 0, "", false, false
-	}
-	rest := line[k+len(`"req":{"kind":"`):]
-	end := bytes.IndexByte(rest, '"')
-	if end < 0 {
-		return 0, 0, "", false, false
-	}
-	return call, ret, string(rest[:end]), bytes.Contains(line, []byte(`"error":"`)), true
-}
-
-// lineAccess classifies the request of a history line of the given kind by results.AccessOf. A
-// transaction's branch requests are the "kind" keys after the request's own: responses have no such key,
-// and a JSON string cannot hold the key with its quotes unescaped.
-func lineAccess(kind string, line []byte) results.Access {
-	a := results.AccessOf(kind)
-	if kind != string(lin.KindTxn) {
-		return a
-	}
-	key := []byte(`"kind":"`)
-	rest := line[bytes.Index(line, key)+len(key):]
-	for {
-		j := bytes.Index(rest, key)
-		if j < 0 {
-			return a
-		}
-		rest = rest[j+len(key):]
-		end := bytes.IndexByte(rest, '"')
-		if end < 0 {
-			return a
-		}
-		a = a.Branch(string(rest[:end]))
-	}
+		return nil
+	})
 }
 
 // requestAccess classifies a decoded request by results.AccessOf.

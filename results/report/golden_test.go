@@ -64,16 +64,20 @@ func fixtureRun(t *testing.T) string {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "run-faults"))); err != nil {
 		t.Fatal(err)
 	}
-	gz, err := os.Open(filepath.Join(dir, "history.jsonl.gz"))
+	name := "history.bin"
+	gz, err := os.Open(filepath.Join(dir, name+".gz"))
 	if err != nil {
-		t.Fatal(err)
+		name = "history.jsonl" // a run before the binary format
+		if gz, err = os.Open(filepath.Join(dir, name+".gz")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	defer gz.Close()
 	zr, err := gzip.NewReader(gz)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	out, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,7 +15,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
-// writeHistory writes a history.jsonl with the real writer: one operation per entry, (kind, call ms,
+// writeHistory writes a history with the real writer: one operation per entry, (kind, call ms,
 // return ms, error).
 func writeHistory(t *testing.T, dir string, ops []histOp) {
 	t.Helper()
@@ -359,39 +358,6 @@ func TestChartHelpers(t *testing.T) {
 		t.Errorf("reduce kept %d points, spike %v", len(red), spike)
 	}
 	_ = time.Second
-}
-
-// The fast reader of history lines agrees with encoding/json on every line of a real run's history and on
-// lines with errors and every request kind.
-func TestFastOperationMatchesDecoder(t *testing.T) {
-	dir := fixtureRun(t)
-	extra := t.TempDir()
-	var ops []histOp
-	for i, k := range []lin.Kind{lin.KindPut, lin.KindRange, lin.KindDelete, lin.KindTxn, lin.KindLeaseGrant} {
-		ops = append(ops, histOp{k, int64(i), int64(i + 5), ""}, histOp{k, int64(i), int64(i + 7), `context deadline "exceeded", "error":"x"`})
-	}
-	writeHistory(t, extra, ops)
-	lines := 0
-	for _, path := range []string{filepath.Join(dir, lin.HistoryFile), filepath.Join(extra, lin.HistoryFile)} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-			var op lin.Operation
-			if err := json.Unmarshal(line, &op); err != nil {
-				t.Fatal(err)
-			}
-			call, ret, kind, failed, ok := fastOperation(line)
-			if !ok || call != op.Call || ret != op.Return || kind != string(op.Request.Kind) || failed != (op.Error != "") {
-				t.Fatalf("fast read %d %d %q %v %v, decoder %d %d %q %q\n%s", call, ret, kind, failed, ok, op.Call, op.Return, op.Request.Kind, op.Error, line)
-			}
-			lines++
-		}
-	}
-	if lines < 2000 {
-		t.Fatalf("only %d lines checked", lines)
-	}
 }
 
 // BenchmarkAvailabilityGaps scans the history of a million operations for the gaps of a run's faults.

@@ -5,7 +5,7 @@
 // a run was slow or unavailable, and lays out comparisons of runs (their figures come from results/compare).
 //
 // Everything is computed from the files of a run directory (summary.json, timeseries.jsonl, latency.hlog,
-// faults.jsonl, server_metrics.jsonl, history.jsonl), so a report can be re-rendered at any time with
+// faults.jsonl, server_metrics.jsonl, history.bin), so a report can be re-rendered at any time with
 // `chaosbench report DIR`, and a field a newer version adds to summary.json is shown even by a renderer
 // that does not know it.
 package report

@@ -1,0 +1,119 @@
+package linearizability_test
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
+)
+
+// BenchmarkHistory measures the history format on a kube-shaped history from the simulated etcd (5
+// minutes at 500 requests/s, seed 7: the shape of `make bench-checker`'s, shorter): writing it as the
+// load generator's clients do and reading it back.
+func BenchmarkHistory(b *testing.B) {
+	dir := b.TempDir()
+	if _, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: 5 * time.Minute, Rate: 500}); err != nil {
+		b.Fatal(err)
+	}
+	var ops []*lin.Operation
+	var watches []*lin.WatchResponse
+	if err := lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(op *lin.Operation) error { ops = append(ops, op); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	if err := lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(r *lin.WatchResponse) error { watches = append(watches, r); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("write", func(b *testing.B) { benchmarkHistoryWrite(b, ops, watches) })
+	b.Run("read", func(b *testing.B) { benchmarkHistoryRead(b, dir, len(ops), len(watches)) })
+}
+
+// benchmarkHistoryWrite measures the history writer on the kube workload's records, as the load
+// generator's clients call it: time and allocations per record, and the bytes each record takes in the
+// file (file-B/op). The records are replayed in order, cycling; the file keeps growing.
+func benchmarkHistoryWrite(b *testing.B, ops []*lin.Operation, watches []*lin.WatchResponse) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		write func(w *lin.Writer, i int)
+		file  string
+	}{
+		{"operations", len(ops), func(w *lin.Writer, i int) { w.Operation(ops[i]) }, lin.HistoryFile},
+		{"watches", len(watches), func(w *lin.Writer, i int) { w.Watch(watches[i]) }, lin.WatchFile},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			w, err := lin.NewWriter(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				tc.write(w, n%tc.n)
+				n++
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			st, err := os.Stat(filepath.Join(dir, tc.file))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(st.Size())/float64(n), "file-B/op")
+		})
+	}
+}
+
+// benchmarkHistoryRead measures reading the kube workload's history files back, per record (ns/record,
+// allocs/record, and the file's bytes per record), streaming (ReadOperations, ReadWatches: a fresh record
+// each) and whole (LoadHistory, as the checker loads a run).
+func benchmarkHistoryRead(b *testing.B, dir string, nops, nwatches int) {
+	size := func(name string) float64 {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(st.Size())
+	}
+	for _, tc := range []struct {
+		name  string
+		n     int
+		bytes float64
+		read  func() error
+	}{
+		{"operations", nops, size(lin.HistoryFile), func() error {
+			return lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(*lin.Operation) error { return nil })
+		}},
+		{"watches", nwatches, size(lin.WatchFile), func() error {
+			return lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(*lin.WatchResponse) error { return nil })
+		}},
+		{"load", nops + nwatches, size(lin.HistoryFile) + size(lin.WatchFile), func() error {
+			_, err := lin.LoadHistory(dir)
+			return err
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			loops := 0
+			for b.Loop() {
+				if err := tc.read(); err != nil {
+					b.Fatal(err)
+				}
+				loops++
+			}
+			elapsed := time.Since(start)
+			runtime.ReadMemStats(&after)
+			records := float64(loops * tc.n)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/records, "ns/record")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/records, "allocs/record")
+			b.ReportMetric(tc.bytes/float64(tc.n), "file-B/record")
+			b.ReportMetric(tc.bytes*float64(loops)/elapsed.Seconds()/1e6, "MB/s")
+		})
+	}
+}
