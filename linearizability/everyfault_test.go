@@ -57,8 +57,9 @@ func TestTrafficUnderEveryFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rolling upgrades and downgrades move members between etcd releases in containers: the docker fault
-	// tests of cmd/chaosbench run them under load with the checks on.
-	covered := map[string]bool{faults.KindNemesis: true, faults.KindUpgrade: true, faults.KindDowngrade: true}
+	// tests of cmd/chaosbench run them under load with the checks on; so do its failpoint tests for
+	// failpoint faults, which need failpoint builds of a release.
+	covered := map[string]bool{faults.KindNemesis: true, faults.KindUpgrade: true, faults.KindDowngrade: true, faults.KindFailpoint: true}
 	for _, e := range sched.Entries {
 		covered[e.Kind] = true
 	}
