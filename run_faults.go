@@ -95,6 +95,7 @@ func planFaults(s *Scenario) (*faultRun, error) {
 		// engine), whose peer traffic goes through proxies on the host when the schedule has network
 		// faults, and whose release can change (rolling upgrades).
 		caps.Members, caps.Process, caps.Proxies, caps.Images = s.Members, true, true, true
+		caps.Failpoints = s.Failpoints
 		p.proxies = sched.NeedsProxies()
 	}
 	if s.Cluster != "external" {

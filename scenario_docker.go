@@ -22,7 +22,7 @@ func bindVersionFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.EtcdVersion, "etcd-version", s.EtcdVersion,
 		"etcd release of the members: builtin (the etcd linked into chaosbench), a release such as v3.5.35 (built from the Go "+
 			"module proxy once, then cached), or one per member separated by commas, e.g. v3.5.35,v3.5.35,v3.6.16 (default builtin)")
-	fs.BoolVar(&s.Failpoints, "failpoints", s.Failpoints, "run failpoint builds of the --etcd-version releases (gofail enabled, built and cached apart), for failpoint:TARGET=NAME:ACTION faults; embedded clusters")
+	fs.BoolVar(&s.Failpoints, "failpoints", s.Failpoints, "run failpoint builds of the --etcd-version releases (gofail enabled, built and cached apart), for failpoint:TARGET=NAME:ACTION faults; embed and docker clusters")
 	fs.Float64Var(&s.MemberCPUs, "member-cpus", s.MemberCPUs, "docker: CPU limit of each member container in cores, e.g. 1.5 (0: no limit)")
 	fs.StringVar(&s.MemberMemory, "member-memory", s.MemberMemory, "docker: memory limit of each member container, e.g. 2GiB (swap included; empty: no limit)")
 }
@@ -59,8 +59,8 @@ func (s *Scenario) validateVersions() error {
 	}
 	if s.Failpoints {
 		switch {
-		case s.Cluster != "embed":
-			return outcome.Usagef("--failpoints: failpoint builds run on embedded clusters (--cluster embed), not %s", s.Cluster)
+		case s.Cluster == "external":
+			return outcome.Usagef("--failpoints: failpoint builds run on clusters chaosbench starts (embed or docker), not on an external one")
 		case allBuiltin(versions):
 			return outcome.Usagef("--failpoints: the builtin etcd has no failpoints; give a release, e.g. --etcd-version v3.6.16 --failpoints")
 		}

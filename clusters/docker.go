@@ -37,6 +37,8 @@ const (
 	dockerClientPort  = 2379
 	dockerPeerPort    = 2380
 	dockerMetricsPort = 2381
+	// dockerFailpointPort serves a failpoint build's gofail endpoint (GOFAIL_HTTP) inside a member.
+	dockerFailpointPort = 2382
 	// containerDataDir and containerTLSDir are where the bind mounts appear inside a member.
 	containerDataDir = "/data"
 	containerTLSDir  = "/tls"
@@ -521,6 +523,30 @@ func (c *Docker) ID() string { return c.id }
 
 // Network returns the name of the cluster's Docker network.
 func (c *Docker) Network() string { return c.netName }
+
+// FailpointURL returns the base URL of member's gofail endpoint ("" unless it runs a failpoint build).
+func (c *Docker) FailpointURL(member string) string {
+	for _, m := range c.members {
+		if m.name == member && len(m.Image().Failpoints) > 0 {
+			return fmt.Sprintf("http://%s", netip.AddrPortFrom(m.ip, dockerFailpointPort))
+		}
+	}
+	return ""
+}
+
+// ExpectCrash tells the cluster that member's process may end by a failpoint's panic (expect true), so
+// that its exit is not reported as a crash, or withdraws that.
+func (c *Docker) ExpectCrash(member string, expect bool) {
+	for _, m := range c.members {
+		if m.name == member {
+			m.mu.Lock()
+			if m.running {
+				m.stopping = expect
+			}
+			m.mu.Unlock()
+		}
+	}
+}
 
 // Members returns the members; each is a Process.
 func (c *Docker) Members() []Member {

@@ -127,6 +127,9 @@ func (m *containerMember) create(ctx context.Context) error {
 			Networks: []string{c.netName},
 			ConfigModifier: func(cfg *container.Config) {
 				cfg.Hostname = m.name
+				if len(img.Failpoints) > 0 {
+					cfg.Env = append(cfg.Env, fmt.Sprintf("GOFAIL_HTTP=0.0.0.0:%d", dockerFailpointPort))
+				}
 				// The member writes its bind-mounted data directory as the user running chaosbench.
 				cfg.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 			},
