@@ -170,7 +170,7 @@ func TestDockerFailpoints(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chaosbench run: %v\n%s", err, output)
 	}
-	for _, want := range []string{"panicked at raftAfterSave", "reached beforeCommit"} {
+	for _, want := range []string{"panicked at raftAfterSave", "beforeCommit fired"} {
 		if !strings.Contains(output, want) {
 			t.Errorf("output lacks %q:\n%s", want, output)
 		}
