@@ -295,6 +295,9 @@ func TestPartitionUntilSnapshot(t *testing.T) {
 		!regexp.MustCompile(`leader m\d sent [1-9]\d* snapshot\(s\) after the heal`).MatchString(output) {
 		t.Fatalf("no compaction past the follower or no snapshot sent:\n%s", output)
 	}
+	if e := s.Faults[0].Effect; e == nil || e.SnapshotsSent < 1 {
+		t.Errorf("the window's effect %+v records no snapshot sent", e)
+	}
 	target := s.Faults[0].Targets[0]
 	log, err := os.ReadFile(filepath.Join(out, "members", target+".log"))
 	if err != nil {
