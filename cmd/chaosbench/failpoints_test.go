@@ -309,3 +309,47 @@ func TestPartitionUntilSnapshot(t *testing.T) {
 	requireChecks(t, s.Checks, map[string]string{"linearizability": results.VerdictOK, "members-agree": results.VerdictOK,
 		"watch": results.VerdictNothing, "serializable-reads": results.VerdictNothing})
 }
+
+// TestRegressionThroughSuite: the regression scenarios run as a suite. `--list` names every one; the
+// crash between the WAL save and the backend commit, shortened to 18 s (two crashes), runs with its pinned
+// release, failpoints and fixed seed, passes, and each crash is recorded in its run's fault windows.
+func TestRegressionThroughSuite(t *testing.T) {
+	needFailpointBuild(t)
+	list, err := exec.Command(binary, "suite", "../../ci/chaos/regressions", "--list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("suite --list: %v\n%s", err, list)
+	}
+	files, _ := filepath.Glob("../../ci/chaos/regressions/*.yaml")
+	for _, f := range files {
+		name := "regression-" + strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if !strings.Contains(string(list), name) {
+			t.Errorf("suite --list does not name %s:\n%s", name, list)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "suite")
+	const name = "regression-wal-saved-not-committed"
+	printed, err := exec.Command(binary, "suite", "../../ci/chaos/regressions", "--only", name, "--set", "duration=18s",
+		"--out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("suite: %v\n%s", err, printed)
+	}
+	s, err := results.ReadSuite(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Outcome != outcome.OK || len(s.Scenarios) != 1 || s.Scenarios[0].Name != name || s.Scenarios[0].Seed != 180001 {
+		t.Fatalf("suite: outcome %s, scenarios %+v\n%s", s.Outcome, s.Scenarios, printed)
+	}
+	sum, err := results.ReadSummary(filepath.Join(out, s.Scenarios[0].Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Faults) != 2 {
+		t.Fatalf("%d fault windows, want 2\n%s", len(sum.Faults), printed)
+	}
+	for _, w := range sum.Faults {
+		if w.Effect == nil || len(w.Effect.Panicked) != 1 {
+			t.Errorf("window %s: effect %+v, want one member panicked", w.Spec, w.Effect)
+		}
+	}
+}
