@@ -151,33 +151,50 @@ func (f *Failpoint) Recover(ctx context.Context) error {
 	f.hits = map[string]int{}
 	for _, p := range f.armed {
 		url := fc.FailpointURL(p.Name()) + "/" + a.name
-		if !p.Running() {
-			f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
-			f.hits[p.Name()] = 1
-			f.panicked = append(f.panicked, p.Name())
-			if err := p.Start(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("start %s after its panic: %w", p.Name(), err))
+		// A member armed to panic may reach the point as the window ends: its endpoint goes before its
+		// process does, so a request that fails is a panic if the process exits right after.
+		dying := func() bool { return a.panic && exitsWithin(ctx, p, 3*time.Second) }
+		if p.Running() {
+			count, gerr := failpointRequest(ctx, http.MethodGet, url+"/count", "")
+			_, derr := failpointRequest(ctx, http.MethodDelete, url, "") // disarm even when the count is unknown
+			if err := errors.Join(gerr, derr); err == nil || !dying() {
+				n, _ := strconv.Atoi(strings.TrimSpace(count))
+				f.hits[p.Name()] = n
+				f.fired = append(f.fired, fmt.Sprintf("%s fired %d times on %s", a.name, n, p.Name()))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("read and disarm %s on %s: %w", a.name, p.Name(), err))
+				}
+				if a.panic {
+					fc.ExpectCrash(p.Name(), false)
+				}
+				continue
 			}
-			continue
 		}
-		count, err := failpointRequest(ctx, http.MethodGet, url+"/count", "")
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read %s on %s: %w", a.name, p.Name(), err))
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(count))
-		f.hits[p.Name()] = n
-		f.fired = append(f.fired, fmt.Sprintf("%s fired %d times on %s", a.name, n, p.Name()))
-		if _, err := failpointRequest(ctx, http.MethodDelete, url, ""); err != nil {
-			errs = append(errs, fmt.Errorf("disarm %s on %s: %w", a.name, p.Name(), err))
-		}
-		if a.panic {
-			fc.ExpectCrash(p.Name(), false)
+		f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
+		f.hits[p.Name()] = 1
+		f.panicked = append(f.panicked, p.Name())
+		if err := p.Start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("start %s after its panic: %w", p.Name(), err))
 		}
 	}
 	if len(f.fired) > 0 {
 		f.env.logf("fault %s: %s", f.name, strings.Join(f.fired, ", "))
 	}
 	return errors.Join(errs...)
+}
+
+// exitsWithin reports whether p's process has exited, or exits within d.
+func exitsWithin(ctx context.Context, p clusters.Process, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for p.Running() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 // NotFired says why the fault did not happen ("" when it did): no target reached the failpoint (gofail

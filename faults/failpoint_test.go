@@ -88,3 +88,54 @@ func TestNemesisPicksFailpoints(t *testing.T) {
 	}
 	t.Logf("%d of 200 picks were failpoints", failpoints)
 }
+
+// TestFailpointPanicAsWindowEnds: a member armed to panic that reaches the point just as its window ends
+// (here: the moment its gofail endpoint stops answering, before anything noticed the exit) is recorded as
+// panicked and started again on its data, not reported as a failed heal.
+func TestFailpointPanicAsWindowEnds(t *testing.T) {
+	bin := failpointBuild(t)
+	c := startCluster(t, clusters.EmbedOptions{Members: 1, Command: []string{bin}, Failpoints: true})
+	cli := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cli.Put(ctx, "before", "the panic"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Parse([]string{"failpoint:random=defragBeforeCopy:panic@0s+1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := NewLifecycle(f)
+	if err := lc.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members()[0]
+	go cli.Defragment(ctx, m.ClientURL()) // reaches defragBeforeCopy, which panics
+	url := c.FailpointURL(m.Name()) + "/"
+	for {
+		if _, err := failpointRequest(ctx, "GET", url, ""); err != nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the member never reached the failpoint")
+		}
+	}
+	if err := lc.Recover(ctx); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	e := f.(*Failpoint).Effect()
+	if e == nil || len(e.Panicked) != 1 || e.Panicked[0] != m.Name() {
+		t.Fatalf("effect %+v, want %s panicked", e, m.Name())
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, "before")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "the panic" {
+		t.Fatalf("after the restart: %v, %v: the member did not start on its data", resp, err)
+	}
+}
