@@ -311,15 +311,17 @@ func (img EtcdImage) Minor() int {
 	return n
 }
 
-// BuildImages builds the etcd binaries of versions (cached ones are reused) and, unless binaryOnly, their
-// images. It is `chaosbench image build`: builds done ahead of a run keep the run's own start quick.
-func BuildImages(ctx context.Context, versions []string, binaryOnly bool, log io.Writer) ([]EtcdImage, error) {
+// BuildImages builds the etcd binaries of versions (cached ones are reused; failpoint builds with
+// opts.Failpoints) and, unless binaryOnly, their images. It is `chaosbench image build`: builds done ahead
+// of a run keep the run's own start quick.
+func BuildImages(ctx context.Context, versions []string, binaryOnly bool, opts ImageOptions) ([]EtcdImage, error) {
+	log := opts.Log
 	if log == nil {
 		log = io.Discard
 	}
 	var images []EtcdImage
 	for _, v := range versions {
-		img, err := ResolveImage(ctx, v, ImageOptions{Log: log})
+		img, err := ResolveImage(ctx, v, opts)
 		if err != nil {
 			return images, err
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -351,5 +352,38 @@ func TestRegressionThroughSuite(t *testing.T) {
 		if w.Effect == nil || len(w.Effect.Panicked) != 1 {
 			t.Errorf("window %s: effect %+v, want one member panicked", w.Spec, w.Effect)
 		}
+	}
+}
+
+// TestImageBuildListsFailpoints: `image build --failpoints` builds (here: finds cached) a release's
+// failpoint build and lists the failpoints it has, the names failpoint faults take; with the builtin etcd
+// it is one line and exit 2.
+func TestImageBuildListsFailpoints(t *testing.T) {
+	needFailpointBuild(t)
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"image", "build", "--etcd-version", "v3.6.16", "--failpoints", "--binary-only"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^v3\.6\.16\t(\S+)\n  (\d+) failpoints: (.*)$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no failpoint list in:\n%s", stdout.String())
+	}
+	names, err := etcdbuild.FailpointNames(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listed := strings.Fields(m[3]); !slices.Equal(listed, names) || m[2] != strconv.Itoa(len(names)) {
+		t.Errorf("listed %s failpoints %v, the build has %v", m[2], listed, names)
+	}
+	for _, want := range []string{"raftAfterSave", "beforeCommit", "beforeSendWatchResponse"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no %s among %v", want, names)
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := execute([]string{"image", "build", "--failpoints", "--binary-only"}, &stdout, &stderr); code != outcome.ExitUsage ||
+		strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 || !strings.Contains(stderr.String(), "the builtin etcd has no failpoints") {
+		t.Errorf("builtin with --failpoints: exit %d, stderr %q", code, stderr.String())
 	}
 }
