@@ -237,6 +237,7 @@ func TestFailpointBadInput(t *testing.T) {
 			`no failpoint "raftBeforeSav" (did you mean raftBeforeSave?); it has afterCommit,`},
 		{"builtin etcd", []string{"--failpoints", "--faults", "failpoint:leader=raftBeforeSave:panic@2s"}, "the builtin etcd has no failpoints"},
 		{"no failpoint build", []string{"--faults", "failpoint:leader=raftBeforeSave:panic@2s"}, "needs members built with failpoints"},
+		{"nemesis of failpoints, no failpoint build", []string{"--faults", "nemesis=failpoint|kill@2s"}, "needs members built with failpoints"},
 		{"external cluster", []string{"--cluster", "external", "--endpoints", "127.0.0.1:1", "--failpoints"}, "failpoint builds run on clusters chaosbench starts"},
 		{"docker builtin", []string{"--cluster", "docker", "--failpoints"}, "the builtin etcd has no failpoints"},
 		{"bad action", []string{"--etcd-version", "v3.6.16", "--failpoints", "--faults", "failpoint:leader=raftBeforeSave:explode@2s"}, `failpoint action "explode"`},
