@@ -55,10 +55,14 @@ func (img EtcdImage) Entrypoint() []string {
 	return []string{"/usr/local/bin/etcd"}
 }
 
-// Label returns the version as reports show it: "v3.6.16", or "builtin (v3.6.16)".
+// Label returns the version as reports show it: "v3.6.16", "v3.6.16 (failpoints)" for a failpoint build
+// (another binary: runs on it compare apart), or "builtin (v3.6.16)".
 func (img EtcdImage) Label() string {
-	if img.Builtin {
+	switch {
+	case img.Builtin:
 		return fmt.Sprintf("%s (v%s)", etcdbuild.Builtin, strings.TrimPrefix(img.Version, "v"))
+	case img.Failpoints != nil:
+		return img.Version + " (failpoints)"
 	}
 	return img.Version
 }

@@ -106,6 +106,9 @@ func TestFailpointPanicBetweenWALAndCommit(t *testing.T) {
 	if code != 0 || s.Outcome != outcome.OK {
 		t.Fatalf("exit %d, outcome %s %v:\n%s", code, s.Outcome, s.Reasons, output)
 	}
+	if got := strings.Join(s.Cluster.EtcdVersions, ","); got != "v3.6.16 (failpoints),v3.6.16 (failpoints),v3.6.16 (failpoints)" {
+		t.Errorf("summary's etcd_versions %q: the members' failpoint builds should show", got)
+	}
 	if len(s.Faults) != 3 {
 		t.Fatalf("%d fault windows, want 3:\n%s", len(s.Faults), output)
 	}
@@ -365,7 +368,7 @@ func TestImageBuildListsFailpoints(t *testing.T) {
 	if code := execute([]string{"image", "build", "--etcd-version", "v3.6.16", "--failpoints", "--binary-only"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	m := regexp.MustCompile(`(?m)^v3\.6\.16\t(\S+)\n  (\d+) failpoints: (.*)$`).FindStringSubmatch(stdout.String())
+	m := regexp.MustCompile(`(?m)^v3\.6\.16 \(failpoints\)\t(\S+)\n  (\d+) failpoints: (.*)$`).FindStringSubmatch(stdout.String())
 	if m == nil {
 		t.Fatalf("no failpoint list in:\n%s", stdout.String())
 	}
