@@ -281,7 +281,11 @@ func (s *Scenario) clusterDescription() string {
 		kind := map[string]string{"embed": "embedded", "docker": "docker"}[s.Cluster]
 		desc := fmt.Sprintf("%d-member %s", s.Members, kind)
 		if s.EtcdVersion != "" {
-			desc += " (etcd " + s.EtcdVersion + ")"
+			desc += " (etcd " + s.EtcdVersion
+			if s.Failpoints {
+				desc += ", failpoint builds"
+			}
+			desc += ")"
 		}
 		return desc
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/faults"
 )
 
 // TestScenarioFaults: a scenario file gives the schedule as spec strings, structured entries, or both;
@@ -129,5 +131,36 @@ func TestNightlyScenarios(t *testing.T) {
 				t.Fatal("a nightly chaos scenario without faults")
 			}
 		})
+	}
+}
+
+// TestFailpointNamesOfMixedBuilds: with mixed releases a failpoint fault may name only the failpoints
+// every member's build has (3.5 has raftBeforeSaveWaitWalSync, 3.6 does not); plain builds have none.
+func TestFailpointNamesOfMixedBuilds(t *testing.T) {
+	v35 := clusters.EtcdImage{Version: "v3.5.35", Failpoints: []string{"beforeCommit", "raftAfterSave", "raftBeforeSaveWaitWalSync"}}
+	v36 := clusters.EtcdImage{Version: "v3.6.16", Failpoints: []string{"beforeCommit", "raftAfterSave"}}
+	tests := []struct {
+		name   string
+		images []clusters.EtcdImage
+		want   []string
+	}{
+		{"one release", []clusters.EtcdImage{v35, v35, v35}, v35.Failpoints},
+		{"mixed", []clusters.EtcdImage{v35, v36, v36}, []string{"beforeCommit", "raftAfterSave"}},
+		{"plain", []clusters.EtcdImage{{Version: "v3.6.16"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failpointNames(tt.images); !slices.Equal(got, tt.want) {
+				t.Errorf("failpointNames = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	s, err := faults.Parse([]string{"failpoint:follower=raftBeforeSaveWaitWalSync:panic@2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.CheckFailpoints(failpointNames([]clusters.EtcdImage{v35, v36, v36}))
+	if !outcome.IsUsage(err) || !strings.Contains(err.Error(), "it has beforeCommit, raftAfterSave") {
+		t.Errorf("a failpoint only the 3.5 member has: %v, want a usage error listing the common ones", err)
 	}
 }

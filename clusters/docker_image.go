@@ -55,10 +55,14 @@ func (img EtcdImage) Entrypoint() []string {
 	return []string{"/usr/local/bin/etcd"}
 }
 
-// Label returns the version as reports show it: "v3.6.16", or "builtin (v3.6.16)".
+// Label returns the version as reports show it: "v3.6.16", "v3.6.16 (failpoints)" for a failpoint build
+// (another binary: runs on it compare apart), or "builtin (v3.6.16)".
 func (img EtcdImage) Label() string {
-	if img.Builtin {
+	switch {
+	case img.Builtin:
 		return fmt.Sprintf("%s (v%s)", etcdbuild.Builtin, strings.TrimPrefix(img.Version, "v"))
+	case img.Failpoints != nil:
+		return img.Version + " (failpoints)"
 	}
 	return img.Version
 }
@@ -311,15 +315,17 @@ func (img EtcdImage) Minor() int {
 	return n
 }
 
-// BuildImages builds the etcd binaries of versions (cached ones are reused) and, unless binaryOnly, their
-// images. It is `chaosbench image build`: builds done ahead of a run keep the run's own start quick.
-func BuildImages(ctx context.Context, versions []string, binaryOnly bool, log io.Writer) ([]EtcdImage, error) {
+// BuildImages builds the etcd binaries of versions (cached ones are reused; failpoint builds with
+// opts.Failpoints) and, unless binaryOnly, their images. It is `chaosbench image build`: builds done ahead
+// of a run keep the run's own start quick.
+func BuildImages(ctx context.Context, versions []string, binaryOnly bool, opts ImageOptions) ([]EtcdImage, error) {
+	log := opts.Log
 	if log == nil {
 		log = io.Discard
 	}
 	var images []EtcdImage
 	for _, v := range versions {
-		img, err := ResolveImage(ctx, v, ImageOptions{Log: log})
+		img, err := ResolveImage(ctx, v, opts)
 		if err != nil {
 			return images, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // failpointAction is a failpoint entry's value: which gofail failpoint, and what it does when reached.
@@ -100,9 +101,10 @@ type failpointed interface {
 // failpoint that no target reached is reported (NotFired): a fault that did not happen is never fine.
 type Failpoint struct {
 	base
-	armed   []clusters.Process
-	fired   []string // per target, what happened: "fired 3 times", "panicked"
-	reached int
+	armed    []clusters.Process
+	fired    []string       // per target, what happened: "beforeCommit fired 3 times on m1", "m2 panicked at ..."
+	hits     map[string]int // per target, how often its action ran (gofail's count)
+	panicked []string
 }
 
 // Available needs process control and members serving their failpoints.
@@ -140,34 +142,39 @@ func (f *Failpoint) Inject(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Recover disarms the failpoint where the member still runs (reading how often it fired first) and
+// Recover disarms the failpoint where the member still runs (reading how often its action ran first) and
 // starts the members it crashed.
 func (f *Failpoint) Recover(ctx context.Context) error {
 	fc := f.env.Cluster.(failpointed)
 	a := f.p.failpoint
 	var errs []error
+	f.hits = map[string]int{}
 	for _, p := range f.armed {
 		url := fc.FailpointURL(p.Name()) + "/" + a.name
-		if !p.Running() {
-			f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
-			f.reached++
-			if err := p.Start(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("start %s after its panic: %w", p.Name(), err))
+		// A member armed to panic may reach the point as the window ends: its endpoint goes before its
+		// process does, so a request that fails is a panic if the process exits right after.
+		dying := func() bool { return a.panic && exitsWithin(ctx, p, 3*time.Second) }
+		if p.Running() {
+			count, gerr := failpointRequest(ctx, http.MethodGet, url+"/count", "")
+			_, derr := failpointRequest(ctx, http.MethodDelete, url, "") // disarm even when the count is unknown
+			if err := errors.Join(gerr, derr); err == nil || !dying() {
+				n, _ := strconv.Atoi(strings.TrimSpace(count))
+				f.hits[p.Name()] = n
+				f.fired = append(f.fired, fmt.Sprintf("%s fired %d times on %s", a.name, n, p.Name()))
+				if err != nil {
+					errs = append(errs, fmt.Errorf("read and disarm %s on %s: %w", a.name, p.Name(), err))
+				}
+				if a.panic {
+					fc.ExpectCrash(p.Name(), false)
+				}
+				continue
 			}
-			continue
 		}
-		count, err := failpointRequest(ctx, http.MethodGet, url+"/count", "")
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read %s on %s: %w", a.name, p.Name(), err))
-		}
-		n, _ := strconv.Atoi(strings.TrimSpace(count))
-		f.reached += n
-		f.fired = append(f.fired, fmt.Sprintf("%s reached %s %d times", p.Name(), a.name, n))
-		if _, err := failpointRequest(ctx, http.MethodDelete, url, ""); err != nil {
-			errs = append(errs, fmt.Errorf("disarm %s on %s: %w", a.name, p.Name(), err))
-		}
-		if a.panic {
-			fc.ExpectCrash(p.Name(), false)
+		f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
+		f.hits[p.Name()] = 1
+		f.panicked = append(f.panicked, p.Name())
+		if err := p.Start(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("start %s after its panic: %w", p.Name(), err))
 		}
 	}
 	if len(f.fired) > 0 {
@@ -176,12 +183,39 @@ func (f *Failpoint) Recover(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// NotFired says why the fault did not happen ("" when it did): no target reached the failpoint.
+// exitsWithin reports whether p's process has exited, or exits within d.
+func exitsWithin(ctx context.Context, p clusters.Process, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for p.Running() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// NotFired says why the fault did not happen ("" when it did): no target reached the failpoint (gofail
+// counts the actions it ran, so a target that reached it ran its action at least once).
 func (f *Failpoint) NotFired() string {
-	if len(f.armed) == 0 || f.reached > 0 {
+	reached := 0
+	for _, n := range f.hits {
+		reached += n
+	}
+	if len(f.armed) == 0 || reached > 0 {
 		return ""
 	}
 	return fmt.Sprintf("failpoint %s was armed on %s but never reached during the window", f.p.failpoint.name, strings.Join(names(f.targets), ","))
+}
+
+// Effect is what the failpoint did on each target, from its gofail counts and the members it crashed.
+func (f *Failpoint) Effect() *results.Effect {
+	if len(f.armed) == 0 {
+		return nil
+	}
+	return &results.Effect{Detail: strings.Join(f.fired, ", "), Hits: f.hits, Panicked: f.panicked}
 }
 
 // failpointRequest sends one request to a gofail endpoint and returns its body; anything but 2xx is an

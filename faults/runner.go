@@ -355,6 +355,10 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 			r.problem(ProblemNothingInjected, entry.Spec, msg)
 		}
 	}
+	var effect *results.Effect
+	if ef, ok := f.(interface{ Effect() *results.Effect }); ok && injectErr == nil {
+		effect = ef.Effect()
+	}
 	if win != nil {
 		win.Heal(end)
 	}
@@ -363,7 +367,7 @@ func (r *Runner) occurrence(e Entry, due time.Duration, rng *rand.Rand) (notStar
 	}
 
 	w := results.FaultWindow{Fault: entry.Kind, Spec: entry.Spec, Targets: targets, Leader: leader,
-		Start: r.opts.Base.Add(start), End: r.opts.Base.Add(end), StartNs: int64(start), EndNs: int64(end)}
+		Start: r.opts.Base.Add(start), End: r.opts.Base.Add(end), StartNs: int64(start), EndNs: int64(end), Effect: effect}
 	switch {
 	case injectErr != nil:
 		w.Outcome = fmt.Sprintf("%s: %v", OutcomeInjectFailed, injectErr)

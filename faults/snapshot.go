@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // A partition held until a snapshot (partition:follower=until-snapshot@20s+60s) keeps its targets cut off
@@ -30,6 +31,7 @@ const inFlightMargin = 512
 // snapshotWatch is what a partition held until a snapshot learned.
 type snapshotWatch struct {
 	compacted bool    // the leader compacted past the targets while they were cut off
+	past      float64 // the index the targets may have reached when they were cut off
 	sentAt    float64 // snapshots the leader had sent when it compacted past the targets
 	sent      float64 // snapshots the leader sent after the heal
 	leader    string
@@ -71,7 +73,7 @@ func (f *Partition) holdUntilSnapshot(ctx context.Context, timeout time.Duration
 						snapsAtPast = snaps
 					}
 					if snapsAtPast >= 0 && snaps > snapsAtPast {
-						f.snap.compacted = true
+						f.snap.compacted, f.snap.past = true, behind
 						f.snap.sentAt, _ = scrape(ctx, p.MetricsURL(), "etcd_network_snapshot_send_success")
 						f.env.logf("fault %s: leader %s compacted its log past index %.0f (applied %.0f, %.0f entries kept): healing", f.name, l.Name(), behind, applied, catchUp)
 						return
@@ -129,6 +131,19 @@ func (f *Partition) NotFired() string {
 		return fmt.Sprintf("leader %s compacted past the partitioned members but sent no snapshot within 30 s of the heal", f.snap.leader)
 	}
 	return ""
+}
+
+// Effect is what a partition held until a snapshot achieved: the leader's compaction past the targets
+// and the snapshots it sent after the heal (nil for every other partition).
+func (f *Partition) Effect() *results.Effect {
+	switch {
+	case !f.p.untilSnapshot:
+		return nil
+	case !f.snap.compacted:
+		return &results.Effect{Detail: "no snapshot: " + f.snap.why}
+	}
+	return &results.Effect{SnapshotsSent: int(f.snap.sent),
+		Detail: fmt.Sprintf("leader %s compacted its log past index %.0f, then sent %.0f snapshot(s) after the heal", f.snap.leader, f.snap.past, f.snap.sent)}
 }
 
 // processByName returns the cluster's member processes by name.

@@ -521,7 +521,12 @@ func (s Schedule) Validate(caps Capabilities, duration time.Duration) error {
 			return bad("%v", err)
 		}
 		if e.Kind == KindNemesis {
-			continue // picks among what is available at each occurrence
+			// It picks among what is available at each occurrence; but failpoints asked for by name on
+			// members without them are a mistake, as in a failpoint entry of their own.
+			if slices.Contains(e.params.nemesis, KindFailpoint) && !caps.Failpoints {
+				return bad("%v", caps.allows(Entry{Kind: KindFailpoint}))
+			}
+			continue
 		}
 		if err := caps.allows(e); err != nil {
 			return bad("%v", err)

@@ -33,6 +33,11 @@ func writeFaultsText(w io.Writer, s *Summary) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, f := range s.Faults {
+			if f.Effect != nil {
+				fmt.Fprintf(w, "  %s: %s\n", f.Spec, f.Effect.Detail)
+			}
+		}
 	}
 	if len(s.Phases) == 0 {
 		return nil

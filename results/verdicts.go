@@ -34,6 +34,26 @@ type FaultWindow struct {
 	// Members is whether the members held the same data once the cluster recovered (the members-agree
 	// check, compared with the load still running); nil when it was not compared.
 	Members *Check `json:"members,omitempty"`
+	// Effect is what the fault was seen to do, for the faults whose members can tell (failpoints, a
+	// partition held until a snapshot); nil for the others.
+	Effect *Effect `json:"effect,omitempty"`
+}
+
+// Effect is what a fault did, as the members themselves report it: a failpoint's gofail counts, the
+// leader's snapshot metrics. It is the evidence that a fault which acts only when a member reaches a
+// point of its code did act.
+type Effect struct {
+	// Detail says it in one line: "m2 panicked at raftAfterSave", "beforeCommit fired 14 times on m1".
+	Detail string `json:"detail"`
+	// Hits counts, per target, how often an armed failpoint ran its action (gofail's count: a
+	// count-limited 2*sleep(D) fires at most twice however often it is reached; a member that panicked
+	// there fired once).
+	Hits map[string]int `json:"hits,omitempty"`
+	// Panicked lists the targets a failpoint crashed; each was started again on its own data.
+	Panicked []string `json:"panicked,omitempty"`
+	// SnapshotsSent is how many snapshots the leader sent after a partition held until one was healed
+	// (etcd_network_snapshot_send_success).
+	SnapshotsSent int `json:"snapshots_sent,omitempty"`
 }
 
 // ReadFaults reads dir/faults.jsonl; a run without faults has none and returns nil.

@@ -31,23 +31,29 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		Short: "Build and list the etcd images (and binaries) that docker clusters and --etcd-version use",
 	}
 	var versions string
-	var binaryOnly bool
+	var binaryOnly, failpoints bool
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build etcd releases from the Go module proxy (cached) and their FROM scratch images",
 		Example: `  chaosbench image build --etcd-version v3.6.16
   chaosbench image build --etcd-version v3.4.13,v3.5.35,builtin
-  chaosbench image build --etcd-version v3.5.35 --binary-only   # no Docker needed: for --cluster embed`,
+  chaosbench image build --etcd-version v3.5.35 --binary-only   # no Docker needed: for --cluster embed
+  chaosbench image build --etcd-version v3.6.16 --failpoints --binary-only   # and list its failpoints`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ctx, cancel := interruptible(stderr, "stopping the build")
 			defer cancel()
-			images, err := clusters.BuildImages(ctx, chaosbench.SplitVersions(versions), binaryOnly, stdout)
+			images, err := clusters.BuildImages(ctx, chaosbench.SplitVersions(versions), binaryOnly,
+				clusters.ImageOptions{Log: stdout, Failpoints: failpoints})
 			for _, img := range images {
 				if binaryOnly {
 					fmt.Fprintf(stdout, "%s\t%s\n", img.Label(), img.Binary)
 				} else {
 					fmt.Fprintf(stdout, "%s\t%s\t%s\n", img.Label(), img.Ref, img.Binary)
+				}
+				if img.Failpoints != nil {
+					// The names failpoint:TARGET=NAME:ACTION takes with this release.
+					fmt.Fprintf(stdout, "  %d failpoints: %s\n", len(img.Failpoints), strings.Join(img.Failpoints, " "))
 				}
 			}
 			*code = chaosbench.ExitCode(err)
@@ -59,6 +65,7 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	}
 	build.Flags().StringVar(&versions, "etcd-version", "builtin", "etcd releases to build, comma-separated: v3.6.16, v3.5.35, v3.4.13, ..., or builtin (the etcd linked into chaosbench)")
 	build.Flags().BoolVar(&binaryOnly, "binary-only", false, "build the etcd binaries only (no Docker needed)")
+	build.Flags().BoolVar(&failpoints, "failpoints", false, "build the releases with gofail failpoints (as run --failpoints uses them) and list each one's failpoints")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List chaosbench's local images",

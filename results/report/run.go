@@ -317,7 +317,7 @@ func renderedKeys() map[string]bool {
 // renderedFaultKeys are the fault fields the availability table shows in columns of its own.
 func renderedFaultKeys() map[string]bool {
 	return map[string]bool{"fault": true, "spec": true, "targets": true, "leader": true, "start": true,
-		"end": true, "start_ns": true, "end_ns": true, "outcome": true}
+		"end": true, "start_ns": true, "end_ns": true, "outcome": true, "effect": true}
 }
 
 // unknownFields returns the top-level fields of a summary.json that the report does not render in a

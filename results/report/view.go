@@ -343,6 +343,10 @@ func (v *view) availability(r *Run) {
 			if row.Outcome != "" && row.Outcome != "recovered" {
 				row.Class = "fail"
 			}
+			if e := r.Faults[g.Index].Effect; e != nil && e.Detail != "" {
+				// What the fault did, as its members tell (a failpoint's hits, a snapshot sent).
+				row.Outcome += " (" + e.Detail + ")"
+			}
 		}
 		for _, col := range v.GapColumns {
 			val := ""
