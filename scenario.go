@@ -70,6 +70,8 @@ type Scenario struct {
 	Progress string `json:"progress"`
 	// LiveOptions export the run as Prometheus metrics while it runs (live.go).
 	LiveOptions
+	// WorkerOptions split the load over several generators (scenario_workers.go).
+	WorkerOptions
 
 	// Reports (see bindReportFlags).
 	Thresholds     []string      `json:"threshold,omitempty"`
@@ -103,6 +105,7 @@ func DefaultScenario() Scenario {
 		Faults:         DefaultFaultOptions(),
 		Check:          true,
 		CheckTimeout:   5 * time.Minute,
+		WorkerOptions:  WorkerOptions{Workers: 1, Worker: -1},
 	}
 }
 
@@ -154,6 +157,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.bin, watch.bin) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")
 	bindLiveFlags(fs, &s.LiveOptions)
+	bindWorkerFlags(fs, &s.WorkerOptions)
 
 	bindKubeFlags(fs, s)
 	bindControlPlaneFlags(fs, s)
@@ -361,5 +365,5 @@ func (s *Scenario) validate() error {
 	if err := s.validateReport(); err != nil {
 		return err
 	}
-	return nil
+	return s.validateWorkers()
 }

@@ -47,6 +47,10 @@ func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
 		return nil, nil, outcome.Usagef("--workload %s: no such workload (have %s)", s.Workload, strings.Join(WorkloadNames(), ", "))
 	}
 	if s.Workload != "kube" && s.Workload != kubeapi.Name {
+		// A worker of a split load sends its share (scenario_workers.go).
+		if err := s.applyShare(nil); err != nil {
+			return nil, nil, err
+		}
 		wl, err := workloads.NewMicro(s.Workload, s.Micro)
 		return wl, nil, err
 	}
@@ -63,6 +67,9 @@ func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
 		}
 		// The plan is the emulation's; the real control plane's traffic is measured, not planned.
 		return kubeapi.New(cfg), nil, nil
+	}
+	if err := s.applyShare(&cfg); err != nil {
+		return nil, nil, err
 	}
 	return kube.New(cfg), &cfg, nil
 }

@@ -57,6 +57,11 @@ type MicroOptions struct {
 	WatchStreams      int  `json:"watch-streams"`
 	WatchersPerStream int  `json:"watchers-per-stream"`
 	PrevKV            bool `json:"prev-kv"`
+
+	// Share is this generator's part of a load split over several (not a flag: chaosbench sets it from
+	// --workers and --worker). It owns a contiguous part of the key space, which it preloads and writes;
+	// reads of the whole space cover every worker's keys.
+	Share Share `json:"-"`
 }
 
 // NewMicro returns the named micro workload.
@@ -65,6 +70,10 @@ func NewMicro(name string, o MicroOptions) (Workload, error) {
 		return nil, err
 	}
 	ks := newKeySpace(o.KeyPrefix, o.KeySize, o.KeySpaceSize)
+	ks.first, ks.count = o.Share.Range(o.KeySpaceSize)
+	if ks.count == 0 || (name == "txn-put" && o.TxnOps > ks.count) {
+		return nil, outcome.Usagef("--key-space-size %d: too few keys to give each of %d workers its own (%d per worker, --txn-ops %d)", o.KeySpaceSize, o.Share.Of, ks.count, o.TxnOps)
+	}
 	switch name {
 	case "put":
 		return &putLoad{o: o, keys: ks}, nil
@@ -110,15 +119,18 @@ func (o MicroOptions) validate(name string) error {
 }
 
 // keySpace names keys: prefix + zero-padded hex index, padded so that keys are at least size bytes long.
+// A generator writes the part [first, first+count) of the space (all of it unless the load is split).
 type keySpace struct {
 	prefix string
 	width  int
 	size   int
+	first  int
+	count  int
 }
 
 func newKeySpace(prefix string, keySize, size int) keySpace {
 	width := max(keySize-len(prefix), len(strconv.FormatUint(uint64(max(size-1, 0)), 16)))
-	return keySpace{prefix: prefix, width: width, size: size}
+	return keySpace{prefix: prefix, width: width, size: size, count: size}
 }
 
 // key builds the i-th key with a single allocation: it runs once per request.
@@ -138,21 +150,25 @@ func (k keySpace) key(i int) string {
 // end is the end of the range holding every key of the space.
 func (k keySpace) end() string { return clientv3.GetPrefixRangeEnd(k.prefix) }
 
-// pick returns the key index for slot n: in order, or at random.
+// pick returns the key index for slot n: in order, or at random, in the generator's part of the space.
 func (k keySpace) pick(w *Worker, n uint64, sequential bool) int {
 	if sequential {
-		return int(n % uint64(k.size))
+		return k.nth(n)
 	}
-	return w.Rand.IntN(k.size)
+	return k.first + w.Rand.IntN(k.count)
 }
 
-// preload writes every key of the space once, in transactions of up to 128 puts.
+// nth returns the n-th key index of the generator's part of the space, cycling.
+func (k keySpace) nth(n uint64) int { return k.first + int(n%uint64(k.count)) }
+
+// preload writes every key of the generator's part of the space once, in transactions of up to 128 puts.
 func (k keySpace) preload(ctx context.Context, r *Runner, valSize int) error {
 	const batch = 128
 	c := r.Workers()[0].Client
-	for i := 0; i < k.size; i += batch {
+	end := k.first + k.count
+	for i := k.first; i < end; i += batch {
 		var puts []lin.Request
-		for j := i; j < min(i+batch, k.size); j++ {
+		for j := i; j < min(i+batch, end); j++ {
 			puts = append(puts, putRequest(k.key(j), c.NewValue(valSize)))
 		}
 		if _, err := c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}}); err != nil {
@@ -221,7 +237,7 @@ func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		puts := make([]lin.Request, l.o.TxnOps)
 		for j := range puts {
-			puts[j] = putRequest(l.keys.key(int((s.N*uint64(l.o.TxnOps)+uint64(j))%uint64(l.keys.size))), w.NewValue(l.o.ValSize))
+			puts[j] = putRequest(l.keys.key(l.keys.nth(s.N*uint64(l.o.TxnOps)+uint64(j))), w.NewValue(l.o.ValSize))
 		}
 		w.Do(ctx, s, "txn-put", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}})
 	})
@@ -253,7 +269,7 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 			w.Do(ctx, s, "txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{read}}})
 			return
 		}
-		put := putRequest(l.keys.key(int(s.N%uint64(l.keys.size))), w.NewValue(l.o.ValSize))
+		put := putRequest(l.keys.key(l.keys.nth(s.N)), w.NewValue(l.o.ValSize))
 		w.Do(ctx, s, "txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{put}}})
 	})
 	return nil

@@ -43,6 +43,9 @@ type RunOptions struct {
 	ScheduleSlack time.Duration
 	// Seed seeds every worker's random source.
 	Seed int64
+	// IDBase is the first client and watcher number of the runner's recording clients (Share.IDBase), so
+	// that the histories of generators that split one load never share a client, watcher or write id.
+	IDBase int
 }
 
 // Validate checks the options and returns a usage error for the first bad one.
@@ -97,14 +100,15 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 		}
 		r.conns = append(r.conns, c)
 	}
+	rec.watchIDs.Store(int64(opts.IDBase))
 	for i := range opts.Clients {
 		r.workers = append(r.workers, &Worker{
 			ID:     i,
-			Client: NewClient(i, r.conns[i%len(r.conns)], rec, r.clientOptions()),
-			Rand:   r.Rand("worker", i),
+			Client: NewClient(opts.IDBase+i, r.conns[i%len(r.conns)], rec, r.clientOptions()),
+			Rand:   r.Rand("worker", opts.IDBase+i),
 		})
 	}
-	r.nextID.Store(int64(opts.Clients))
+	r.nextID.Store(int64(opts.IDBase + opts.Clients))
 	return r, nil
 }
 

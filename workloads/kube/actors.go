@@ -39,6 +39,9 @@ func (w *Workload) heartbeats(ctx context.Context) {
 		w.stream(ctx, name, rate, nodes, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			node := int(s.N % uint64(nodes))
 			a := node % len(w.apiservers)
+			if !w.owns(a) {
+				return
+			}
 			w.updateCached(ctx, w.apiservers[a], g.client(a), s, res, keyOf(node), w.size(g.rand, res), 0)
 		})
 	}
@@ -63,12 +66,18 @@ func (w *Workload) election(ctx context.Context) {
 			i := int(s.N % uint64(comps*standbys))
 			comp := i % comps
 			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's
+			if !w.owns(a) {
+				return
+			}
 			get(ctx, g.client(a), s, "get/"+ResLeases, key(ResLeases, nsSystem, electedComponents[comp]))
 		})
 	}()
 	w.stream(ctx, "election-leader", float64(comps)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		comp := int(s.N % uint64(comps))
 		a := comp % len(w.apiservers)
+		if !w.owns(a) {
+			return
+		}
 		w.updateCached(ctx, w.apiservers[a], g.client(a), s, ResLeases, key(ResLeases, nsSystem, electedComponents[comp]), w.size(g.rand, ResLeases), 0)
 	})
 	<-done
@@ -79,6 +88,9 @@ func (w *Workload) election(ctx context.Context) {
 func (w *Workload) masterLeases(ctx context.Context) {
 	w.stream(ctx, "master-leases", float64(len(w.apiservers))/masterLeaseRenew.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		i := int(s.N % uint64(len(w.apiservers)))
+		if !w.owns(i) {
+			return
+		}
 		a, c := w.apiservers[i], g.client(i)
 		w.updateCached(ctx, a, c, s, ResLeases, key(ResLeases, nsSystem, apiserverLease(i)), w.size(g.rand, ResLeases), 0)
 		resp, err := c.Do(ctx, nil, "grant/"+ResMasterLeases, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
@@ -109,13 +121,20 @@ func (w *Workload) lists(ctx context.Context) {
 		defer close(done)
 		w.stream(ctx, "list-from-cache", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(len(w.apiservers)))
+			if !w.owns(i) {
+				return
+			}
 			w.listFromCache(ctx, w.apiservers[i], g.client(i), s, ResPods)
 		})
 	}()
 	w.stream(ctx, "list", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		a := int(s.N % uint64(len(w.apiservers)))
+		if !w.owns(a) {
+			return
+		}
 		ns := namespaceName(int(s.N % uint64(w.cfg.Namespaces)))
 		p := prefix(ResPods) + ns + "/"
-		list(ctx, g.client(int(s.N%uint64(len(w.apiservers)))), s, "list/"+ResPods, p, prefixEnd(p), kubectlPageSize, nil)
+		list(ctx, g.client(a), s, "list/"+ResPods, p, prefixEnd(p), kubectlPageSize, nil)
 	})
 	<-done
 }
@@ -165,12 +184,18 @@ func (w *Workload) polls(ctx context.Context) {
 		{"count", float64(as*len(resources)) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(resources)))
 			res := resources[i%len(resources)]
+			if !w.owns(i / len(resources)) {
+				return
+			}
 			p := prefix(res)
 			g.client(i/len(resources)).Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
 		}},
 		{"status", float64(as*len(endpoints)) / statusPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(endpoints)))
 			a, ep := w.apiservers[i/len(endpoints)], endpoints[i%len(endpoints)]
+			if !w.owns(a.id) {
+				return
+			}
 			g.client(a.id).Call(ctx, s, "status", func(ctx context.Context) (int64, error) {
 				st, err := a.conn.Status(ctx, ep)
 				if err != nil {
@@ -181,6 +206,9 @@ func (w *Workload) polls(ctx context.Context) {
 		}},
 		{"health", float64(as) / healthCheckPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as))
+			if !w.owns(i) {
+				return
+			}
 			get(ctx, g.client(i), s, "get/health", "/registry/health")
 		}},
 	}
@@ -208,8 +236,8 @@ func (w *Workload) compactor(ctx context.Context) {
 	rec := w.r.Recorder()
 	begin, _ := rec.Began()
 	end := begin + w.r.Options().Duration
-	done := make(chan struct{}, len(w.apiservers))
-	for _, a := range w.apiservers {
+	done := make(chan struct{}, len(w.local))
+	for _, a := range w.local {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			c := a.client()
@@ -246,7 +274,7 @@ func (w *Workload) compactor(ctx context.Context) {
 			}
 		}()
 	}
-	for range w.apiservers {
+	for range w.local {
 		<-done
 	}
 }

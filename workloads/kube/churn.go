@@ -40,6 +40,9 @@ func (w *Workload) churn(ctx context.Context) {
 	var lives sync.WaitGroup
 	w.stream(ctx, "churn", w.cfg.Churn, 1, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		a := w.apiservers[int(s.N%uint64(len(w.apiservers)))]
+		if !w.owns(a.id) {
+			return
+		}
 		rng := w.r.Rand("pod", int(s.N))
 		deletionSeed := rng.Uint64() // drawn here: rng belongs to the new pod's goroutine from now on
 		slot := *s

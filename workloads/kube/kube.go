@@ -23,8 +23,11 @@ import (
 type Workload struct {
 	cfg Config
 
-	r          *workloads.Runner
+	r *workloads.Runner
+	// apiservers are every simulated apiserver by number; local are those this generator's share owns
+	// (all of them unless the load is split), the only ones with a connection, caches and clients.
 	apiservers []*apiserver
+	local      []*apiserver
 	delivery   *deliveries
 	pods       *podQueue
 	stats      stats
@@ -60,6 +63,7 @@ func (w *Workload) Config() Config { return w.cfg }
 // a pool of recording clients for its concurrent requests.
 type apiserver struct {
 	id     int
+	connID int // the runner connection it uses
 	r      *workloads.Runner
 	conn   *clientv3.Client
 	caches map[string]*watchCache
@@ -78,7 +82,7 @@ func (a *apiserver) client() *workloads.Client {
 		a.free = a.free[:n-1]
 		return c
 	}
-	return a.r.NewClient(a.id)
+	return a.r.NewClient(a.connID)
 }
 
 func (a *apiserver) release(c *workloads.Client) {
@@ -100,24 +104,31 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 	// or decoded (list pages of 10000 pods are 50 MB): collect at the default pace meanwhile, whatever the
 	// process runs the load with, so that set-up does not set the generator's peak memory.
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	if len(r.Conns()) < w.cfg.Apiservers {
-		return fmt.Errorf("kube: %d connections for %d apiservers", len(r.Conns()), w.cfg.Apiservers)
+	owned := w.cfg.LocalApiservers()
+	if len(r.Conns()) < owned {
+		return fmt.Errorf("kube: %d connections for %d apiservers", len(r.Conns()), owned)
 	}
 	rec := r.Recorder()
 	if w.cfg.Active[ActorWatchCache] {
-		w.delivery = &deliveries{rec: rec, delivery: workloads.NewDelivery(w.cfg.Apiservers)}
+		w.delivery = &deliveries{rec: rec, delivery: workloads.NewDelivery(owned)}
 	}
 	for i := range w.cfg.Apiservers {
-		a := &apiserver{id: i, r: r, conn: r.Conns()[i], caches: map[string]*watchCache{}}
+		a := &apiserver{id: i, r: r, caches: map[string]*watchCache{}}
+		w.apiservers = append(w.apiservers, a)
+		if !w.cfg.Share.Owns(i) {
+			continue
+		}
+		a.connID = len(w.local)
+		a.conn = r.Conns()[a.connID]
 		a.events = newLeaseManager("grant/leases", w.cfg.EventTTL, rec.Now)
 		for _, res := range cachedResources {
-			wc := &watchCache{res: res, prefix: prefix(res), client: r.NewClient(i), cache: newObjectCache()}
+			wc := &watchCache{res: res, prefix: prefix(res), client: r.NewClient(a.connID), cache: newObjectCache()}
 			if w.delivery != nil {
 				wc.onEvent = w.delivery.event
 			}
 			a.caches[res] = wc
 		}
-		w.apiservers = append(w.apiservers, a)
+		w.local = append(w.local, a)
 	}
 	pods, err := w.preload(ctx)
 	if err != nil {
@@ -127,7 +138,7 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 	// Every apiserver lists every cached resource, then watches it. Without the watch-cache actor the
 	// lists still run once, so that updates know the revisions they start from, but nothing keeps them
 	// current: writers then track their own writes (see observe).
-	for _, a := range w.apiservers {
+	for _, a := range w.local {
 		for _, wc := range a.caches {
 			if err := wc.list(ctx); err != nil {
 				return fmt.Errorf("initial list of %s: %w", wc.res, err)
@@ -137,7 +148,7 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 	if w.cfg.Active[ActorWatchCache] {
 		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		w.stopCaches = cancel
-		for _, a := range w.apiservers {
+		for _, a := range w.local {
 			for _, wc := range a.caches {
 				w.caches.Go(func() { wc.run(cctx) })
 			}
@@ -145,6 +156,10 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 	}
 	return nil
 }
+
+// owns reports whether apiserver a is simulated here: a split load's other generators send what goes
+// through the apiservers they own.
+func (w *Workload) owns(a int) bool { return w.cfg.Share.Owns(a) }
 
 // observe records a successful write of a cached resource: for delivery latency, and in the writing
 // apiserver's cache when no watch keeps the caches current.

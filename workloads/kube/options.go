@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
 // Actor names, in the order plans list them.
@@ -83,6 +84,10 @@ type Config struct {
 	Options
 	Sizes  Sizes
 	Active map[string]bool
+	// Share is the generator's part of a load split over several (chaosbench run --workers): it
+	// simulates the apiservers a with Share.Owns(a), and everything that goes through them (their nodes'
+	// kubelets, pods, lists, polls, caches and compactors). The zero Share simulates every apiserver.
+	Share workloads.Share `json:"-"`
 }
 
 // Resolve fills derived values and checks the options for a run of the given length. Every problem is a

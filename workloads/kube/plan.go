@@ -1,14 +1,15 @@
 package kube
 
 import (
-	"sync/atomic"
-
 	"fmt"
-	"github.com/etcd-chaosbench/chaosbench/results"
 	"io"
 	"math"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
 // PlannedOp is the rate an actor is planned to send one operation at.
@@ -22,7 +23,69 @@ type PlannedOp struct {
 // number of client endpoints (Maintenance.Status polls each). Watch events are the rates at which watch
 // caches receive writes. Operations whose count depends on etcd (conflict retries, progress requests,
 // relists, lookups of objects missing from a cache) are not planned.
+//
+// The plan is the configuration's share (Config.Share): what goes through the apiservers it simulates.
+// The plans of all the shares of a split load add up to the plan of the whole (Whole).
 func (c Config) Plan(endpoints int) []PlannedOp {
+	plan := c.wholePlan(endpoints)
+	if c.Share.Whole() {
+		return plan
+	}
+	out := plan[:0]
+	for _, p := range plan {
+		p.Rate *= c.shareOf(p)
+		if p.Rate > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Whole returns the configuration of the whole load that c is a share of.
+func (c Config) Whole() Config {
+	c.Share = workloads.Share{}
+	return c
+}
+
+// LocalApiservers returns the number of apiservers the share simulates.
+func (c Config) LocalApiservers() int {
+	n := 0
+	for a := range c.Apiservers {
+		if c.Share.Owns(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// shareOf returns the fraction of an operation of the whole plan that goes through the share's
+// apiservers, following how the actors spread their requests over apiservers: a kubelet's by its node, a
+// controller's election by its component, everything else round robin (or one stream per apiserver).
+func (c Config) shareOf(p PlannedOp) float64 {
+	a := c.Apiservers
+	owned := func(n int, apiserverOf func(int) int) float64 {
+		k := 0
+		for i := range n {
+			if c.Share.Owns(apiserverOf(i)) {
+				k++
+			}
+		}
+		return float64(k) / float64(n)
+	}
+	comps := len(electedComponents)
+	switch {
+	case p.Actor == ActorHeartbeats:
+		return owned(c.Nodes, func(node int) int { return node % a })
+	case p.Actor == ActorElection && p.Op == "get/"+ResLeases:
+		return owned(comps*(a-1), func(i int) int { return (i%comps + 1 + i/comps) % a })
+	case p.Actor == ActorElection:
+		return owned(comps, func(comp int) int { return comp % a })
+	}
+	return float64(c.LocalApiservers()) / float64(a)
+}
+
+// wholePlan is Plan of the whole load.
+func (c Config) wholePlan(endpoints int) []PlannedOp {
 	var plan []PlannedOp
 	add := func(actor, op string, rate float64) {
 		if c.Active[actor] && rate > 0 {
@@ -153,7 +216,7 @@ func (w *Workload) Summary(ops map[string]*results.Operation, measuredSeconds fl
 		k.Conflicts[op.(string)] = n.(*atomic.Int64).Load()
 		return true
 	})
-	for _, a := range w.apiservers {
+	for _, a := range w.local {
 		for _, wc := range a.caches {
 			k.Relists += wc.relists.Load()
 			k.CacheLists += wc.lists.Load()

@@ -96,38 +96,26 @@ func (p *preloader) flush(ctx context.Context) error {
 }
 
 // preload creates the cluster's objects: namespaces, nodes and their leases, pods, configmaps (a few
-// large), secrets, and the control plane's leases. It returns the pods, oldest first.
+// large), secrets, and the control plane's leases. It returns the pods, in the order churn deletes them.
+//
+// A generator with a share of a split load creates what belongs to its apiservers: node i and pod i belong
+// to apiserver i mod apiservers, as kubelets and clients are spread over them, and the cluster-wide
+// objects to apiserver 0.
 func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
-	c := w.apiservers[0].client()
-	defer w.apiservers[0].release(c)
-	rng := w.r.Rand("preload", 0)
+	via := w.local[0]
+	c := via.client()
+	defer via.release(c)
+	rng := w.r.Rand("preload", w.cfg.Share.Index)
 	sz := func(res string) int { return w.cfg.Sizes[res].pick(rng) }
 	p := &preloader{c: c}
-	namespaces := []string{"default", nsSystem, nsNodeLease}
-	for i := range w.cfg.Namespaces {
-		namespaces = append(namespaces, namespaceName(i))
-	}
-	for _, ns := range namespaces {
-		if err := p.add(ctx, key(ResNamespaces, "", ns), sz(ResNamespaces)); err != nil {
-			return nil, err
-		}
-		for i := range configMapsPerNamespace {
-			if err := p.add(ctx, key(ResConfigMaps, ns, "config-"+strconv.Itoa(i)), sz(ResConfigMaps)); err != nil {
-				return nil, err
-			}
-		}
-		for i := range secretsPerNamespace {
-			if err := p.add(ctx, key(ResSecrets, ns, "secret-"+strconv.Itoa(i)), sz(ResSecrets)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for i := range largeConfigMaps {
-		if err := p.add(ctx, key(ResConfigMaps, nsSystem, "large-"+strconv.Itoa(i)), sz(resLargeConfigMaps)); err != nil {
-			return nil, err
-		}
+	mine := func(i int) bool { return w.owns(i % w.cfg.Apiservers) }
+	if err := w.preloadShared(ctx, p, sz); err != nil {
+		return nil, err
 	}
 	for i := range w.cfg.Nodes {
+		if !mine(i) {
+			continue
+		}
 		if err := p.add(ctx, key(ResNodes, "", nodeName(i)), sz(ResNodes)); err != nil {
 			return nil, err
 		}
@@ -135,18 +123,19 @@ func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
 			return nil, err
 		}
 	}
-	for _, comp := range electedComponents {
-		if err := p.add(ctx, key(ResLeases, nsSystem, comp), sz(ResLeases)); err != nil {
-			return nil, err
-		}
-	}
 	for i := range w.cfg.Apiservers {
+		if !mine(i) {
+			continue
+		}
 		if err := p.add(ctx, key(ResLeases, nsSystem, apiserverLease(i)), sz(ResLeases)); err != nil {
 			return nil, err
 		}
 	}
 	q := &podQueue{}
 	for i := range w.cfg.Pods() {
+		if !mine(i) {
+			continue
+		}
 		pd := pod{namespace: namespaceName(i % w.cfg.Namespaces), name: "pod-" + strconv.Itoa(i)}
 		if err := p.add(ctx, pd.key(), sz(ResPods)); err != nil {
 			return nil, err
@@ -159,6 +148,44 @@ func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
 	// Shuffle the deletion order, seeded: churn removes pods of every namespace and node.
 	rng.Shuffle(len(q.pods), func(i, j int) { q.pods[i], q.pods[j] = q.pods[j], q.pods[i] })
 	return q, nil
+}
+
+// preloadShared creates the cluster-wide objects (namespaces with their configmaps and secrets, large
+// configmaps, the elected components' leases) when apiserver 0 is simulated here.
+func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(string) int) error {
+	if !w.owns(0) {
+		return nil
+	}
+	namespaces := []string{"default", nsSystem, nsNodeLease}
+	for i := range w.cfg.Namespaces {
+		namespaces = append(namespaces, namespaceName(i))
+	}
+	for _, ns := range namespaces {
+		if err := p.add(ctx, key(ResNamespaces, "", ns), sz(ResNamespaces)); err != nil {
+			return err
+		}
+		for i := range configMapsPerNamespace {
+			if err := p.add(ctx, key(ResConfigMaps, ns, "config-"+strconv.Itoa(i)), sz(ResConfigMaps)); err != nil {
+				return err
+			}
+		}
+		for i := range secretsPerNamespace {
+			if err := p.add(ctx, key(ResSecrets, ns, "secret-"+strconv.Itoa(i)), sz(ResSecrets)); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range largeConfigMaps {
+		if err := p.add(ctx, key(ResConfigMaps, nsSystem, "large-"+strconv.Itoa(i)), sz(resLargeConfigMaps)); err != nil {
+			return err
+		}
+	}
+	for _, comp := range electedComponents {
+		if err := p.add(ctx, key(ResLeases, nsSystem, comp), sz(ResLeases)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func apiserverLease(i int) string { return "apiserver-" + strconv.Itoa(i) }
