@@ -98,6 +98,9 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 	case interrupted:
 		r.checkNote = fmt.Sprintf("consistency checks skipped: the run was interrupted; check the partial history with `chaosbench check %s`", r.dir)
 		return
+	case r.split != nil:
+		r.checkNote = "consistency checks: on the merged history of every worker (chaosbench merge)"
+		return
 	case !r.s.Check:
 		r.checkNote = fmt.Sprintf("consistency checks skipped (--check=false); run them with `chaosbench check %s`", r.dir)
 		return

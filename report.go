@@ -97,8 +97,12 @@ func (r *run) judge(s *results.Summary) {
 	}
 	env := results.CollectEnvironment(r.dir)
 	s.Environment = &env
-	// Parsed before the run started: this cannot fail here.
+	// Parsed before the run started: this cannot fail here. A worker's share is not judged against the
+	// whole scenario's thresholds: the merged run is.
 	ts, _ := report.ParseThresholds(r.s.Thresholds)
+	if r.split != nil {
+		ts = nil
+	}
 	rep, err := report.FromSummary(r.dir, s)
 	if err != nil {
 		s.Errors = append(s.Errors, err.Error())

@@ -71,6 +71,13 @@ type Env struct {
 	// (preloading) and right after its load: chaosbench fidelity reads etcd's counters there, so that they
 	// cover the load alone.
 	LoadBegan, LoadEnded func(ctx context.Context, c clusters.Cluster)
+	// AfterLoad, when set, is called once the workload's load is over, however it ended, before the
+	// faults are healed and the cluster stops: the coordinator of a split load waits there for the other
+	// workers.
+	AfterLoad func(ctx context.Context)
+	// WorkerCommand starts a worker process of a split load (workers.go); the default re-executes this
+	// binary's hidden split-worker command.
+	WorkerCommand []string
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -130,6 +137,8 @@ type run struct {
 	checkNote   string      // why they did not run
 
 	members memberAgreement // whether the members hold the same data (memberagree.go)
+	// split is the worker's part in a split load (split.go); nil for a whole load.
+	split *splitRun
 
 	// The controlplane workload's real control plane (scenario_controlplane.go), and its state when the
 	// load began.
@@ -149,6 +158,15 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
+	if s.Coordinates() && !s.DryRun {
+		return runSplit(ctx, s, env)
+	}
+	// A worker of a split load takes the seed from its reference before anything else (split.go).
+	split, err := s.joinSplit(ctx, env.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer split.close()
 	// Faults: the schedule is checked against the cluster it targets before anything starts or is built.
 	faultPlan, err := planFaults(&s)
 	if err != nil {
@@ -182,6 +200,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		s.Seed = newSeed()
 	}
 	runOpts.Seed = s.Seed
+	runOpts.IDBase = s.share().IDBase()
 
 	if s.DryRun {
 		// Nothing has started, and nothing is built: the plan is all there is. etcd settings are checked
@@ -191,6 +210,11 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		}
 		if err := s.writeDryRun(env.Out, kubeCfg); err != nil {
 			return nil, err
+		}
+		if s.Workers > 1 {
+			if err := s.writeSharesDryRun(env.Out, kubeCfg); err != nil {
+				return nil, err
+			}
 		}
 		r := &run{s: s}
 		r.faults = faultPlan
@@ -214,7 +238,7 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, outcome.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries}
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries, split: split}
 	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
 	if s.Failpoints {
 		if err := faultPlan.sched.CheckFailpoints(failpointNames(r.images)); err != nil {
@@ -373,6 +397,12 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 			return 0
 		},
 	})
+	if r.split != nil {
+		if err := r.split.startTogether(ctx, r.out); err != nil {
+			stopProgress()
+			return err
+		}
+	}
 	if r.env.LoadBegan != nil {
 		r.env.LoadBegan(ctx, r.cluster)
 	}
@@ -380,6 +410,9 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	err = wl.Run(ctx, r.runner)
 	if r.env.LoadEnded != nil && err == nil {
 		r.env.LoadEnded(ctx, r.cluster)
+	}
+	if r.env.AfterLoad != nil {
+		r.env.AfterLoad(ctx)
 	}
 	r.loadEnd = r.rec.Now()
 	r.loadCPU = results.CPUTime() - cpuBefore
@@ -495,6 +528,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	s.Total = results.Totals(s.Operations)
 	if begin, ok := r.beganAt(); ok && r.loadCPU > 0 {
 		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, results.Requests(s.Operations), r.liveHeap)
+	}
+	if r.split != nil {
+		s.Split = r.split.summary()
 	}
 	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())

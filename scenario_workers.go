@@ -36,6 +36,10 @@ type WorkerOptions struct {
 	// limited to WorkerCPUs CPUs (0: no limit).
 	WorkerContainers bool    `json:"worker-containers,omitempty"`
 	WorkerCPUs       float64 `json:"worker-cpus,omitempty"`
+
+	// coordinated marks worker 0 run in the coordinator's process: the cluster is its own, and the
+	// coordinator serves the reference.
+	coordinated bool
 }
 
 // JobIndexEnv is the variable Kubernetes sets to a pod's index in an Indexed Job: a worker's --worker.
@@ -105,7 +109,7 @@ func (s *Scenario) validateWorkers() error {
 		return outcome.Usagef("--worker %d: between 0 and --workers %d minus 1", o.Worker, o.Workers)
 	case o.IsWorker() && o.Workers == 1:
 		return outcome.Usagef("--worker %d: give --workers, the number of workers the load is split over", o.Worker)
-	case o.IsWorker() && s.Cluster != "external":
+	case o.IsWorker() && s.Cluster != "external" && !o.coordinated:
 		return outcome.Usagef("--worker: a worker sends its share to a cluster another process started; give --cluster external and its --endpoints")
 	case o.IsWorker() && o.ClockRef == "" && o.StartAt == "":
 		return outcome.Usagef("--worker: give --clock-ref (or --start-at) so that the workers start together")

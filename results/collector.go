@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -448,4 +449,41 @@ func (s *runningStats) stddev() float64 {
 		return 0
 	}
 	return math.Sqrt(s.m2 / float64(s.n-1))
+}
+
+// ReadTimeSeries reads the rows of a run directory's timeseries.jsonl, in file order.
+func ReadTimeSeries(dir string) ([]TimeSeriesRow, error) {
+	f, err := os.Open(filepath.Join(dir, TimeSeriesFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []TimeSeriesRow
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var r TimeSeriesRow
+		if err := dec.Decode(&r); err == io.EOF {
+			return rows, nil
+		} else if err != nil {
+			return rows, fmt.Errorf("%s: %w", f.Name(), err)
+		}
+		rows = append(rows, r)
+	}
+}
+
+// WriteTimeSeries writes rows as a run directory's timeseries.jsonl.
+func WriteTimeSeries(dir string, rows []TimeSeriesRow) error {
+	f, err := os.Create(filepath.Join(dir, TimeSeriesFile))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return errors.Join(w.Flush(), f.Close())
 }

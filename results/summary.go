@@ -54,6 +54,9 @@ type Summary struct {
 	Checks           []Check               `json:"checks,omitempty"`
 	Kube             *Kube                 `json:"kube,omitempty"`
 	GeneratorLoad    *GeneratorLoad        `json:"generator_load,omitempty"`
+	// Split is set on a run whose load was split over several generators: on each worker's run, its
+	// share and clock; on the merged run, every worker's.
+	Split *Split `json:"split,omitempty"`
 	// Errors are what did not go as asked (harness errors): each is a reason of a failed outcome.
 	Errors []string `json:"errors,omitempty"`
 	// NotRecovered names the fault windows after which the cluster was not healthy again in time: each fails
@@ -230,14 +233,26 @@ func (c *Collector) WriteHGRM(dir string) error {
 	})
 	for _, name := range names {
 		service, response := c.Histograms(name)
-		if response == nil || response.TotalCount() == 0 {
-			continue
+		if err := WriteOperationHGRM(dir, name, response, service); err != nil {
+			return err
 		}
-		base := strings.ReplaceAll(name, "/", "_")
-		for file, h := range map[string]*hdr.Histogram{base + ".hgrm": response, base + ".service.hgrm": service} {
-			if err := writeHGRM(filepath.Join(dir, file), h); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// WriteOperationHGRM writes one operation's response and service time distributions into hgrmDir (a run
+// directory's HGRMDir); an operation without records writes nothing.
+func WriteOperationHGRM(hgrmDir, name string, response, service *hdr.Histogram) error {
+	if response == nil || response.TotalCount() == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(hgrmDir, 0o755); err != nil {
+		return fmt.Errorf("write percentile distributions: %w", err)
+	}
+	base := strings.ReplaceAll(name, "/", "_")
+	for file, h := range map[string]*hdr.Histogram{base + ".hgrm": response, base + ".service.hgrm": service} {
+		if err := writeHGRM(filepath.Join(hgrmDir, file), h); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -370,4 +385,40 @@ func fmtMs(v float64) string {
 		return fmt.Sprintf("%.0fms", v)
 	}
 	return fmt.Sprintf("%.1fs", v/1000)
+}
+
+// Split describes a load split over several generators (chaosbench run --workers).
+type Split struct {
+	// Workers is the number of generators.
+	Workers int `json:"workers"`
+	// Worker is this run's index, -1 on the merged run.
+	Worker int `json:"worker"`
+	// StartAt is the common start time on the reference clock.
+	StartAt time.Time `json:"start_at,omitzero"`
+	// Clock is this worker's clock against the reference (on a worker's run).
+	Clock *WorkerClock `json:"clock,omitempty"`
+	// Members are the workers' runs, on the merged run.
+	Members []SplitWorker `json:"members,omitempty"`
+}
+
+// WorkerClock is a worker's clock against the split load's reference clock: reference time = local time
+// + OffsetNs, to within UncertaintyNs either way. StartLateNs is how late the worker's load began against
+// the common start.
+type WorkerClock struct {
+	Reference     string `json:"reference,omitempty"`
+	OffsetNs      int64  `json:"offset_ns"`
+	UncertaintyNs int64  `json:"uncertainty_ns"`
+	RoundTrips    int    `json:"round_trips"`
+	StartLateNs   int64  `json:"start_late_ns"`
+}
+
+// SplitWorker is one worker of a merged run: its directory, clock, outcome and load.
+type SplitWorker struct {
+	Worker        int            `json:"worker"`
+	Dir           string         `json:"dir"`
+	Outcome       outcome.Kind   `json:"outcome"`
+	Clock         *WorkerClock   `json:"clock,omitempty"`
+	Requests      int64          `json:"requests"`
+	Throughput    float64        `json:"throughput"`
+	GeneratorLoad *GeneratorLoad `json:"generator_load,omitempty"`
 }

@@ -54,6 +54,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
 	root.AddCommand(qualifyCommand(stdout, stderr, &code))
 	root.AddCommand(fidelityCommand(stdout, stderr, &code))
+	root.AddCommand(mergeCommand(stdout, stderr, &code), splitWorkerCommand(stdout, stderr, &code))
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -93,9 +94,13 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 					return err
 				}
 			}
-			// etcdctl's ETCDCTL_* variables stand in for the external cluster's flags.
+			// etcdctl's ETCDCTL_* variables stand in for the external cluster's flags, and Kubernetes'
+			// JOB_COMPLETION_INDEX for --worker.
 			if err := s.UseEnvironment(os.LookupEnv); err != nil {
 				*code = outcome.ExitUsage
+				return err
+			}
+			if err := useWorkerIndex(&s, cmd, code); err != nil {
 				return err
 			}
 			if cpuProfile != "" {

@@ -226,3 +226,32 @@ func (w *Workload) Summary(ops map[string]*results.Operation, measuredSeconds fl
 	k.SLO, k.SLOPass = results.JudgeSLO(ops)
 	return k
 }
+
+// MergeSummaries is the kube summary of a merged split load: the whole plan against the merged
+// operations, and the workers' counters added up.
+func MergeSummaries(cfg Config, parts []*results.Kube, ops map[string]*results.Operation, measuredSeconds float64, endpoints int) *results.Kube {
+	cfg = cfg.Whole()
+	planned := map[string]float64{}
+	actors := map[string][]string{}
+	for _, p := range cfg.Plan(endpoints) {
+		planned[p.Op] += p.Rate
+		actors[p.Op] = append(actors[p.Op], p.Actor)
+	}
+	k := &results.Kube{Cluster: cfg.String(), Conflicts: map[string]int64{}}
+	k.Mix, k.MixDeviationPercent = results.CompareMix(planned, actors, ops, measuredSeconds)
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		for op, n := range p.Conflicts {
+			k.Conflicts[op] += n
+		}
+		k.NotFound += p.NotFound
+		k.Relists += p.Relists
+		k.CacheLists += p.CacheLists
+		k.EventLeaseGrants += p.EventLeaseGrants
+		k.Compactions += p.Compactions
+	}
+	k.SLO, k.SLOPass = results.JudgeSLO(ops)
+	return k
+}

@@ -1,0 +1,232 @@
+package chaosbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/merge"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+)
+
+// MergeOptions are the settings of `chaosbench merge`.
+type MergeOptions struct {
+	// Dirs are the run directories of every worker of one split load, in any order.
+	Dirs []string
+	// Out is the merged run directory.
+	Out string
+	// AssumeUncertainty widens the operations of workers whose clock was not measured (--start-at runs).
+	AssumeUncertainty time.Duration
+	// Problems are harness errors of running the workers (from a coordinator), added to the outcome.
+	Problems []string
+}
+
+// Merge merges the run directories of a split load's workers into one run directory and judges it as a
+// run: the consistency checks on the merged history, the scenario's thresholds on the merged figures,
+// one outcome, and the usual reports. The error carries the outcome, so the exit code is the merged run's.
+func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary, error) {
+	if o.Out == "" {
+		return nil, outcome.Usagef("merge: give --out, the merged run directory")
+	}
+	if _, err := os.Stat(filepath.Join(o.Out, results.SummaryFile)); err == nil {
+		return nil, outcome.Usagef("--out %s: already holds a run; choose another directory", o.Out)
+	}
+	ws, warnings, err := merge.Load(o.Dirs, o.AssumeUncertainty)
+	if err != nil {
+		return nil, err
+	}
+	s := DefaultScenario()
+	if err := json.Unmarshal(ws[0].Summary.Config, &s); err != nil {
+		return nil, outcome.Usagef("merge: %s: its settings cannot be read: %v", ws[0].Dir, err)
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, outcome.Usagef("--out %s: %v", o.Out, err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(out, "warning:", w)
+	}
+	sum, err := mergeSummary(ctx, o, ws, s, out)
+	if err != nil {
+		return nil, err
+	}
+	return sum, judgeMerged(o.Out, s, sum, out)
+}
+
+// mergeSummary writes the merged files and returns the merged summary, checks included.
+func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, s Scenario, out io.Writer) (*results.Summary, error) {
+	w0 := ws[0].Summary
+	sum := *w0 // what only worker 0 knows: the cluster, its metrics, the fault windows and phases
+	sum.Outcome, sum.Reasons, sum.Thresholds, sum.Diagnosis = "", nil, nil, nil
+	sum.Name = w0.Name
+	sum.Command = os.Args
+	sum.Errors = append([]string(nil), o.Problems...)
+	sum.GeneratorLoad = nil
+	for _, w := range ws {
+		sum.Start = minTime(sum.Start, w.Summary.Start)
+		if w.Summary.End.After(sum.End) {
+			sum.End = w.Summary.End
+		}
+		sum.MeasuredSeconds = max(sum.MeasuredSeconds, w.Summary.MeasuredSeconds)
+		if w.Summary.Incomplete && !sum.Incomplete {
+			sum.Incomplete, sum.IncompleteReason = true, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, w.Summary.IncompleteReason)
+		}
+		sum.Interrupted = sum.Interrupted || w.Summary.Interrupted
+		for _, e := range w.Summary.Errors {
+			sum.Errors = append(sum.Errors, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, e))
+		}
+	}
+	sum.DurationSeconds = sum.End.Sub(sum.Start).Seconds()
+	series, err := merge.Series(ws)
+	if err != nil {
+		return nil, err
+	}
+	if sum.Operations, err = merge.Operations(ws, sum.MeasuredSeconds, series); err != nil {
+		return nil, err
+	}
+	sum.Total = results.Totals(sum.Operations)
+	if err := merge.WriteFiles(o.Out, ws, series); err != nil {
+		return nil, err
+	}
+	if err := merge.WriteHGRM(o.Out, ws); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{results.FaultsFile, results.ServerMetricsFile} {
+		if err := merge.CopyFile(o.Out, ws[0].Dir, name); err != nil {
+			return nil, err
+		}
+	}
+	sum.Schedule = results.Schedule{Mode: w0.Schedule.Mode}
+	sum.Split = &results.Split{Workers: len(ws), Worker: -1, StartAt: w0.Split.StartAt}
+	var kubes []*results.Kube
+	for _, w := range ws {
+		ws := w.Summary
+		sum.Schedule.TargetRate += ws.Schedule.TargetRate
+		sum.Schedule.Clients += ws.Schedule.Clients
+		sum.Schedule.Conns += ws.Schedule.Conns
+		sum.Schedule.MissedBacklog += ws.Schedule.MissedBacklog
+		sum.Schedule.MissedLag += ws.Schedule.MissedLag
+		kubes = append(kubes, ws.Kube)
+		dir, _ := filepath.Abs(w.Dir)
+		sum.Split.Members = append(sum.Split.Members, results.SplitWorker{
+			Worker: ws.Split.Worker, Dir: dir, Outcome: ws.Outcome, Clock: ws.Split.Clock,
+			Requests: results.Requests(ws.Operations), Throughput: ws.Total.Throughput, GeneratorLoad: ws.GeneratorLoad,
+		})
+	}
+	if n := results.Requests(sum.Operations); n > 0 {
+		sum.Schedule.MissedPercent = 100 * float64(sum.Schedule.MissedBacklog+sum.Schedule.MissedLag) / float64(n)
+	}
+	if w0.Kube != nil {
+		cfg, err := s.Kube.Resolve(s.Duration)
+		if err != nil {
+			return nil, outcome.Usagef("merge: worker 0's kube settings: %v", err)
+		}
+		sum.Kube = kube.MergeSummaries(cfg, kubes, sum.Operations, sum.MeasuredSeconds, s.endpointCount())
+	}
+	// The merged run is the whole scenario, coordinated: its settings replay as a split run.
+	s.Worker, s.ClockRef, s.StartAt, s.Out = -1, "", "", ""
+	if cfg, err := json.Marshal(s); err == nil {
+		sum.Config = cfg
+	}
+	// Worker 0's own checks are of the cluster (members-agree); the history checks run on the merged history.
+	var checks []results.Check
+	for _, c := range w0.Checks {
+		if c.Name == CheckMembersAgree {
+			checks = append(checks, c)
+		}
+	}
+	sum.Checks = checks
+	if !s.History {
+		fmt.Fprintln(out, "consistency checks skipped: the workers recorded no history (--history=false)")
+		return &sum, nil
+	}
+	ops, watches, err := merge.Histories(o.Out, ws)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "merged history: %d operations and %d watch records from %d workers\n", ops, watches, len(ws))
+	if !s.Check || sum.Interrupted {
+		fmt.Fprintf(out, "consistency checks skipped; run them with `chaosbench check %s`\n", o.Out)
+		return &sum, nil
+	}
+	fmt.Fprintln(out, "checking the merged history (linearizability, watches, serializable reads)...")
+	defer checkMemory()()
+	rep, err := lin.CheckDir(ctx, o.Out, lin.Options{Timeout: s.CheckTimeout})
+	if rep == nil {
+		sum.Checks = append(sum.Checks, results.Check{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: fmt.Sprintf("check history: %v", err)})
+		return &sum, nil
+	}
+	sum.Checks = append(sum.Checks, rep.Checks...)
+	lin.WriteVerdicts(out, rep)
+	return &sum, nil
+}
+
+// judgeMerged evaluates the scenario's thresholds on the merged run, decides its outcome, writes
+// summary.json and the reports, and prints the verdict.
+func judgeMerged(dir string, s Scenario, sum *results.Summary, out io.Writer) error {
+	ts, err := report.ParseThresholds(s.Thresholds)
+	if err != nil {
+		sum.Errors = append(sum.Errors, err.Error())
+	}
+	rep, err := report.FromSummary(dir, sum)
+	if err != nil {
+		sum.Errors = append(sum.Errors, err.Error())
+	} else {
+		report.Prepare(rep, ts)
+	}
+	o := sum.SetOutcome()
+	if err := results.WriteSummary(dir, sum); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	results.WriteText(out, sum)
+	writeSplitTable(out, sum.Split)
+	if rep != nil {
+		printVerdicts(out, rep)
+		if err := report.Write(rep); err != nil {
+			sum.Errors = append(sum.Errors, err.Error())
+			o = sum.SetOutcome()
+			if err := results.WriteSummary(dir, sum); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range sum.Errors {
+		fmt.Fprintln(out, "error:", e)
+	}
+	fmt.Fprintf(out, "merged results written to %s\n", dir)
+	results.WriteVerdict(out, sum)
+	return o.ErrWith(nil)
+}
+
+// writeSplitTable prints each worker's part: requests, throughput, clock and generator load.
+func writeSplitTable(out io.Writer, sp *results.Split) {
+	if sp == nil {
+		return
+	}
+	fmt.Fprintf(out, "\n%d workers:\n", sp.Workers)
+	for _, m := range sp.Members {
+		line := fmt.Sprintf("  worker %d: %s, %d requests, %.0f/s", m.Worker, m.Outcome, m.Requests, m.Throughput)
+		if c := m.Clock; c != nil && c.UncertaintyNs >= 0 {
+			line += fmt.Sprintf(", clock %s ± %s, started %s late", time.Duration(c.OffsetNs), time.Duration(c.UncertaintyNs), time.Duration(c.StartLateNs))
+		}
+		if g := m.GeneratorLoad; g != nil {
+			line += fmt.Sprintf(", generator %.2f cores", g.Cores)
+		}
+		fmt.Fprintln(out, line)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,385 @@
+// Package merge merges the run directories of a load split over several generators (chaosbench run
+// --workers) into one run directory, exactly: per-operation HDR histograms are merged from the workers'
+// interval logs (same bounds, so Merge loses nothing), counters are added, interval logs and per-second
+// series are laid on one timeline, the fault windows are worker 0's (only it injects faults), and the
+// histories are merged into one, with every worker's clients kept apart and every operation's real-time
+// interval widened by its worker's clock uncertainty, so that the consistency checks of the merged
+// history can never see a violation that only skew between the workers' clocks made.
+package merge
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// Worker is one worker's run directory and its place on the merged timeline.
+type Worker struct {
+	Dir     string
+	Summary *results.Summary
+	// ShiftNs moves the worker's offsets onto the merged timeline (worker 0's); WidenNs widens each of its
+	// operations' intervals by that much on either side: its clock uncertainty.
+	ShiftNs, WidenNs int64
+}
+
+// Load reads the workers' summaries and places them on one timeline: worker i's offsets move by the
+// difference between its time base and worker 0's, both on the reference clock. A worker whose clock
+// was not measured (a --start-at run) is widened by assume, and named in the returned warnings.
+func Load(dirs []string, assume time.Duration) ([]Worker, []string, error) {
+	if len(dirs) < 2 {
+		return nil, nil, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2)")
+	}
+	ws := make([]Worker, len(dirs))
+	for _, d := range dirs {
+		sum, err := results.ReadSummary(d)
+		if err != nil {
+			return nil, nil, outcome.Usagef("merge: %s: not a run directory (%v)", d, err)
+		}
+		sp := sum.Split
+		if sp == nil || sp.Worker < 0 {
+			return nil, nil, outcome.Usagef("merge: %s is not a worker's run of a split load (no split in its %s)", d, results.SummaryFile)
+		}
+		if sp.Workers != len(dirs) {
+			return nil, nil, outcome.Usagef("merge: %s is worker %d of %d, but %d directories were given", d, sp.Worker, sp.Workers, len(dirs))
+		}
+		if ws[sp.Worker].Summary != nil {
+			return nil, nil, outcome.Usagef("merge: %s and %s are both worker %d", ws[sp.Worker].Dir, d, sp.Worker)
+		}
+		ws[sp.Worker] = Worker{Dir: d, Summary: sum}
+	}
+	var warnings []string
+	base := func(w Worker) (time.Time, int64) {
+		c := w.Summary.Split.Clock
+		if c == nil {
+			return w.Summary.TimeBase, -1
+		}
+		return w.Summary.TimeBase.Add(time.Duration(c.OffsetNs)), c.UncertaintyNs
+	}
+	ref, _ := base(ws[0])
+	for i := range ws {
+		w := &ws[i]
+		if w.Summary.Seed != ws[0].Summary.Seed {
+			return nil, nil, outcome.Usagef("merge: worker %d ran seed %d, worker 0 seed %d: not shares of one plan", i, w.Summary.Seed, ws[0].Summary.Seed)
+		}
+		if w.Summary.TimeBase.IsZero() {
+			return nil, nil, outcome.Usagef("merge: %s recorded no time base (its load never started)", w.Dir)
+		}
+		b, u := base(*w)
+		w.ShiftNs = int64(b.Sub(ref))
+		if u < 0 {
+			u = int64(assume)
+			warnings = append(warnings, fmt.Sprintf("worker %d's clock was not measured against a reference (--start-at without --clock-ref): its operations are placed by its own clock, widened by %s (--clock-uncertainty); a larger skew can fake a violation or hide one", i, assume))
+		}
+		w.WidenNs = u
+	}
+	return ws, warnings, nil
+}
+
+// Operations merges the workers' operations: histograms from their interval logs, counters from their
+// summaries. measured is the merged run's measured time, for throughputs; series is the merged
+// per-interval series, for the spread of throughput per interval.
+func Operations(ws []Worker, measured float64, series []results.TimeSeriesRow) (map[string]*results.Operation, error) {
+	hists, err := histograms(ws)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*results.Operation{}
+	for _, w := range ws {
+		for name, op := range w.Summary.Operations {
+			m := out[name]
+			if m == nil {
+				m = &results.Operation{}
+				out[name] = m
+			}
+			m.Count += op.Count
+			m.Errors += op.Errors
+			m.Failed += op.Failed
+			m.MissedBacklog += op.MissedBacklog
+			m.MissedLag += op.MissedLag
+			for class, n := range op.ErrorsByClass {
+				if m.ErrorsByClass == nil {
+					m.ErrorsByClass = map[string]int64{}
+				}
+				m.ErrorsByClass[class] += n
+			}
+		}
+	}
+	for name, m := range out {
+		h := hists[name]
+		if h.response.TotalCount() != m.Count {
+			return nil, fmt.Errorf("merge %s: the workers' interval logs hold %d records, their summaries %d", name, h.response.TotalCount(), m.Count)
+		}
+		m.Response, m.Service = results.LatencyOf(h.response), results.LatencyOf(h.service)
+		if measured > 0 {
+			m.Throughput = float64(m.Count) / measured
+		}
+		m.ThroughputPerSecond = spread(series, name)
+	}
+	return out, nil
+}
+
+type opHists struct{ response, service *hdr.Histogram }
+
+// WriteHGRM writes the merged distributions of every operation into out's HGRMDir.
+func WriteHGRM(out string, ws []Worker) error {
+	hists, err := histograms(ws)
+	if err != nil {
+		return err
+	}
+	for name, h := range hists {
+		if err := results.WriteOperationHGRM(filepath.Join(out, results.HGRMDir), name, h.response, h.service); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// histograms merges every interval histogram of every worker's latency.hlog by operation.
+func histograms(ws []Worker) (map[string]opHists, error) {
+	out := map[string]opHists{}
+	for _, w := range ws {
+		err := readLog(w.Dir, func(op, kind string, h *hdr.Histogram) error {
+			m, ok := out[op]
+			if !ok {
+				m = opHists{results.NewHistogram(), results.NewHistogram()}
+				out[op] = m
+			}
+			into := m.response
+			if kind == "service" {
+				into = m.service
+			}
+			if dropped := into.Merge(h); dropped != 0 {
+				return fmt.Errorf("%s: %d values of %s out of the histograms' bounds", w.Dir, dropped, op)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readLog streams the interval histograms of a run directory's latency.hlog, by operation and kind
+// (response or service).
+func readLog(dir string, fn func(op, kind string, h *hdr.Histogram) error) error {
+	f, err := os.Open(filepath.Join(dir, results.LatencyLogFile))
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	defer f.Close()
+	r := hdr.NewHistogramLogReader(f)
+	for {
+		h, err := r.NextIntervalHistogram()
+		if err != nil {
+			return fmt.Errorf("merge: %s: %w", f.Name(), err)
+		}
+		if h == nil {
+			return nil
+		}
+		op, kind := splitTag(h.Tag())
+		if err := fn(op, kind, h); err != nil {
+			return err
+		}
+	}
+}
+
+// splitTag splits an interval's tag, "<op>.response" or "<op>.service".
+func splitTag(tag string) (op, kind string) {
+	for i := len(tag) - 1; i >= 0; i-- {
+		if tag[i] == '.' {
+			return tag[:i], tag[i+1:]
+		}
+	}
+	return tag, "response"
+}
+
+// Series merges the workers' per-interval rows onto worker 0's intervals: a row counts in the interval
+// its end falls in once shifted onto the merged timeline. Counts are exact; latency columns of merged
+// intervals are the largest of the workers' (an upper bound: the rows hold percentiles, not histograms).
+func Series(ws []Worker) ([]results.TimeSeriesRow, error) {
+	type key struct {
+		t  float64
+		op string
+	}
+	rows := map[key]*results.TimeSeriesRow{}
+	for _, w := range ws {
+		got, err := results.ReadTimeSeries(w.Dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("merge: %w", err)
+		}
+		for _, r := range got {
+			t := math.Ceil(r.T + float64(w.ShiftNs)/1e9 - 1e-9)
+			k := key{t, r.Op}
+			m := rows[k]
+			if m == nil {
+				c := r
+				c.T = t
+				c.Throughput = 0
+				rows[k] = &c
+				m = &c
+			} else {
+				m.Count += r.Count
+				m.Errors += r.Errors
+				m.Failed += r.Failed
+				m.Missed += r.Missed
+				m.P50, m.P99, m.P999 = max(m.P50, r.P50), max(m.P99, r.P99), max(m.P999, r.P999)
+				m.Max, m.ServiceP99 = max(m.Max, r.Max), max(m.ServiceP99, r.ServiceP99)
+			}
+		}
+	}
+	out := make([]results.TimeSeriesRow, 0, len(rows))
+	for _, r := range rows {
+		r.Throughput = float64(r.Count) // one-second intervals
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].T != out[j].T {
+			return out[i].T < out[j].T
+		}
+		return out[i].Op < out[j].Op
+	})
+	return out, nil
+}
+
+// spread is the spread of an operation's per-interval throughput over the merged series, from its first
+// interval with records.
+func spread(series []results.TimeSeriesRow, op string) results.Spread {
+	var xs []float64
+	for _, r := range series {
+		if r.Op == op {
+			xs = append(xs, r.Throughput)
+		}
+	}
+	if len(xs) == 0 {
+		return results.Spread{}
+	}
+	s := results.Spread{Min: xs[0], Max: xs[0]}
+	var sum float64
+	for _, x := range xs {
+		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
+		sum += x
+	}
+	s.Mean = sum / float64(len(xs))
+	if len(xs) > 1 {
+		var v float64
+		for _, x := range xs {
+			v += (x - s.Mean) * (x - s.Mean)
+		}
+		s.StdDev = math.Sqrt(v / float64(len(xs)-1))
+	}
+	return s
+}
+
+// WriteFiles writes the merged latency.hlog and timeseries.jsonl into out: every worker's interval
+// histograms, with their times moved onto the merged timeline, and the merged series.
+func WriteFiles(out string, ws []Worker, series []results.TimeSeriesRow) error {
+	f, err := os.Create(filepath.Join(out, results.LatencyLogFile))
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	defer f.Close()
+	lw := hdr.NewHistogramLogWriter(f)
+	startMs := ws[0].Summary.TimeBase.UnixMilli()
+	lw.SetBaseTime(startMs)
+	if err := errors.Join(lw.OutputLogFormatVersion(),
+		lw.OutputComment(fmt.Sprintf("chaosbench latency log merged from %d workers: values in nanoseconds; tags <op>.response and <op>.service", len(ws))),
+		lw.OutputStartTime(startMs), lw.OutputBaseTime(startMs), lw.OutputLegend()); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	for _, w := range ws {
+		shiftMs := w.ShiftNs / 1e6
+		err := readLog(w.Dir, func(op, kind string, h *hdr.Histogram) error {
+			h.SetStartTimeMs(h.StartTimeMs() + shiftMs)
+			h.SetEndTimeMs(h.EndTimeMs() + shiftMs)
+			return lw.OutputIntervalHistogram(h)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	return results.WriteTimeSeries(out, series)
+}
+
+// Histories merges the workers' history.bin and watch.bin into out. Client and watcher numbers are the
+// workers' own (each worker numbers from its Share.IDBase, so they never collide); times move onto the
+// merged timeline, and each operation's interval is widened by its worker's clock uncertainty. It returns
+// the number of operations and watch records written.
+func Histories(out string, ws []Worker) (ops, watches int, err error) {
+	hw, err := lin.NewWriter(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	seen := map[int]int{} // client -> worker, to catch numbering that collides
+	for i, w := range ws {
+		path, err := lin.HistoryPath(w.Dir)
+		if err != nil {
+			hw.Close()
+			return 0, 0, fmt.Errorf("merge: worker %d recorded no history: %w", i, err)
+		}
+		err = lin.ReadOperations(path, func(op *lin.Operation) error {
+			if o, ok := seen[op.Client]; ok && o != i {
+				return fmt.Errorf("client %d appears in the histories of workers %d and %d", op.Client, o, i)
+			}
+			seen[op.Client] = i
+			op.Call += w.ShiftNs - w.WidenNs
+			op.Return += w.ShiftNs + w.WidenNs
+			hw.Operation(op)
+			ops++
+			return nil
+		})
+		if err != nil {
+			hw.Close()
+			return 0, 0, fmt.Errorf("merge: worker %d: %w", i, err)
+		}
+		if path, err := lin.WatchPath(w.Dir); err == nil {
+			err = lin.ReadWatches(path, func(r *lin.WatchResponse) error {
+				r.Time += w.ShiftNs
+				hw.Watch(r)
+				watches++
+				return nil
+			})
+			if err != nil {
+				hw.Close()
+				return 0, 0, fmt.Errorf("merge: worker %d: %w", i, err)
+			}
+		}
+	}
+	return ops, watches, hw.Close()
+}
+
+// CopyFile copies a file of worker 0's directory (faults.jsonl, server_metrics.jsonl) into out, when it
+// has one.
+func CopyFile(out, from, name string) error {
+	src, err := os.Open(filepath.Join(from, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	defer src.Close()
+	dst, err := os.Create(filepath.Join(out, name))
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return fmt.Errorf("merge: %w", err)
+	}
+	return dst.Close()
+}

@@ -1,0 +1,256 @@
+package chaosbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads/coord"
+)
+
+// WorkersDir is the folder of a split run's directory that holds each worker's run directory (0, 1, ...).
+const WorkersDir = "workers"
+
+// runSplit runs a load split over s.Workers generators on this machine, through the same shares, start
+// line and merge as a split over a Kubernetes Job: worker 0 runs in this process, starts the cluster and
+// injects the faults; once its cluster is ready the others start as processes against it; this process's
+// reference clock starts them together; and once all are done their results are merged into the run
+// directory, which is judged as any run is.
+func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
+	if s.Seed == 0 {
+		s.Seed = newSeed()
+	}
+	// Everything the workers will be told is checked here, before anything starts.
+	probe := s
+	if _, _, err := probe.newWorkload(); err != nil {
+		return nil, err
+	}
+	if s.WorkerContainers {
+		return nil, outcome.Usagef("--worker-containers: not available in this build; run the workers as processes (drop --worker-containers)")
+	}
+	dir := s.OutDir(time.Now())
+	if err := os.MkdirAll(filepath.Join(dir, WorkersDir), 0o755); err != nil {
+		return nil, outcome.Usagef("--out %s: %v", dir, err)
+	}
+	ref, err := coord.Serve("127.0.0.1:0", s.Seed, s.Workers)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Close()
+	refURL := "http://" + ref.Addr().String()
+	fmt.Fprintf(env.Out, "split load: %d workers, seed %d, reference clock %s; results: %s\n", s.Workers, s.Seed, refURL, dir)
+
+	w0 := s
+	w0.Worker, w0.coordinated, w0.ClockRef = 0, true, refURL
+	w0.Out = filepath.Join(dir, WorkersDir, "0")
+	procs := &workerProcs{s: s, dir: dir, ref: ref, refURL: refURL, command: env.WorkerCommand, out: env.Out}
+	env0 := env
+	env0.ClusterReady = func(ctx context.Context, c clusters.Cluster) {
+		if env.ClusterReady != nil {
+			env.ClusterReady(ctx, c)
+		}
+		procs.start(ctx, c)
+	}
+	env0.AfterLoad = func(ctx context.Context) {
+		if env.AfterLoad != nil {
+			env.AfterLoad(ctx)
+		}
+		procs.wait(ctx)
+	}
+	_, runErr := Run(ctx, w0, env0)
+	procs.wait(ctx)
+	if ctx.Err() != nil {
+		// Interrupted: each worker wrote what it had; they can still be merged by hand.
+		fmt.Fprintf(env.Out, "interrupted: the workers' partial results are in %s; merge them with `chaosbench merge`\n", filepath.Join(dir, WorkersDir))
+		return nil, errors.Join(ErrInterrupted, runErr)
+	}
+	dirs := make([]string, s.Workers)
+	for i := range dirs {
+		dirs[i] = filepath.Join(dir, WorkersDir, strconv.Itoa(i))
+	}
+	fmt.Fprintf(env.Out, "\nmerging the %d workers' results into %s\n", s.Workers, dir)
+	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Problems: procs.problems()}, env.Out)
+}
+
+// workerProcs are the worker processes 1 to N-1 of a split load run here.
+type workerProcs struct {
+	s       Scenario
+	dir     string
+	ref     *coord.Server
+	refURL  string
+	command []string
+	out     io.Writer
+
+	mu      sync.Mutex
+	cmds    []*exec.Cmd
+	errs    []string
+	waited  bool
+	started bool
+	done    sync.WaitGroup
+}
+
+// start starts workers 1 to N-1 against cluster c. A worker that cannot start, or exits before the load
+// begins, fails the start line so that no worker waits for it.
+func (p *workerProcs) start(ctx context.Context, c clusters.Cluster) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = true
+	for i := 1; i < p.s.Workers; i++ {
+		if err := p.startOne(ctx, c, i); err != nil {
+			p.errs = append(p.errs, err.Error())
+			p.ref.Fail(err)
+			return
+		}
+	}
+}
+
+func (p *workerProcs) startOne(ctx context.Context, c clusters.Cluster, i int) error {
+	ws, err := p.workerScenario(c, i)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(p.dir, WorkersDir, strconv.Itoa(i)+".json")
+	b, err := json.MarshalIndent(ws, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return fmt.Errorf("worker %d: %w", i, err)
+	}
+	log, err := os.Create(filepath.Join(p.dir, WorkersDir, strconv.Itoa(i)+".log"))
+	if err != nil {
+		return fmt.Errorf("worker %d: %w", i, err)
+	}
+	args := p.command
+	if len(args) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			log.Close()
+			return fmt.Errorf("worker %d: %w", i, err)
+		}
+		args = []string{self}
+	}
+	cmd := exec.Command(args[0], append(append(args[1:len(args):len(args)], SplitWorkerCommand), file)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group: a Ctrl-C reaches the coordinator, which stops the workers itself (SIGINT, so
+	// that each writes what it has).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("worker %d: %w", i, err)
+	}
+	p.cmds = append(p.cmds, cmd)
+	p.done.Go(func() {
+		err := cmd.Wait()
+		log.Close()
+		if err == nil {
+			return
+		}
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if _, began := p.ref.Start(); !began {
+			p.ref.Fail(fmt.Errorf("worker %d exited before the load began (%v); see %s", i, err, log.Name()))
+		}
+		// A worker's outcome is read from its summary by the merge; an exit without one is a harness error.
+		if _, serr := os.Stat(filepath.Join(ws.Out, results.SummaryFile)); serr != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, fmt.Sprintf("worker %d exited with code %d and wrote no summary; see %s", i, code, log.Name()))
+			p.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+// workerScenario is worker i's scenario: the same scenario and seed, its index, the running cluster as
+// an external one, and the coordinator's reference.
+func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error) {
+	ws := p.s
+	ws.Worker, ws.ClockRef = i, p.refURL
+	ws.Out = filepath.Join(p.dir, WorkersDir, strconv.Itoa(i))
+	ws.Cluster, ws.Endpoints = "external", c.Endpoints()
+	ws.Members, ws.EtcdFlags, ws.TLS, ws.KeepData = 0, nil, false, false
+	ws.EtcdVersion, ws.Failpoints, ws.MemberCPUs, ws.MemberMemory = "", false, 0, ""
+	ws.Faults.Schedule = []string{"none"}
+	ws.Progress = results.ProgressNone
+	ws.LiveOptions = LiveOptions{}
+	ws.CACert, ws.Cert, ws.Key = "", "", ""
+	if t, ok := c.(interface{ ClientTLSFiles() (clusters.TLSFiles, bool) }); ok {
+		if files, on := t.ClientTLSFiles(); on {
+			ws.CACert, ws.Cert, ws.Key = files.CA, files.Cert, files.Key
+		}
+	}
+	return ws, nil
+}
+
+// wait waits for the worker processes; when ctx ends first it interrupts them, so that each heals
+// nothing (only worker 0 injects faults), writes what it has and exits.
+func (p *workerProcs) wait(ctx context.Context) {
+	finished := make(chan struct{})
+	go func() {
+		p.done.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+		return
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	for _, cmd := range p.cmds {
+		cmd.Process.Signal(syscall.SIGINT)
+	}
+	p.mu.Unlock()
+	select {
+	case <-finished:
+	case <-time.After(30 * time.Second):
+		p.mu.Lock()
+		for _, cmd := range p.cmds {
+			cmd.Process.Kill()
+		}
+		p.mu.Unlock()
+		<-finished
+	}
+}
+
+// problems are the harness errors of starting and running the workers.
+func (p *workerProcs) problems() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return []string{"the workers never started: worker 0's cluster did not become ready"}
+	}
+	return append([]string(nil), p.errs...)
+}
+
+// SplitWorkerCommand is the hidden command a coordinator starts a worker process with: the argument is
+// the worker's scenario as JSON (see RunScenarioFile).
+const SplitWorkerCommand = "split-worker"
+
+// RunScenarioFile runs the scenario stored as JSON in path (a split load's worker, written by its
+// coordinator).
+func RunScenarioFile(ctx context.Context, path string, env Env) (*results.Summary, error) {
+	s := DefaultScenario()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, outcome.Usagef("%v", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, outcome.Usagef("%s: %v", path, err)
+	}
+	return Run(ctx, s, env)
+}
