@@ -189,7 +189,9 @@ func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error
 	ws.Progress = results.ProgressNone
 	ws.LiveOptions = LiveOptions{}
 	ws.CACert, ws.Cert, ws.Key = "", "", ""
-	if t, ok := c.(interface{ ClientTLSFiles() (clusters.TLSFiles, bool) }); ok {
+	if t, ok := c.(interface {
+		ClientTLSFiles() (clusters.TLSFiles, bool)
+	}); ok {
 		if files, on := t.ClientTLSFiles(); on {
 			ws.CACert, ws.Cert, ws.Key = files.CA, files.Cert, files.Key
 		}
