@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
 func TestResolveDerivesFromClusterSize(t *testing.T) {
@@ -198,5 +199,43 @@ func TestRunMatchesPlan(t *testing.T) {
 	// Steady state: as many pods as before, give or take the deletions cut by the end of the run.
 	if got, want := w.pods.len(), cfg.Pods(); got < want-int(cfg.Churn*3) || got > want+int(cfg.Churn*3) {
 		t.Errorf("%d pods in the queue after the run, want about %d", got, want)
+	}
+}
+
+// TestPlanSharesAddUp: the plans of a split load's shares add up, operation by operation, to the plan of
+// the whole load, for every number of workers the apiservers allow.
+func TestPlanSharesAddUp(t *testing.T) {
+	for _, o := range []Options{{Nodes: 100}, {Nodes: 7, Apiservers: 5}, {Preset: "large", Apiservers: 4}, {Nodes: 50, Apiservers: 2}} {
+		cfg, err := o.Resolve(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := map[string]float64{}
+		for _, p := range cfg.Plan(3) {
+			whole[p.Actor+" "+p.Op] += p.Rate
+		}
+		for n := 1; n <= cfg.Apiservers; n++ {
+			sum := map[string]float64{}
+			local := 0
+			for i := range n {
+				c := cfg
+				c.Share = workloads.Share{Index: i, Of: n}
+				local += c.LocalApiservers()
+				for _, p := range c.Plan(3) {
+					sum[p.Actor+" "+p.Op] += p.Rate
+				}
+			}
+			if local != cfg.Apiservers {
+				t.Fatalf("%s over %d workers: %d apiservers simulated, want %d", cfg, n, local, cfg.Apiservers)
+			}
+			for op, r := range whole {
+				if math.Abs(sum[op]-r) > 1e-9*r {
+					t.Fatalf("%s over %d workers: %s adds up to %v, the whole plan has %v", cfg, n, op, sum[op], r)
+				}
+			}
+			if len(sum) != len(whole) {
+				t.Fatalf("%s over %d workers: the shares plan %d operations, the whole %d", cfg, n, len(sum), len(whole))
+			}
+		}
 	}
 }
