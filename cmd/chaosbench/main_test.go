@@ -117,6 +117,11 @@ func TestBadInput(t *testing.T) {
 		{"metrics addr", []string{"run", "--metrics-addr", "9464"}, `--metrics-addr "9464": host:port`},
 		{"remote write URL", []string{"run", "--prometheus-remote-write", "prometheus:9090"}, "--prometheus-remote-write: an http:// or https:// URL"},
 		{"remote write credentials in URL", []string{"run", "--prometheus-remote-write", "http://u:p@127.0.0.1:9090/api/v1/write"}, "no credentials in the URL"},
+		{"workers out of range", []string{"run", "--workers", "0"}, "--workers 0: between 1 and 64"},
+		{"worker of an embedded cluster", []string{"run", "--workers", "3", "--worker", "1", "--clock-ref", "http://127.0.0.1:7400"}, "give --cluster external"},
+		{"worker without a reference", []string{"run", "--workers", "3", "--worker", "1", "--cluster", "external", "--endpoints", "127.0.0.1:2379"}, "give --clock-ref (or --start-at)"},
+		{"more workers than apiservers", []string{"run", "--workers", "4"}, "--apiservers 3 gives at most 3 workers"},
+		{"clock reference without a worker", []string{"run", "--clock-ref", "http://127.0.0.1:7400"}, "are for a worker"},
 		{"remote write user without password", []string{"run", "--prometheus-remote-write", "http://127.0.0.1:9090/api/v1/write", "--prometheus-remote-write-user", "u"}, "go together"},
 	}
 	for _, tt := range tests {

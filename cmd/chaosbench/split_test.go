@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// splitKube is a kube load big enough that its operation counts are not noise over 20 s.
+var splitKube = []string{"run", "--workload", "kube", "--nodes", "300", "--apiservers", "3", "--duration", "20s", "--seed", "5", "--progress", "none"}
+
+// runBinary runs the built chaosbench and returns its exit code and output.
+func runBinary(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
+
+// TestSplitLoad: one load split over three worker processes sends the same operation mix as one
+// generator, its merged histograms hold exactly the workers' records, and its merged history with a
+// leader kill checks clean.
+func TestSplitLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three clusters for 20 s each")
+	}
+	dir := t.TempDir()
+	one, three := filepath.Join(dir, "one"), filepath.Join(dir, "three")
+	if code, out := runBinary(t, append(splitKube, "--faults", "none", "--out", one)...); code != 0 {
+		t.Fatalf("one generator: exit %d\n%s", code, out)
+	}
+	if code, out := runBinary(t, append(splitKube, "--faults", "none", "--workers", "3", "--out", three)...); code != 0 {
+		t.Fatalf("three workers: exit %d\n%s", code, out)
+	}
+	a, b := readSummary(t, one), readSummary(t, three)
+	if b.Split == nil || b.Split.Workers != 3 || len(b.Split.Members) != 3 {
+		t.Fatalf("merged run's split: %+v", b.Split)
+	}
+	// The same plan: every operation sent often enough to count has the same rate within 2%.
+	compared := 0
+	for name, op := range a.Operations {
+		if op.Count < 200 || strings.HasPrefix(name, "watch-event/") {
+			continue
+		}
+		got := b.Operations[name]
+		if got == nil {
+			t.Fatalf("%s: %d in one generator's run, none in the split run", name, op.Count)
+		}
+		if d := float64(got.Count-op.Count) / float64(op.Count); d > 0.02 || d < -0.02 {
+			t.Errorf("%s: %d operations split over three workers, %d from one generator (%+.1f%%)", name, got.Count, op.Count, 100*d)
+		}
+		compared++
+	}
+	if compared < 4 {
+		t.Fatalf("only %d operations were sent 200 times or more: the comparison says nothing", compared)
+	}
+	// The merged histograms hold exactly the workers' records.
+	workerCounts := map[string]int64{}
+	for i := range 3 {
+		w := readSummary(t, filepath.Join(three, "workers", string(rune('0'+i))))
+		if w.Split == nil || w.Split.Worker != i || w.Split.Clock == nil || w.Split.Clock.UncertaintyNs <= 0 {
+			t.Fatalf("worker %d's split record: %+v", i, w.Split)
+		}
+		for name, op := range w.Operations {
+			workerCounts[name] += op.Count
+		}
+	}
+	logCounts := hlogCounts(t, three)
+	for name, op := range b.Operations {
+		if op.Count != workerCounts[name] || logCounts[name] != op.Count {
+			t.Errorf("%s: merged count %d, merged histograms %d, the workers' counts add up to %d", name, op.Count, logCounts[name], workerCounts[name])
+		}
+	}
+	if len(b.Operations) != len(workerCounts) {
+		t.Errorf("merged run has %d operations, the workers %d", len(b.Operations), len(workerCounts))
+	}
+	if kids := children(os.Getpid()); len(kids) > 0 {
+		t.Fatalf("processes left running: %v", kids)
+	}
+}
+
+// TestSplitChecks: a split load's merged history with a leader kill checks clean; shifting one worker's
+// clock by 50 ms with that uncertainty recorded still checks clean; the same shift unrecorded breaks
+// real-time order (the case the README warns about); and an anomaly in one worker's history is caught in
+// the merged check.
+func TestSplitChecks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster for 20 s")
+	}
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	code, out := runBinary(t, append(splitKube, "--workers", "3", "--faults", "kill:leader@8s+3s", "--out", run)...)
+	if code != 0 {
+		t.Fatalf("split run with a leader kill: exit %d\n%s", code, out)
+	}
+	s := readSummary(t, run)
+	if len(s.Faults) != 1 || !strings.HasPrefix(s.Faults[0].Fault, "kill") {
+		t.Fatalf("fault windows of the merged run: %+v", s.Faults)
+	}
+	assertCheck(t, s, lin.CheckLinearizability, results.VerdictOK)
+
+	const shift = int64(50e6)
+	variant := func(name string, change func(workers string)) (int, *results.Summary, string) {
+		t.Helper()
+		d := filepath.Join(dir, name)
+		if err := exec.Command("cp", "-r", filepath.Join(run, "workers"), d).Run(); err != nil {
+			t.Fatal(err)
+		}
+		change(d)
+		merged := filepath.Join(dir, name+"-merged")
+		code, out := runBinary(t, "merge", filepath.Join(d, "0"), filepath.Join(d, "1"), filepath.Join(d, "2"), "--out", merged)
+		return code, readSummary(t, merged), out
+	}
+	shifted := func(d string) {
+		rewriteHistory(t, filepath.Join(d, "1"), func(op *lin.Operation) { op.Call += shift; op.Return += shift }, shift)
+	}
+	code, m, out := variant("recorded", func(d string) {
+		shifted(d)
+		editSummary(t, filepath.Join(d, "1"), func(s *results.Summary) { s.Split.Clock.UncertaintyNs += shift })
+	})
+	if code != 0 {
+		t.Fatalf("worker 1's clock 50 ms off, uncertainty recorded: exit %d, want a clean check\n%s", code, out)
+	}
+	assertCheck(t, m, lin.CheckLinearizability, results.VerdictOK)
+
+	code, m, out = variant("unrecorded", shifted)
+	t.Logf("worker 1's clock 50 ms off, not recorded: exit %d, checks %+v", code, m.Checks)
+	if code != outcome.ExitViolation {
+		t.Fatalf("an unrecorded 50 ms skew: exit %d; the README says it can fake a violation, and this history shows one\n%s", code, out)
+	}
+
+	code, m, out = variant("anomaly", func(d string) {
+		done := false
+		rewriteHistory(t, filepath.Join(d, "2"), func(op *lin.Operation) {
+			r := op.Response
+			if done || r == nil || r.Range == nil || len(r.Range.KVs) == 0 || r.Range.KVs[0].Value.ID == 0 {
+				return
+			}
+			r.Range.KVs[0].Value.ID = 0xdead<<32 | 1 // a value no client wrote
+			done = true
+		}, 0)
+		if !done {
+			t.Fatal("worker 2 read nothing to corrupt")
+		}
+	})
+	if code != outcome.ExitViolation {
+		t.Fatalf("worker 2 read a value nobody wrote: merged exit %d, want %d\n%s", code, outcome.ExitViolation, out)
+	}
+	assertCheck(t, m, lin.CheckLinearizability, results.VerdictViolation)
+
+	// Bad input: directories of different loads, or a worker missing.
+	if code, out := runBinary(t, "merge", filepath.Join(run, "workers", "0"), filepath.Join(run, "workers", "1"), "--out", filepath.Join(dir, "bad")); code != outcome.ExitUsage {
+		t.Fatalf("merge of 2 of 3 workers: exit %d\n%s", code, out)
+	}
+	if code, out := runBinary(t, "merge", run, filepath.Join(run, "workers", "1"), "--out", filepath.Join(dir, "bad2")); code != outcome.ExitUsage {
+		t.Fatalf("merge of a merged run: exit %d\n%s", code, out)
+	}
+}
+
+func readSummary(t *testing.T, dir string) *results.Summary {
+	t.Helper()
+	s, err := results.ReadSummary(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func editSummary(t *testing.T, dir string, fn func(*results.Summary)) {
+	t.Helper()
+	s := readSummary(t, dir)
+	fn(s)
+	if err := results.WriteSummary(dir, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertCheck(t *testing.T, s *results.Summary, name, verdict string) {
+	t.Helper()
+	for _, c := range s.Checks {
+		if c.Name == name {
+			if c.Verdict != verdict {
+				t.Fatalf("%s: %s (%s), want %s", name, c.Verdict, c.Detail, verdict)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s check in %+v", name, s.Checks)
+}
+
+// rewriteHistory rewrites a run directory's history through fn, and moves its watch records by shift.
+func rewriteHistory(t *testing.T, dir string, fn func(*lin.Operation), shift int64) {
+	t.Helper()
+	tmp := t.TempDir()
+	w, err := lin.NewWriter(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(op *lin.Operation) error {
+		fn(op)
+		w.Operation(op)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(r *lin.WatchResponse) error {
+		r.Time += shift
+		w.Watch(r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{lin.HistoryFile, lin.WatchFile} {
+		if err := os.Rename(filepath.Join(tmp, f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// hlogCounts adds up the records of every response-time interval histogram of a run's latency.hlog.
+func hlogCounts(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, results.LatencyLogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := hdr.NewHistogramLogReader(f)
+	counts := map[string]int64{}
+	for {
+		h, err := r.NextIntervalHistogram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == nil {
+			return counts
+		}
+		if op, ok := strings.CutSuffix(h.Tag(), ".response"); ok {
+			counts[op] += h.TotalCount()
+		}
+	}
+}
