@@ -77,8 +77,19 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 		return nil, errors.Join(ErrInterrupted, runErr)
 	}
 	dirs := make([]string, s.Workers)
+	var missing []string
 	for i := range dirs {
 		dirs[i] = filepath.Join(dir, WorkersDir, strconv.Itoa(i))
+		if _, err := os.Stat(filepath.Join(dirs[i], results.SummaryFile)); err != nil {
+			missing = append(missing, strconv.Itoa(i))
+		}
+	}
+	if len(missing) > 0 {
+		// Nothing to merge: worker 0's own error (a usage error starts nothing) or the workers' say why.
+		if runErr != nil {
+			return nil, runErr
+		}
+		return nil, fmt.Errorf("split load: workers %v wrote no results: %v", missing, procs.problems())
 	}
 	fmt.Fprintf(env.Out, "\nmerging the %d workers' results into %s\n", s.Workers, dir)
 	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Problems: procs.problems()}, env.Out)
