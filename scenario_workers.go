@@ -117,7 +117,7 @@ func (s *Scenario) validateWorkers() error {
 		return outcome.Usagef("--worker without --clock-ref: give --seed, the same for every worker")
 	case !o.IsWorker() && (o.ClockRef != "" || o.StartAt != ""):
 		return outcome.Usagef("--clock-ref and --start-at are for a worker (--worker)")
-	case o.WorkerContainers && (s.Cluster != "docker" || !o.Coordinates()):
+	case o.WorkerContainers && (s.Cluster != "docker" || !(o.Coordinates() || o.coordinated)):
 		return outcome.Usagef("--worker-containers: run with --cluster docker and --workers N")
 	case o.WorkerCPUs < 0 || (o.WorkerCPUs > 0 && !o.WorkerContainers):
 		return outcome.Usagef("--worker-cpus %g: a limit of --worker-containers", o.WorkerCPUs)

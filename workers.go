@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,25 +38,36 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 	if _, _, err := probe.newWorkload(); err != nil {
 		return nil, err
 	}
-	if s.WorkerContainers {
-		return nil, outcome.Usagef("--worker-containers: not available in this build; run the workers as processes (drop --worker-containers)")
+	dir, err := filepath.Abs(s.OutDir(time.Now()))
+	if err != nil {
+		return nil, outcome.Usagef("--out: %v", err)
 	}
-	dir := s.OutDir(time.Now())
 	if err := os.MkdirAll(filepath.Join(dir, WorkersDir), 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", dir, err)
 	}
-	ref, err := coord.Serve("127.0.0.1:0", s.Seed, s.Workers)
+	// Worker containers reach the reference on the host's address on the cluster network, known once the
+	// cluster is up: it listens on every address then.
+	listen := "127.0.0.1:0"
+	if s.WorkerContainers {
+		listen = "0.0.0.0:0"
+	}
+	ref, err := coord.Serve(listen, s.Seed, s.Workers)
 	if err != nil {
 		return nil, err
 	}
 	defer ref.Close()
-	refURL := "http://" + ref.Addr().String()
-	fmt.Fprintf(env.Out, "split load: %d workers, seed %d, reference clock %s; results: %s\n", s.Workers, s.Seed, refURL, dir)
+	port := ref.Addr().(*net.TCPAddr).Port
+	refURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	how := "processes"
+	if s.WorkerContainers {
+		how = "containers on the cluster's network"
+	}
+	fmt.Fprintf(env.Out, "split load: %d workers (worker 0 here, the others as %s), seed %d, reference clock on port %d; results: %s\n", s.Workers, how, s.Seed, port, dir)
 
 	w0 := s
 	w0.Worker, w0.coordinated, w0.ClockRef = 0, true, refURL
 	w0.Out = filepath.Join(dir, WorkersDir, "0")
-	procs := &workerProcs{s: s, dir: dir, ref: ref, refURL: refURL, command: env.WorkerCommand, out: env.Out}
+	procs := &workerProcs{s: s, dir: dir, ref: ref, refURL: refURL, port: port, command: env.WorkerCommand, out: env.Out}
 	env0 := env
 	env0.ClusterReady = func(ctx context.Context, c clusters.Cluster) {
 		if env.ClusterReady != nil {
@@ -95,22 +107,62 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Problems: procs.problems()}, env.Out)
 }
 
-// workerProcs are the worker processes 1 to N-1 of a split load run here.
+// workerProcs are the workers 1 to N-1 of a split load run here, as processes or as containers.
 type workerProcs struct {
 	s       Scenario
 	dir     string
 	ref     *coord.Server
 	refURL  string
+	port    int
 	command []string
 	out     io.Writer
 
 	mu      sync.Mutex
-	cmds    []*exec.Cmd
+	running []workerHandle
 	errs    []string
-	waited  bool
 	started bool
 	done    sync.WaitGroup
 }
+
+// workerHandle is a started worker: a process or a container.
+type workerHandle interface {
+	// wait waits for it to exit and returns its exit code.
+	wait(ctx context.Context) (int, error)
+	// interrupt asks it to stop its load and write what it has; kill stops it at once.
+	interrupt()
+	kill()
+}
+
+type workerProcess struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+func (p *workerProcess) wait(context.Context) (int, error) {
+	err := p.cmd.Wait()
+	p.log.Close()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+func (p *workerProcess) interrupt() { p.cmd.Process.Signal(syscall.SIGINT) }
+func (p *workerProcess) kill()      { p.cmd.Process.Kill() }
+
+type workerContainer struct{ c *clusters.WorkerContainer }
+
+func (w workerContainer) wait(ctx context.Context) (int, error) {
+	status, err := w.c.Wait(context.WithoutCancel(ctx))
+	return int(status), err
+}
+
+func (w workerContainer) interrupt() { w.c.Signal(context.Background(), "SIGINT") }
+func (w workerContainer) kill()      { w.c.Signal(context.Background(), "SIGKILL") }
 
 // start starts workers 1 to N-1 against cluster c. A worker that cannot start, or exits before the load
 // begins, fails the start line so that no worker waits for it.
@@ -140,16 +192,47 @@ func (p *workerProcs) startOne(ctx context.Context, c clusters.Cluster, i int) e
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		return fmt.Errorf("worker %d: %w", i, err)
 	}
-	log, err := os.Create(filepath.Join(p.dir, WorkersDir, strconv.Itoa(i)+".log"))
+	logPath := filepath.Join(p.dir, WorkersDir, strconv.Itoa(i)+".log")
+	var h workerHandle
+	if p.s.WorkerContainers {
+		h, err = p.startContainer(ctx, c, i, file, logPath)
+	} else {
+		h, err = p.startProcess(i, file, logPath)
+	}
 	if err != nil {
-		return fmt.Errorf("worker %d: %w", i, err)
+		return err
+	}
+	p.running = append(p.running, h)
+	p.done.Go(func() {
+		code, err := h.wait(ctx)
+		if code == 0 && err == nil {
+			return
+		}
+		if _, began := p.ref.Start(); !began {
+			p.ref.Fail(fmt.Errorf("worker %d exited before the load began (exit code %d, %v); see %s", i, code, err, logPath))
+		}
+		// A worker's outcome is read from its summary by the merge; an exit without one is a harness error.
+		if _, serr := os.Stat(filepath.Join(ws.Out, results.SummaryFile)); serr != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, fmt.Sprintf("worker %d exited with code %d and wrote no summary; see %s", i, code, logPath))
+			p.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+// startProcess starts worker i as a process of this binary.
+func (p *workerProcs) startProcess(i int, file, logPath string) (workerHandle, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", i, err)
 	}
 	args := p.command
 	if len(args) == 0 {
 		self, err := os.Executable()
 		if err != nil {
 			log.Close()
-			return fmt.Errorf("worker %d: %w", i, err)
+			return nil, fmt.Errorf("worker %d: %w", i, err)
 		}
 		args = []string{self}
 	}
@@ -160,31 +243,27 @@ func (p *workerProcs) startOne(ctx context.Context, c clusters.Cluster, i int) e
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return fmt.Errorf("worker %d: %w", i, err)
+		return nil, fmt.Errorf("worker %d: %w", i, err)
 	}
-	p.cmds = append(p.cmds, cmd)
-	p.done.Go(func() {
-		err := cmd.Wait()
-		log.Close()
-		if err == nil {
-			return
-		}
-		code := -1
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		if _, began := p.ref.Start(); !began {
-			p.ref.Fail(fmt.Errorf("worker %d exited before the load began (%v); see %s", i, err, log.Name()))
-		}
-		// A worker's outcome is read from its summary by the merge; an exit without one is a harness error.
-		if _, serr := os.Stat(filepath.Join(ws.Out, results.SummaryFile)); serr != nil {
-			p.mu.Lock()
-			p.errs = append(p.errs, fmt.Sprintf("worker %d exited with code %d and wrote no summary; see %s", i, code, log.Name()))
-			p.mu.Unlock()
-		}
+	return &workerProcess{cmd: cmd, log: log}, nil
+}
+
+// startContainer starts worker i as a container of the builtin image on the docker cluster's network,
+// with the split run's workers folder mounted at the same path, so that every path of its scenario holds.
+func (p *workerProcs) startContainer(ctx context.Context, c clusters.Cluster, i int, file, logPath string) (workerHandle, error) {
+	d, ok := c.(*clusters.Docker)
+	if !ok {
+		return nil, fmt.Errorf("worker %d: --worker-containers needs a docker cluster", i)
+	}
+	folder := filepath.Join(p.dir, WorkersDir)
+	w, err := d.StartWorker(ctx, clusters.WorkerSpec{
+		Name: "worker-" + strconv.Itoa(i), Args: []string{SplitWorkerCommand, file},
+		Binds: []string{folder + ":" + folder}, CPUs: p.s.WorkerCPUs, Log: logPath,
 	})
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	return workerContainer{w}, nil
 }
 
 // workerScenario is worker i's scenario: the same scenario and seed, its index, the running cluster as
@@ -192,6 +271,11 @@ func (p *workerProcs) startOne(ctx context.Context, c clusters.Cluster, i int) e
 func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error) {
 	ws := p.s
 	ws.Worker, ws.ClockRef = i, p.refURL
+	if d, ok := c.(*clusters.Docker); ok && p.s.WorkerContainers {
+		// The host, where the reference runs, as the containers see it.
+		ws.ClockRef = fmt.Sprintf("http://%s", net.JoinHostPort(d.Gateway().String(), strconv.Itoa(p.port)))
+		ws.WorkerContainers, ws.WorkerCPUs = false, 0
+	}
 	ws.Out = filepath.Join(p.dir, WorkersDir, strconv.Itoa(i))
 	ws.Cluster, ws.Endpoints = "external", c.Endpoints()
 	ws.Members, ws.EtcdFlags, ws.TLS, ws.KeepData = 0, nil, false, false
@@ -224,16 +308,16 @@ func (p *workerProcs) wait(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
-	for _, cmd := range p.cmds {
-		cmd.Process.Signal(syscall.SIGINT)
+	for _, h := range p.running {
+		h.interrupt()
 	}
 	p.mu.Unlock()
 	select {
 	case <-finished:
 	case <-time.After(30 * time.Second):
 		p.mu.Lock()
-		for _, cmd := range p.cmds {
-			cmd.Process.Kill()
+		for _, h := range p.running {
+			h.kill()
 		}
 		p.mu.Unlock()
 		<-finished
