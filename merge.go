@@ -27,6 +27,10 @@ type MergeOptions struct {
 	AssumeUncertainty time.Duration
 	// Problems are harness errors of running the workers (from a coordinator), added to the outcome.
 	Problems []string
+	// Observer is the coordinator's own run when every worker ran in a container (runSplit): the cluster,
+	// fault windows, etcd's metrics and the members-agree check come from it, and its time base is the
+	// merged run's.
+	Observer string
 }
 
 // Merge merges the run directories of a split load's workers into one run directory and judges it as a
@@ -39,7 +43,7 @@ func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary
 	if _, err := os.Stat(filepath.Join(o.Out, results.SummaryFile)); err == nil {
 		return nil, outcome.Usagef("--out %s: already holds a run; choose another directory", o.Out)
 	}
-	ws, warnings, err := merge.Load(o.Dirs, o.AssumeUncertainty)
+	ws, base, warnings, err := merge.Load(o.Dirs, o.Observer, o.AssumeUncertainty)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +57,7 @@ func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary
 	for _, w := range warnings {
 		fmt.Fprintln(out, "warning:", w)
 	}
-	sum, err := mergeSummary(ctx, o, ws, s, out)
+	sum, err := mergeSummary(ctx, o, ws, base, s, out)
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +65,9 @@ func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary
 }
 
 // mergeSummary writes the merged files and returns the merged summary, checks included.
-func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, s Scenario, out io.Writer) (*results.Summary, error) {
-	w0 := ws[0].Summary
-	sum := *w0 // what only worker 0 knows: the cluster, its metrics, the fault windows and phases
+func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base merge.Worker, s Scenario, out io.Writer) (*results.Summary, error) {
+	w0 := base.Summary
+	sum := *w0 // what only worker 0 (or the observer) knows: the cluster, its metrics, the fault windows and phases
 	sum.Outcome, sum.Reasons, sum.Thresholds, sum.Diagnosis = "", nil, nil, nil
 	sum.Name = w0.Name
 	sum.Command = os.Args
@@ -83,6 +87,14 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, s Scen
 			sum.Errors = append(sum.Errors, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, e))
 		}
 	}
+	if o.Observer != "" {
+		for _, e := range w0.Errors {
+			sum.Errors = append(sum.Errors, "coordinator: "+e)
+		}
+		if w0.Incomplete && !sum.Incomplete {
+			sum.Incomplete, sum.IncompleteReason = true, "coordinator: "+w0.IncompleteReason
+		}
+	}
 	sum.DurationSeconds = sum.End.Sub(sum.Start).Seconds()
 	series, err := merge.Series(ws)
 	if err != nil {
@@ -99,12 +111,12 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, s Scen
 		return nil, err
 	}
 	for _, name := range []string{results.FaultsFile, results.ServerMetricsFile} {
-		if err := merge.CopyFile(o.Out, ws[0].Dir, name); err != nil {
+		if err := merge.CopyFile(o.Out, base.Dir, name); err != nil {
 			return nil, err
 		}
 	}
-	sum.Schedule = results.Schedule{Mode: w0.Schedule.Mode}
-	sum.Split = &results.Split{Workers: len(ws), Worker: -1, StartAt: w0.Split.StartAt}
+	sum.Schedule = results.Schedule{Mode: ws[0].Summary.Schedule.Mode}
+	sum.Split = &results.Split{Workers: len(ws), Worker: -1, StartAt: w0.Split.StartAt, Observer: o.Observer != ""}
 	var kubes []*results.Kube
 	for _, w := range ws {
 		ws := w.Summary
@@ -123,7 +135,7 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, s Scen
 	if n := results.Requests(sum.Operations); n > 0 {
 		sum.Schedule.MissedPercent = 100 * float64(sum.Schedule.MissedBacklog+sum.Schedule.MissedLag) / float64(n)
 	}
-	if w0.Kube != nil {
+	if ws[0].Summary.Kube != nil {
 		cfg, err := s.Kube.Resolve(s.Duration)
 		if err != nil {
 			return nil, outcome.Usagef("merge: worker 0's kube settings: %v", err)

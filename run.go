@@ -176,6 +176,11 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.observer {
+		// The coordinator of worker containers sends no load of its own (workers.go).
+		wl, kubeCfg = workloads.Idle{}, nil
+		s.History, s.Rate, s.Clients, s.Conns, s.Total = false, 0, 1, 1, 0
+	}
 	runOpts := workloads.RunOptions{
 		Rate: s.Rate, Clients: s.Clients, Conns: s.Conns, Duration: s.Duration, Total: s.Total,
 		RequestTimeout: s.RequestTimeout, ScheduleSlack: s.ScheduleSlack,

@@ -37,9 +37,16 @@ type WorkerOptions struct {
 	WorkerContainers bool    `json:"worker-containers,omitempty"`
 	WorkerCPUs       float64 `json:"worker-cpus,omitempty"`
 
-	// coordinated marks worker 0 run in the coordinator's process: the cluster is its own, and the
-	// coordinator serves the reference.
+	// ClockServed says the coordinator serves the reference clock (a split run here): worker 0 does not.
+	// Not a flag: the coordinator writes it into the scenarios of the workers it starts.
+	ClockServed bool `json:"clock-served,omitempty"`
+
+	// coordinated marks the run in the coordinator's process (worker 0, or the observer): the cluster is
+	// its own, and the coordinator serves the reference.
 	coordinated bool
+	// observer marks the coordinator's own run when every worker runs in a container: it holds the
+	// cluster, the fault schedule and the metrics, and sends no load (see runSplit).
+	observer bool
 }
 
 // JobIndexEnv is the variable Kubernetes sets to a pod's index in an Indexed Job: a worker's --worker.
@@ -73,15 +80,15 @@ func (o *WorkerOptions) UseWorkerIndex(lookup func(string) (string, bool), given
 	return nil
 }
 
-// IsWorker reports whether the run is one worker of a split load.
-func (o *WorkerOptions) IsWorker() bool { return o.Worker >= 0 }
+// IsWorker reports whether the run is one worker of a split load (or the coordinator's observer).
+func (o *WorkerOptions) IsWorker() bool { return o.Worker >= 0 || o.observer }
 
 // Coordinates reports whether the run splits its load over workers it starts itself.
-func (o *WorkerOptions) Coordinates() bool { return o.Workers > 1 && o.Worker < 0 }
+func (o *WorkerOptions) Coordinates() bool { return o.Workers > 1 && o.Worker < 0 && !o.observer }
 
 // share returns the worker's share of the load (the whole load when it is not a worker).
 func (o *WorkerOptions) share() workloads.Share {
-	if !o.IsWorker() {
+	if o.Worker < 0 {
 		return workloads.Share{}
 	}
 	return workloads.Share{Index: o.Worker, Of: o.Workers}
@@ -105,6 +112,8 @@ func (s *Scenario) validateWorkers() error {
 	switch {
 	case o.Workers < 1 || o.Workers > workloads.MaxShares:
 		return outcome.Usagef("--workers %d: between 1 and %d", o.Workers, workloads.MaxShares)
+	case o.observer:
+		return nil
 	case o.Worker >= o.Workers || o.Worker < -1:
 		return outcome.Usagef("--worker %d: between 0 and --workers %d minus 1", o.Worker, o.Workers)
 	case o.IsWorker() && o.Workers == 1:

@@ -16,6 +16,7 @@ import (
 // the reference itself when this worker serves it (worker 0 of a Kubernetes Indexed Job).
 type splitRun struct {
 	index, workers int
+	observer       bool // the coordinator's run that sends no load (worker containers)
 	ref            string
 	client         *coord.Client
 	server         *coord.Server
@@ -35,7 +36,7 @@ func (s *Scenario) joinSplit(ctx context.Context, out io.Writer) (*splitRun, err
 	if !s.IsWorker() {
 		return nil, nil
 	}
-	sp := &splitRun{index: s.Worker, workers: s.Workers, ref: s.ClockRef}
+	sp := &splitRun{index: s.Worker, workers: s.Workers, ref: s.ClockRef, observer: s.observer}
 	if s.Worker > 0 {
 		// Worker 0 injects the faults and scrapes the members' metrics, once for the whole load.
 		s.Faults.Schedule, s.ScrapeInterval = []string{"none"}, 0
@@ -48,7 +49,7 @@ func (s *Scenario) joinSplit(ctx context.Context, out io.Writer) (*splitRun, err
 			s.Worker, s.Workers, sp.startAt.Format(time.RFC3339Nano))
 		return sp, nil
 	}
-	if s.Worker == 0 && !s.coordinated {
+	if s.Worker == 0 && !s.coordinated && !s.ClockServed {
 		if s.Seed == 0 {
 			s.Seed = newSeed()
 		}
@@ -92,7 +93,12 @@ func (sp *splitRun) startTogether(ctx context.Context, out io.Writer) error {
 		sp.clock = results.WorkerClock{Reference: sp.ref, OffsetNs: int64(off.Offset), UncertaintyNs: int64(off.Uncertainty), RoundTrips: off.RoundTrips}
 		if sp.startAt.IsZero() {
 			wctx, cancel := context.WithTimeout(ctx, startWait)
-			start, err := sp.client.Ready(wctx, sp.index)
+			var start time.Time
+			if sp.observer {
+				start, err = sp.client.Start(wctx)
+			} else {
+				start, err = sp.client.Ready(wctx, sp.index)
+			}
 			cancel()
 			if err != nil {
 				return fmt.Errorf("worker %d: %w", sp.index, err)
@@ -121,7 +127,7 @@ const startWait = 10 * time.Minute
 
 // summary is what the worker's summary.json records of the split.
 func (sp *splitRun) summary() *results.Split {
-	sum := &results.Split{Workers: sp.workers, Worker: sp.index, StartAt: sp.startAt}
+	sum := &results.Split{Workers: sp.workers, Worker: sp.index, StartAt: sp.startAt, Observer: sp.observer}
 	if sp.measured || !sp.startAt.IsZero() {
 		c := sp.clock
 		if !sp.measured {

@@ -58,16 +58,23 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 	defer ref.Close()
 	port := ref.Addr().(*net.TCPAddr).Port
 	refURL := fmt.Sprintf("http://127.0.0.1:%d", port)
-	how := "processes"
+	how := "worker 0 here, the others as processes"
 	if s.WorkerContainers {
-		how = "containers on the cluster's network"
+		how = fmt.Sprintf("containers on the cluster's network, %g CPUs each; this process holds the cluster and the faults", s.WorkerCPUs)
 	}
-	fmt.Fprintf(env.Out, "split load: %d workers (worker 0 here, the others as %s), seed %d, reference clock on port %d; results: %s\n", s.Workers, how, s.Seed, port, dir)
+	fmt.Fprintf(env.Out, "split load: %d workers (%s), seed %d, reference clock on port %d; results: %s\n", s.Workers, how, s.Seed, port, dir)
 
+	// This process holds the cluster, the faults and etcd's metrics: as worker 0, or, when every worker
+	// runs in a container (so that each has the same CPU), as an observer that sends no load.
 	w0 := s
 	w0.Worker, w0.coordinated, w0.ClockRef = 0, true, refURL
 	w0.Out = filepath.Join(dir, WorkersDir, "0")
-	procs := &workerProcs{s: s, dir: dir, ref: ref, refURL: refURL, port: port, command: env.WorkerCommand, out: env.Out}
+	first := 1
+	if s.WorkerContainers {
+		w0.Worker, w0.observer, first = -1, true, 0
+		w0.Out = filepath.Join(dir, WorkersDir, ObserverDir)
+	}
+	procs := &workerProcs{s: s, dir: dir, ref: ref, refURL: refURL, port: port, first: first, command: env.WorkerCommand, out: env.Out}
 	env0 := env
 	env0.ClusterReady = func(ctx context.Context, c clusters.Cluster) {
 		if env.ClusterReady != nil {
@@ -96,6 +103,13 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 			missing = append(missing, strconv.Itoa(i))
 		}
 	}
+	observer := ""
+	if s.WorkerContainers {
+		observer = w0.Out
+		if _, err := os.Stat(filepath.Join(observer, results.SummaryFile)); err != nil {
+			missing = append(missing, ObserverDir)
+		}
+	}
 	if len(missing) > 0 {
 		// Nothing to merge: worker 0's own error (a usage error starts nothing) or the workers' say why.
 		if runErr != nil {
@@ -104,8 +118,12 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 		return nil, fmt.Errorf("split load: workers %v wrote no results: %v", missing, procs.problems())
 	}
 	fmt.Fprintf(env.Out, "\nmerging the %d workers' results into %s\n", s.Workers, dir)
-	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Problems: procs.problems()}, env.Out)
+	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Observer: observer, Problems: procs.problems()}, env.Out)
 }
+
+// ObserverDir is the run directory, among a split run's workers', of the coordinator's own run when every
+// worker ran in a container: the cluster, the fault windows and etcd's metrics, and no load.
+const ObserverDir = "observer"
 
 // workerProcs are the workers 1 to N-1 of a split load run here, as processes or as containers.
 type workerProcs struct {
@@ -114,6 +132,7 @@ type workerProcs struct {
 	ref     *coord.Server
 	refURL  string
 	port    int
+	first   int // the first worker started here: 1, or 0 when this process only observes
 	command []string
 	out     io.Writer
 
@@ -170,7 +189,7 @@ func (p *workerProcs) start(ctx context.Context, c clusters.Cluster) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.started = true
-	for i := 1; i < p.s.Workers; i++ {
+	for i := p.first; i < p.s.Workers; i++ {
 		if err := p.startOne(ctx, c, i); err != nil {
 			p.errs = append(p.errs, err.Error())
 			p.ref.Fail(err)
@@ -270,7 +289,7 @@ func (p *workerProcs) startContainer(ctx context.Context, c clusters.Cluster, i 
 // an external one, and the coordinator's reference.
 func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error) {
 	ws := p.s
-	ws.Worker, ws.ClockRef = i, p.refURL
+	ws.Worker, ws.ClockRef, ws.ClockServed = i, p.refURL, true
 	if d, ok := c.(*clusters.Docker); ok && p.s.WorkerContainers {
 		// The host, where the reference runs, as the containers see it.
 		ws.ClockRef = fmt.Sprintf("http://%s", net.JoinHostPort(d.Gateway().String(), strconv.Itoa(p.port)))
@@ -280,7 +299,7 @@ func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error
 	ws.Cluster, ws.Endpoints = "external", c.Endpoints()
 	ws.Members, ws.EtcdFlags, ws.TLS, ws.KeepData = 0, nil, false, false
 	ws.EtcdVersion, ws.Failpoints, ws.MemberCPUs, ws.MemberMemory = "", false, 0, ""
-	ws.Faults.Schedule = []string{"none"}
+	ws.Faults.Schedule, ws.ScrapeInterval = []string{"none"}, 0
 	ws.Progress = results.ProgressNone
 	ws.LiveOptions = LiveOptions{}
 	ws.CACert, ws.Cert, ws.Key = "", "", ""

@@ -397,6 +397,9 @@ type Split struct {
 	StartAt time.Time `json:"start_at,omitzero"`
 	// Clock is this worker's clock against the reference (on a worker's run).
 	Clock *WorkerClock `json:"clock,omitempty"`
+	// Observer marks the coordinator's run that held the cluster, the faults and etcd's metrics and sent
+	// no load, when every worker ran in a container.
+	Observer bool `json:"observer,omitempty"`
 	// Members are the workers' runs, on the merged run.
 	Members []SplitWorker `json:"members,omitempty"`
 }

@@ -1,6 +1,10 @@
 package workloads
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // Share is one load generator's part of a load split over several (chaosbench run --workers N --worker I):
 // worker Index of Of. The parts of the same scenario are disjoint and add up to exactly the plan of a single
@@ -71,3 +75,26 @@ const shareIDBits = 24
 
 // MaxShares is the largest number of workers a load can be split over (see IDBase).
 const MaxShares = 64
+
+// Idle is the load of a run that sends none: the coordinator of a split load whose workers all run
+// elsewhere holds the cluster, the fault schedule and etcd's metrics for the load's duration, and marks
+// its start, so that its fault windows line up with the workers' load.
+type Idle struct{}
+
+// Name returns "idle".
+func (Idle) Name() string { return "idle" }
+
+// Setup does nothing.
+func (Idle) Setup(context.Context, *Runner) error { return nil }
+
+// Run marks the start of the load and waits for its duration, or until ctx ends.
+func (Idle) Run(ctx context.Context, r *Runner) error {
+	r.Recorder().Begin()
+	t := time.NewTimer(r.Options().Duration)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return nil
+}

@@ -34,9 +34,30 @@ type Worker struct {
 }
 
 // Load reads the workers' summaries and places them on one timeline: worker i's offsets move by the
-// difference between its time base and worker 0's, both on the reference clock. A worker whose clock
+// difference between its time base and the base run's, both on the reference clock. The base run is
+// worker 0's, or the observer's when one is given (the coordinator's run when every worker ran in a
+// container): the merged run's fault windows and etcd metrics are the base run's. A worker whose clock
 // was not measured (a --start-at run) is widened by assume, and named in the returned warnings.
-func Load(dirs []string, assume time.Duration) ([]Worker, []string, error) {
+func Load(dirs []string, observer string, assume time.Duration) ([]Worker, Worker, []string, error) {
+	var base *Worker
+	if observer != "" {
+		sum, err := results.ReadSummary(observer)
+		if err != nil || sum.Split == nil || !sum.Split.Observer {
+			return nil, Worker{}, nil, outcome.Usagef("merge: %s is not the observer of a split load", observer)
+		}
+		base = &Worker{Dir: observer, Summary: sum}
+	}
+	ws, warnings, err := load(dirs, base, assume)
+	if err != nil {
+		return nil, Worker{}, nil, err
+	}
+	if base == nil {
+		return ws, ws[0], warnings, nil
+	}
+	return ws, *base, warnings, nil
+}
+
+func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []string, error) {
 	if len(dirs) < 2 {
 		return nil, nil, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2)")
 	}
@@ -67,6 +88,9 @@ func Load(dirs []string, assume time.Duration) ([]Worker, []string, error) {
 		return w.Summary.TimeBase.Add(time.Duration(c.OffsetNs)), c.UncertaintyNs
 	}
 	ref, _ := base(ws[0])
+	if observer != nil {
+		ref, _ = base(*observer)
+	}
 	for i := range ws {
 		w := &ws[i]
 		if w.Summary.Seed != ws[0].Summary.Seed {

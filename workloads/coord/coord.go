@@ -259,6 +259,11 @@ func (c *Client) Ready(ctx context.Context, i int) (time.Time, error) {
 	}); err != nil {
 		return time.Time{}, err
 	}
+	return c.Start(ctx)
+}
+
+// Start waits for the start time without being a worker (an observer that only needs to start with them).
+func (c *Client) Start(ctx context.Context) (time.Time, error) {
 	r, err := retry(ctx, "waiting for every worker to be ready", func() (startReply, error) {
 		var r startReply
 		code, err := c.get(ctx, http.MethodGet, "/start", &r)
