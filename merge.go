@@ -164,6 +164,14 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base m
 		return nil, err
 	}
 	fmt.Fprintf(out, "merged history: %d operations and %d watch records from %d workers\n", ops, watches, len(ws))
+	// What each fault did to clients is measured again over every worker's requests.
+	sum.Faults = append([]results.FaultWindow(nil), sum.Faults...)
+	if err := merge.Availability(o.Out, sum.Faults); err != nil {
+		return nil, err
+	}
+	if err := merge.WriteFaults(o.Out, sum.Faults); err != nil {
+		return nil, err
+	}
 	if !s.Check || sum.Interrupted {
 		fmt.Fprintf(out, "consistency checks skipped; run them with `chaosbench check %s`\n", o.Out)
 		return &sum, nil

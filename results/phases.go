@@ -370,6 +370,10 @@ func (p *Phases) Summary(from, end time.Duration) map[string]*Phase {
 
 // setGaps sets the write and read gaps of a window observed over [from, until] from the activity of its
 // requests.
+// SetGaps measures the write and read gaps over [from, until] from act (a merged run measures its
+// windows again over every worker's requests).
+func (a *Availability) SetGaps(act *Activities, from, until time.Duration) { a.setGaps(act, from, until) }
+
 func (a *Availability) setGaps(act *Activities, from, until time.Duration) {
 	if g, ok := LongestGap(&act.Writes, from, until); ok {
 		a.WriteGapMs, a.WriteGapFromNs, a.WriteGapToNs, a.WriteGapOpen = float64(g.Length())/1e6, int64(g.From), int64(g.To), g.Open

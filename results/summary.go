@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -362,8 +363,8 @@ func WriteVerdict(w io.Writer, s *Summary) {
 }
 
 func errorText(op *Operation) string {
-	if op.Errors == 0 {
-		return "0"
+	if op.Errors == 0 || len(op.ErrorsByClass) == 0 {
+		return strconv.FormatInt(op.Errors, 10)
 	}
 	classes := make([]string, 0, len(op.ErrorsByClass))
 	for class, n := range op.ErrorsByClass {

@@ -32,6 +32,7 @@ func mergeCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Out, "out", "", "the merged run directory (required)")
+	cmd.Flags().StringVar(&o.Observer, "observer", "", "the coordinator's own run when every worker ran in a container (DIR/workers/observer): the fault windows, etcd's metrics and the members check come from it")
 	cmd.Flags().DurationVar(&o.AssumeUncertainty, "clock-uncertainty", 0, "how far the clocks of workers run with --start-at (not measured against a reference) may be off; their operations are widened by it")
 	return cmd
 }

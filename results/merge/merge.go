@@ -8,6 +8,7 @@
 package merge
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 // Worker is one worker's run directory and its place on the merged timeline.
@@ -406,4 +408,74 @@ func CopyFile(out, from, name string) error {
 		return fmt.Errorf("merge: %w", err)
 	}
 	return dst.Close()
+}
+
+// Availability measures each fault window's availability again over the merged history, from every
+// worker's requests: the write and read gaps, the successful writes and reads, the operations started and
+// those that failed. The elections stay as the base run observed them. A window without an observation
+// (skipped) is left as it is.
+func Availability(out string, faults []results.FaultWindow) error {
+	path, err := lin.HistoryPath(out)
+	if err != nil {
+		return err
+	}
+	act, _, err := report.HistoryActivity(path)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	type counts struct{ writes, reads, ops, errors int64 }
+	cs := make([]counts, len(faults))
+	err = lin.ReadOperations(path, func(op *lin.Operation) error {
+		for i, f := range faults {
+			a := f.Availability
+			if a == nil || op.Call < f.StartNs || op.Call > a.ObservedToNs {
+				continue
+			}
+			cs[i].ops++
+			switch {
+			case op.Error != "":
+				cs[i].errors++
+			case op.Request.IsWrite():
+				cs[i].writes++
+			case op.Request.Kind == lin.KindRange:
+				cs[i].reads++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	for i := range faults {
+		a := faults[i].Availability
+		if a == nil {
+			continue
+		}
+		m := *a
+		m.Writes, m.Reads, m.Ops, m.Errors, m.ErrorsByClass = cs[i].writes, cs[i].reads, cs[i].ops, cs[i].errors, nil
+		m.WriteGapMs, m.WriteGapFromNs, m.WriteGapToNs, m.WriteGapOpen = 0, 0, 0, false
+		m.ReadGapMs, m.ReadGapFromNs, m.ReadGapToNs, m.ReadGapOpen = 0, 0, 0, false
+		m.SetGaps(act, time.Duration(faults[i].StartNs), time.Duration(a.ObservedToNs))
+		faults[i].Availability = &m
+	}
+	return nil
+}
+
+// WriteFaults writes the merged run's fault windows as its faults.jsonl.
+func WriteFaults(out string, faults []results.FaultWindow) error {
+	if len(faults) == 0 {
+		return nil
+	}
+	var b []byte
+	for _, f := range faults {
+		line, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		b = append(append(b, line...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(out, results.FaultsFile), b, 0o644); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	return nil
 }
