@@ -44,6 +44,12 @@ bench-vs-etcd:
 bench-kube:
 	ci/bench-kube.sh
 
+## bench-scale: one load split over 1, 2 and 4 worker containers of half a CPU each against one docker
+## cluster; prints the achieved total rate against the number of workers (needs Docker).
+.PHONY: bench-scale
+bench-scale:
+	ci/bench-scale.sh
+
 ## test-versions: every supported etcd line (3.4.13, 3.5, 3.6, 3.7), alone and mixed, on embed and docker.
 test-versions: build
 	ci/etcd-versions.sh bin/chaosbench

@@ -84,7 +84,10 @@ func (o *WorkerOptions) UseWorkerIndex(lookup func(string) (string, bool), given
 func (o *WorkerOptions) IsWorker() bool { return o.Worker >= 0 || o.observer }
 
 // Coordinates reports whether the run splits its load over workers it starts itself.
-func (o *WorkerOptions) Coordinates() bool { return o.Workers > 1 && o.Worker < 0 && !o.observer }
+// With --worker-containers a single worker is coordinated too: its load runs in a container of its own.
+func (o *WorkerOptions) Coordinates() bool {
+	return (o.Workers > 1 || o.WorkerContainers) && o.Worker < 0 && !o.observer
+}
 
 // share returns the worker's share of the load (the whole load when it is not a worker).
 func (o *WorkerOptions) share() workloads.Share {
@@ -116,7 +119,7 @@ func (s *Scenario) validateWorkers() error {
 		return nil
 	case o.Worker >= o.Workers || o.Worker < -1:
 		return outcome.Usagef("--worker %d: between 0 and --workers %d minus 1", o.Worker, o.Workers)
-	case o.IsWorker() && o.Workers == 1:
+	case o.IsWorker() && o.Workers == 1 && !o.ClockServed && !o.observer:
 		return outcome.Usagef("--worker %d: give --workers, the number of workers the load is split over", o.Worker)
 	case o.IsWorker() && s.Cluster != "external" && !o.coordinated:
 		return outcome.Usagef("--worker: a worker sends its share to a cluster another process started; give --cluster external and its --endpoints")

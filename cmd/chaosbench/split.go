@@ -21,7 +21,7 @@ func mergeCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			"windows and histories, each worker's operations placed on one timeline by its measured clock offset\n" +
 			"and widened by its uncertainty. The consistency checks run on the merged history, the scenario's\n" +
 			"thresholds on the merged figures; the exit code is the merged run's outcome.",
-		Args: cobra.MinimumNArgs(2),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.Dirs = args
 			ctx, cancel := interruptible(stderr, "stopping the merge")

@@ -49,6 +49,9 @@ func Load(dirs []string, observer string, assume time.Duration) ([]Worker, Worke
 		}
 		base = &Worker{Dir: observer, Summary: sum}
 	}
+	if len(dirs) < 2 && (base == nil || len(dirs) < 1) {
+		return nil, Worker{}, nil, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2, or 1 with --observer)")
+	}
 	ws, warnings, err := load(dirs, base, assume)
 	if err != nil {
 		return nil, Worker{}, nil, err
@@ -60,9 +63,6 @@ func Load(dirs []string, observer string, assume time.Duration) ([]Worker, Worke
 }
 
 func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []string, error) {
-	if len(dirs) < 2 {
-		return nil, nil, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2)")
-	}
 	ws := make([]Worker, len(dirs))
 	for _, d := range dirs {
 		sum, err := results.ReadSummary(d)
