@@ -372,7 +372,9 @@ func (p *Phases) Summary(from, end time.Duration) map[string]*Phase {
 // requests.
 // SetGaps measures the write and read gaps over [from, until] from act (a merged run measures its
 // windows again over every worker's requests).
-func (a *Availability) SetGaps(act *Activities, from, until time.Duration) { a.setGaps(act, from, until) }
+func (a *Availability) SetGaps(act *Activities, from, until time.Duration) {
+	a.setGaps(act, from, until)
+}
 
 func (a *Availability) setGaps(act *Activities, from, until time.Duration) {
 	if g, ok := LongestGap(&act.Writes, from, until); ok {
