@@ -260,3 +260,42 @@ func hlogCounts(t *testing.T, dir string) map[string]int64 {
 		}
 	}
 }
+
+// TestSplitWorkerContainers: with --worker-containers every worker runs in a container of its own, CPU
+// limited, on the docker cluster's network; this process only holds the cluster and the faults. The merged
+// run's fault window is measured over the workers' requests, and nothing is left behind.
+func TestSplitWorkerContainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a docker cluster for 20 s")
+	}
+	d := requireDocker(t)
+	out := filepath.Join(t.TempDir(), "run")
+	code, log := runBinary(t, "run", "--cluster", "docker", "--workers", "2", "--worker-containers", "--worker-cpus", "0.5",
+		"--workload", "kube", "--nodes", "100", "--duration", "20s", "--faults", "kill:leader@7s+3s", "--progress", "none", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, log)
+	}
+	s := readSummary(t, out)
+	if s.Split == nil || !s.Split.Observer || len(s.Split.Members) != 2 {
+		t.Fatalf("split record %+v: want 2 workers and the observer", s.Split)
+	}
+	for _, m := range s.Split.Members {
+		if m.Clock == nil || m.Clock.UncertaintyNs <= 0 || m.Requests == 0 {
+			t.Fatalf("worker %d: %+v: want a measured clock and requests", m.Worker, m)
+		}
+		if g := m.GeneratorLoad; g == nil || g.Cores > 0.6 {
+			t.Fatalf("worker %d used %+v cores under a 0.5 CPU limit", m.Worker, g)
+		}
+	}
+	if len(s.Faults) != 1 || s.Faults[0].Availability == nil || s.Faults[0].Availability.Writes == 0 {
+		t.Fatalf("fault windows %+v: want the kill, measured over the workers' writes", s.Faults)
+	}
+	assertCheck(t, s, lin.CheckLinearizability, results.VerdictOK)
+	obs := readSummary(t, filepath.Join(out, "workers", "observer"))
+	if results.Requests(obs.Operations) != 0 {
+		t.Fatalf("the observer sent %d requests", results.Requests(obs.Operations))
+	}
+	if cs, ns := labelled(t, d, filepath.Join(out, "workers", "observer")); len(cs)+len(ns) > 0 {
+		t.Fatalf("left behind: containers %v, networks %v", cs, ns)
+	}
+}
