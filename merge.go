@@ -27,6 +27,9 @@ type MergeOptions struct {
 	AssumeUncertainty time.Duration
 	// Problems are harness errors of running the workers (from a coordinator), added to the outcome.
 	Problems []string
+	// Wait, when set, waits up to this long for every directory to hold its worker's summary (a merge
+	// Job started with the workers' Job).
+	Wait time.Duration
 	// Observer is the coordinator's own run when every worker ran in a container (runSplit): the cluster,
 	// fault windows, etcd's metrics and the members-agree check come from it, and its time base is the
 	// merged run's.
@@ -42,6 +45,9 @@ func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary
 	}
 	if _, err := os.Stat(filepath.Join(o.Out, results.SummaryFile)); err == nil {
 		return nil, outcome.Usagef("--out %s: already holds a run; choose another directory", o.Out)
+	}
+	if err := waitForWorkers(ctx, o.Dirs, o.Wait, out); err != nil {
+		return nil, err
 	}
 	ws, base, warnings, err := merge.Load(o.Dirs, o.Observer, o.AssumeUncertainty)
 	if err != nil {
@@ -249,4 +255,37 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// waitForWorkers waits up to d for every directory to hold a summary: the workers of a Kubernetes Job
+// write theirs as they finish.
+func waitForWorkers(ctx context.Context, dirs []string, d time.Duration, out io.Writer) error {
+	if d <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(d)
+	said := false
+	for {
+		var missing []string
+		for _, dir := range dirs {
+			if _, err := os.Stat(filepath.Join(dir, results.SummaryFile)); err != nil {
+				missing = append(missing, dir)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("merge: after %s, no results yet in %v", d, missing)
+		}
+		if !said {
+			fmt.Fprintf(out, "waiting for the results of %d of %d workers\n", len(missing), len(dirs))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ErrInterrupted
+		case <-time.After(2 * time.Second):
+		}
+	}
 }

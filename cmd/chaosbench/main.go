@@ -54,7 +54,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
 	root.AddCommand(qualifyCommand(stdout, stderr, &code))
 	root.AddCommand(fidelityCommand(stdout, stderr, &code))
-	root.AddCommand(mergeCommand(stdout, stderr, &code), splitWorkerCommand(stdout, stderr, &code))
+	root.AddCommand(mergeCommand(stdout, stderr, &code), splitWorkerCommand(stdout, stderr, &code), kubeCommand(stdout, &code))
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad

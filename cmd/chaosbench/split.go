@@ -32,6 +32,7 @@ func mergeCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&o.Out, "out", "", "the merged run directory (required)")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 0, "wait up to this long for every directory to hold its worker's results (a merge Job started beside the workers')")
 	cmd.Flags().StringVar(&o.Observer, "observer", "", "the coordinator's own run when every worker ran in a container (DIR/workers/observer): the fault windows, etcd's metrics and the members check come from it")
 	cmd.Flags().DurationVar(&o.AssumeUncertainty, "clock-uncertainty", 0, "how far the clocks of workers run with --start-at (not measured against a reference) may be off; their operations are widened by it")
 	return cmd
@@ -62,4 +63,42 @@ func useWorkerIndex(s *chaosbench.Scenario, cmd *cobra.Command, code *int) error
 		return err
 	}
 	return nil
+}
+
+// kubeCommand groups the commands that run chaosbench on a Kubernetes cluster.
+func kubeCommand(stdout io.Writer, code *int) *cobra.Command {
+	cmd := &cobra.Command{Use: "kube", Short: "Run chaosbench on a Kubernetes cluster: a split load as an Indexed Job"}
+	o := chaosbench.KubeRenderOptions{Workers: 3, Name: "chaosbench", CPU: "1", Memory: "2Gi", Storage: "10Gi"}
+	render := &cobra.Command{
+		Use:   "render --workers N --config SCENARIO.yaml --endpoints URLS",
+		Short: "Print the manifests that run a scenario split over N worker pods and merge their results",
+		Long: "Render prints a ConfigMap (the scenario), a headless Service (worker 0's reference clock), a claim\n" +
+			"for the results, an Indexed Job of N workers (one share each, spread over nodes, never retried) and a\n" +
+			"Job that waits for their results and merges them: its exit code is the merged run's outcome.",
+		Example: `  chaosbench kube render --workers 3 --config ci/chaos/smoke.yaml --endpoints https://etcd-0.etcd:2379 \
+    --tls-secret etcd-client --image registry.example.com/chaosbench:v1 > split.yaml
+  kubectl apply -f split.yaml && kubectl wait --for=condition=complete --timeout=24h job/chaosbench-merge
+  kubectl logs job/chaosbench-merge`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			err := chaosbench.KubeRender(o, stdout)
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	fs := render.Flags()
+	fs.IntVar(&o.Workers, "workers", o.Workers, "worker pods: the load is split into this many shares")
+	fs.StringVar(&o.Config, "config", "", "the scenario file (YAML, run's flag names as keys)")
+	fs.StringSliceVar(&o.Endpoints, "endpoints", nil, "the etcd cluster under test, as the pods reach it (default: the scenario's)")
+	fs.StringVar(&o.TLSSecret, "tls-secret", "", "Secret with ca.crt, tls.crt and tls.key for etcd's mutual TLS")
+	fs.StringVar(&o.Image, "image", "", "the chaosbench image (default: the image `chaosbench image build` makes; push it where the cluster pulls from)")
+	fs.StringVar(&o.Name, "name", o.Name, "name of the objects (and prefix of the Jobs')")
+	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the objects (default: kubectl's)")
+	fs.StringVar(&o.CPU, "cpu", o.CPU, "CPU request and limit of each worker")
+	fs.StringVar(&o.Memory, "memory", o.Memory, "memory request and limit of each worker")
+	fs.StringVar(&o.Storage, "storage", o.Storage, "size of the results claim (ReadWriteMany)")
+	fs.StringVar(&o.StorageClass, "storage-class", "", "storage class of the results claim")
+	fs.StringVar(&o.ResultsClaim, "results-claim", "", "an existing ReadWriteMany claim for the results (none is rendered)")
+	cmd.AddCommand(render)
+	return cmd
 }
