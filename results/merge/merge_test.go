@@ -1,0 +1,106 @@
+package merge
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
+
+// worker writes a worker's run directory with a summary and a time series.
+func worker(t *testing.T, dir string, i, of int, base time.Time, offset, uncertainty time.Duration, rows []results.TimeSeriesRow) string {
+	t.Helper()
+	d := filepath.Join(dir, "w"+string(rune('0'+i)))
+	s := &results.Summary{Seed: 9, TimeBase: base, Split: &results.Split{Workers: of, Worker: i,
+		Clock: &results.WorkerClock{OffsetNs: int64(offset), UncertaintyNs: int64(uncertainty)}}}
+	if err := results.WriteSummary(mkdir(t, d), s); err != nil {
+		t.Fatal(err)
+	}
+	if err := results.WriteTimeSeries(d, rows); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mkdir(t *testing.T, d string) string {
+	t.Helper()
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestLoadPlacesWorkersOnOneTimeline: a worker whose time base is 1.5 s after worker 0's, and whose clock
+// is 0.5 s behind the reference, is shifted by 2 s and widened by its uncertainty.
+func TestLoadPlacesWorkersOnOneTimeline(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	w0 := worker(t, dir, 0, 2, base, 0, 40*time.Microsecond, nil)
+	w1 := worker(t, dir, 1, 2, base.Add(1500*time.Millisecond), 500*time.Millisecond, 60*time.Microsecond, nil)
+	ws, b, warnings, err := Load([]string{w1, w0}, "", 0)
+	if err != nil || len(warnings) != 0 {
+		t.Fatal(err, warnings)
+	}
+	if b.Dir != w0 || ws[0].Dir != w0 || ws[1].ShiftNs != int64(2*time.Second) || ws[1].WidenNs != int64(60*time.Microsecond) || ws[0].ShiftNs != 0 {
+		t.Fatalf("placed %+v", ws)
+	}
+}
+
+// TestLoadRefusesBadSets: a missing worker, a duplicate, another seed, and a clock not measured (widened by
+// the assumed uncertainty, with a warning).
+func TestLoadRefusesBadSets(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Now()
+	w0 := worker(t, dir, 0, 3, base, 0, time.Microsecond, nil)
+	w1 := worker(t, dir, 1, 3, base, 0, time.Microsecond, nil)
+	if _, _, _, err := Load([]string{w0, w1}, "", 0); !outcome.IsUsage(err) {
+		t.Fatalf("2 of 3 workers: %v", err)
+	}
+	if _, _, _, err := Load([]string{w0, w1, w1}, "", 0); !outcome.IsUsage(err) {
+		t.Fatalf("a worker twice: %v", err)
+	}
+	w2 := worker(t, dir, 2, 3, base, 0, -1, nil)
+	ws, _, warnings, err := Load([]string{w0, w1, w2}, "", 5*time.Millisecond)
+	if err != nil || len(warnings) != 1 || ws[2].WidenNs != int64(5*time.Millisecond) {
+		t.Fatalf("unmeasured clock: %v, %v, widened %d", err, warnings, ws[2].WidenNs)
+	}
+	s, _ := results.ReadSummary(w2)
+	s.Seed = 10
+	results.WriteSummary(w2, s)
+	if _, _, _, err := Load([]string{w0, w1, w2}, "", 0); !outcome.IsUsage(err) {
+		t.Fatalf("another seed: %v", err)
+	}
+}
+
+// TestSeriesAddsCountsOnOneTimeline: rows of two workers land in the interval their shifted end falls in;
+// counts add up exactly, latency columns keep the larger.
+func TestSeriesAddsCountsOnOneTimeline(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Now()
+	w0 := worker(t, dir, 0, 2, base, 0, time.Microsecond, []results.TimeSeriesRow{
+		{T: 1, Op: "put", Count: 100, Errors: 1, P99: 5}, {T: 2, Op: "put", Count: 110, P99: 6}})
+	w1 := worker(t, dir, 1, 2, base.Add(300*time.Millisecond), 0, time.Microsecond, []results.TimeSeriesRow{
+		{T: 1, Op: "put", Count: 90, P99: 9}, {T: 2, Op: "put", Count: 95, Errors: 2, P99: 4}})
+	ws, _, _, err := Load([]string{w0, w1}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Series(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// w1's rows end at 1.3 s and 2.3 s on worker 0's timeline: they count in the intervals ending at 2 and 3.
+	want := map[float64][3]float64{1: {100, 1, 5}, 2: {200, 0, 9}, 3: {95, 2, 4}}
+	if len(rows) != len(want) {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		w := want[r.T]
+		if float64(r.Count) != w[0] || float64(r.Errors) != w[1] || r.P99 != w[2] || r.Throughput != float64(r.Count) {
+			t.Fatalf("interval %g: %+v, want count %g errors %g p99 %g", r.T, r, w[0], w[1], w[2])
+		}
+	}
+}
