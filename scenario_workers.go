@@ -243,7 +243,7 @@ func (s *Scenario) writeSharesDryRun(w io.Writer, cfg *kube.Config) error {
 			return err
 		}
 		first, count := ws.Micro.Share.Range(s.Micro.KeySpaceSize)
-		fmt.Fprintf(tw, "w%d\t%g\t%d\t%d\t%d-%d\t\n", i, ws.Rate, ws.Clients, ws.Conns, first, first+count-1)
+		fmt.Fprintf(tw, "w%d\t%.4g\t%d\t%d\t%d-%d\t\n", i, ws.Rate, ws.Clients, ws.Conns, first, first+count-1)
 		rate, clients, conns, keys = rate+ws.Rate, clients+ws.Clients, conns+ws.Conns, keys+count
 	}
 	fmt.Fprintf(tw, "sum\t%g\t%d\t%d\t%d\t\n", rate, clients, conns, keys)

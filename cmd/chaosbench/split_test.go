@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,5 +299,54 @@ func TestSplitWorkerContainers(t *testing.T) {
 	}
 	if cs, ns := labelled(t, d, filepath.Join(out, "workers", "observer")); len(cs)+len(ns) > 0 {
 		t.Fatalf("left behind: containers %v, networks %v", cs, ns)
+	}
+}
+
+// TestSplitDryRun: --dry-run --workers prints each worker's share and their sum, which is the whole plan,
+// and starts nothing.
+func TestSplitDryRun(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"run", "--workers", "3", "--dry-run", "--nodes", "300", "--duration", "2m"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	_, table, ok := strings.Cut(out, "each worker's share, and their sum\n")
+	if !ok {
+		t.Fatalf("no share table:\n%s", out)
+	}
+	rows := 0
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) != 7 { // actor, operation, whole, w0, w1, w2, sum
+			break
+		}
+		var whole, sum, parts float64
+		fmt.Sscan(f[2], &whole)
+		fmt.Sscan(f[6], &sum)
+		for _, p := range f[3:6] {
+			var x float64
+			fmt.Sscan(p, &x)
+			parts += x
+		}
+		if math.Abs(sum-whole) > 1e-3 || math.Abs(parts-whole) > 2e-3 {
+			t.Fatalf("%s: whole %v, shares add up to %v (sum column %v)", f[1], whole, parts, sum)
+		}
+		rows++
+	}
+	if rows < 20 {
+		t.Fatalf("only %d operations in the share table:\n%s", rows, table)
+	}
+	stdout.Reset()
+	if code := execute([]string{"run", "--workers", "3", "--dry-run", "--workload", "put", "--rate", "1000", "--clients", "10", "--conns", "4"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	found := false
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "sum" {
+			found = strings.Join(f, " ") == "sum 1000 10 4 10000"
+		}
+	}
+	if !found {
+		t.Fatalf("micro shares do not add up to the plan (1000/s, 10 clients, 4 connections, 10000 keys):\n%s", stdout.String())
 	}
 }
