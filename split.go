@@ -76,7 +76,7 @@ func (s *Scenario) joinSplit(ctx context.Context, out io.Writer) (*splitRun, err
 		return nil, fmt.Errorf("--seed %d differs from the reference's seed %d: every worker must send its share of the same plan", s.Seed, seed)
 	}
 	s.Seed = seed
-	fmt.Fprintf(out, "worker %d of %d: reference %s, seed %d\n", s.Worker, s.Workers, s.ClockRef, seed)
+	fmt.Fprintf(out, "%s: reference %s, seed %d\n", sp.name(), s.ClockRef, seed)
 	return sp, nil
 }
 
@@ -107,7 +107,7 @@ func (sp *splitRun) startTogether(ctx context.Context, out io.Writer) error {
 		}
 	}
 	local := sp.startAt.Add(-time.Duration(sp.clock.OffsetNs))
-	fmt.Fprintf(out, "worker %d of %d: clock offset %s ± %s; load starts at %s\n", sp.index, sp.workers,
+	fmt.Fprintf(out, "%s: clock offset %s ± %s; load starts at %s\n", sp.name(),
 		time.Duration(sp.clock.OffsetNs), time.Duration(sp.clock.UncertaintyNs), sp.startAt.Format(time.RFC3339Nano))
 	if d := time.Until(local); d > 0 {
 		t := time.NewTimer(d)
@@ -120,6 +120,14 @@ func (sp *splitRun) startTogether(ctx context.Context, out io.Writer) error {
 	}
 	sp.clock.StartLateNs = int64(time.Since(local))
 	return nil
+}
+
+// name names the run in its messages: "worker 2 of 3", or the observer.
+func (sp *splitRun) name() string {
+	if sp.observer {
+		return fmt.Sprintf("coordinator of %d worker containers", sp.workers)
+	}
+	return fmt.Sprintf("worker %d of %d", sp.index, sp.workers)
 }
 
 // startWait bounds the wait for every worker to be ready: pods of a Job may wait for a node, an image.
