@@ -90,11 +90,6 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 	}
 	_, runErr := Run(ctx, w0, env0)
 	procs.wait(ctx)
-	if ctx.Err() != nil {
-		// Interrupted: each worker wrote what it had; they can still be merged by hand.
-		fmt.Fprintf(env.Out, "interrupted: the workers' partial results are in %s; merge them with `chaosbench merge`\n", filepath.Join(dir, WorkersDir))
-		return nil, errors.Join(ErrInterrupted, runErr)
-	}
 	dirs := make([]string, s.Workers)
 	var missing []string
 	for i := range dirs {
@@ -117,7 +112,14 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 		}
 		return nil, fmt.Errorf("split load: workers %v wrote no results: %v", missing, procs.problems())
 	}
-	fmt.Fprintf(env.Out, "\nmerging the %d workers' results into %s\n", s.Workers, dir)
+	if ctx.Err() != nil {
+		// Interrupted: every worker wrote what it had, marked incomplete; the merge writes what they have
+		// (its checks are skipped, as an interrupted run's are) and says so.
+		fmt.Fprintf(env.Out, "\ninterrupted: merging the workers' partial results into %s\n", dir)
+		ctx = context.WithoutCancel(ctx)
+	} else {
+		fmt.Fprintf(env.Out, "\nmerging the %d workers' results into %s\n", s.Workers, dir)
+	}
 	return Merge(ctx, MergeOptions{Dirs: dirs, Out: dir, Observer: observer, Problems: procs.problems()}, env.Out)
 }
 
