@@ -73,7 +73,7 @@ func Merge(ctx context.Context, o MergeOptions, out io.Writer) (*results.Summary
 // mergeSummary writes the merged files and returns the merged summary, checks included.
 func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base merge.Worker, s Scenario, out io.Writer) (*results.Summary, error) {
 	w0 := base.Summary
-	sum := *w0 // what only worker 0 (or the observer) knows: the cluster, its metrics, the fault windows and phases
+	sum := *w0 // what only worker 0 (or the observer) knows: the cluster, its metrics and the fault windows
 	sum.Outcome, sum.Reasons, sum.Thresholds, sum.Diagnosis = "", nil, nil, nil
 	sum.Name = w0.Name
 	sum.Command = os.Args
@@ -147,6 +147,16 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base m
 			return nil, outcome.Usagef("merge: worker 0's kube settings: %v", err)
 		}
 		sum.Kube = kube.MergeSummaries(cfg, kubes, sum.Operations, sum.MeasuredSeconds, s.endpointCount())
+	}
+	// The phase tables file every worker's requests under the base run's fault windows.
+	phases, why, err := merge.Phases(ws, sum.Faults)
+	switch {
+	case err != nil:
+		return nil, err
+	case why != "":
+		fmt.Fprintf(out, "phase tables: the base run's own requests only (%s)\n", why)
+	default:
+		sum.Phases = phases
 	}
 	// The merged run is the whole scenario, coordinated: its settings replay as a split run.
 	s.Worker, s.ClockRef, s.StartAt, s.Out = -1, "", "", ""

@@ -139,6 +139,8 @@ type run struct {
 	members memberAgreement // whether the members hold the same data (memberagree.go)
 	// split is the worker's part in a split load (split.go); nil for a whole load.
 	split *splitRun
+	// records logs a split load's measured records for the merge's phase tables (nil for a whole load).
+	records *results.RecordLog
 
 	// The controlplane workload's real control plane (scenario_controlplane.go), and its state when the
 	// load began.
@@ -346,6 +348,13 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 		onFault = r.live.Fault
 		sinks = append(sinks, r.live)
 	}
+	if r.split != nil && !r.split.observer {
+		// The merge files every worker's requests under worker 0's fault phases (results/merge).
+		if r.records, err = results.NewRecordLog(filepath.Join(r.dir, results.RecordsFile), r.s.Warmup); err != nil {
+			return err
+		}
+		sinks = append(sinks, r.records)
+	}
 	faultSinks, err := r.faults.start(r.cluster, r.dir, base, r.s, r.out, onFault)
 	if err != nil {
 		return err
@@ -467,6 +476,10 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	if r.collector != nil {
 		errs = append(errs, r.collector.Close(r.loadEnd))
 	}
+	if r.records != nil {
+		// Closed with the collector, so that both hold the same records.
+		errs = append(errs, r.records.Close())
+	}
 	if r.runner != nil {
 		if err := r.runner.Close(); err != nil && !interrupted {
 			errs = append(errs, err)
@@ -536,6 +549,12 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	if r.split != nil {
 		s.Split = r.split.summary()
+		s.Split.Records = r.records != nil
+		if r.collector != nil {
+			if from, ok := r.collector.MeasureFrom(); ok && r.loadEnd > from {
+				s.Split.MeasuredFromNs, s.Split.LoadEndNs = int64(from), int64(r.loadEnd)
+			}
+		}
 	}
 	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
 		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())

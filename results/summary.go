@@ -401,6 +401,12 @@ type Split struct {
 	// Observer marks the coordinator's run that held the cluster, the faults and etcd's metrics and sent
 	// no load, when every worker ran in a container.
 	Observer bool `json:"observer,omitempty"`
+	// MeasuredFromNs and LoadEndNs bound this run's measured load (after the warm-up), as offsets from its
+	// time base: the merge lays the workers' windows on one timeline for the merged phase tables.
+	MeasuredFromNs int64 `json:"measured_from_ns,omitempty"`
+	LoadEndNs      int64 `json:"load_end_ns,omitempty"`
+	// Records says the run logged its measured records (RecordsFile) for the merged phase tables.
+	Records bool `json:"records,omitempty"`
 	// Members are the workers' runs, on the merged run.
 	Members []SplitWorker `json:"members,omitempty"`
 }

@@ -117,6 +117,15 @@ func TestSplitChecks(t *testing.T) {
 		t.Fatalf("fault windows of the merged run: %+v", s.Faults)
 	}
 	assertCheck(t, s, lin.CheckLinearizability, results.VerdictOK)
+	// The phase tables file every worker's requests (not worker 0's alone, a third of them): their counts
+	// add up to the merged run's, and the leader kill's phase holds requests.
+	var phased int64
+	for _, p := range s.Phases {
+		phased += p.Total.Count
+	}
+	if f := s.Phases[results.PhaseFault]; phased != s.Total.Count || f == nil || f.Total.Count == 0 {
+		t.Fatalf("merged phases count %d records (fault phase %+v), the merged run %d", phased, f, s.Total.Count)
+	}
 
 	const shift = int64(50e6)
 	variant := func(name string, change func(workers string)) (int, *results.Summary, string) {
