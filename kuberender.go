@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
@@ -185,6 +185,14 @@ func (o *KubeRenderOptions) workerScenario() (Scenario, []string, error) {
 	if o.Name == "" {
 		o.Name = "chaosbench"
 	}
+	// The longest name is the workers' Job's, whose pods' hostnames (name-workers-I) the headless Service
+	// resolves: it must be a DNS label.
+	if errs := validation.IsDNS1035Label(o.Name + "-workers-63"); len(errs) > 0 {
+		return Scenario{}, nil, outcome.Usagef("--name %q: %s", o.Name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(o.Namespace); o.Namespace != "" && len(errs) > 0 {
+		return Scenario{}, nil, outcome.Usagef("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
 	s := DefaultScenario()
 	fs := pflag.NewFlagSet("scenario", pflag.ContinueOnError)
 	BindFlags(fs, &s)
@@ -196,6 +204,15 @@ func (o *KubeRenderOptions) workerScenario() (Scenario, []string, error) {
 	}
 	if len(s.Endpoints) == 0 {
 		return Scenario{}, nil, outcome.Usagef("kube render: give --endpoints, the etcd cluster under test (or endpoints in the scenario)")
+	}
+	if o.TLSSecret == "" {
+		// The scenario's certificate files are paths on this machine, not in the pods.
+		switch {
+		case s.CACert != "" || s.Cert != "" || s.Key != "":
+			return Scenario{}, nil, outcome.Usagef("kube render: the scenario's TLS files are not in the worker pods: give --tls-secret, a Secret with ca.crt, tls.crt and tls.key")
+		case strings.HasPrefix(s.Endpoints[0], "https://"):
+			return Scenario{}, nil, outcome.Usagef("kube render: %s is https: give --tls-secret, a Secret with ca.crt, tls.crt and tls.key", s.Endpoints[0])
+		}
 	}
 	if s.Seed == 0 {
 		s.Seed = newSeed()
@@ -216,9 +233,6 @@ func (o *KubeRenderOptions) workerScenario() (Scenario, []string, error) {
 	}
 	if _, _, err := w.newWorkload(); err != nil {
 		return Scenario{}, nil, err
-	}
-	if _, err := url.Parse(ref); err != nil {
-		return Scenario{}, nil, outcome.Usagef("--name %q: not a DNS label", o.Name)
 	}
 	return s, args, nil
 }

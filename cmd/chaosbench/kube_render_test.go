@@ -168,6 +168,8 @@ func TestKubeRenderBadInput(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(good, []byte(renderScenario), 0o644)
 	os.WriteFile(bad, []byte("workload: kube\nnodez: 3\n"), 0o644)
+	tlsScenario := filepath.Join(dir, "tls.yaml")
+	os.WriteFile(tlsScenario, []byte(renderScenario+"cacert: /etc/etcd/ca.crt\n"), 0o644)
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -179,6 +181,11 @@ func TestKubeRenderBadInput(t *testing.T) {
 		{"unknown key", []string{"--config", bad, "--endpoints", "http://e:2379"}, `unknown setting "nodez"`},
 		{"more workers than apiservers", []string{"--config", good, "--endpoints", "http://e:2379", "--workers", "4"}, "at most 3 workers"},
 		{"bad quantity", []string{"--config", good, "--endpoints", "http://e:2379", "--memory", "lots"}, "--memory"},
+		{"name not a DNS label", []string{"--config", good, "--endpoints", "http://e:2379", "--name", "Chaos_Bench"}, `--name "Chaos_Bench"`},
+		{"name too long", []string{"--config", good, "--endpoints", "http://e:2379", "--name", strings.Repeat("c", 60)}, "--name"},
+		{"namespace not a DNS label", []string{"--config", good, "--endpoints", "http://e:2379", "--namespace", "a.b"}, `--namespace "a.b"`},
+		{"https without a secret", []string{"--config", good, "--endpoints", "https://e:2379"}, "give --tls-secret"},
+		{"scenario TLS files without a secret", []string{"--config", tlsScenario, "--endpoints", "http://e:2379"}, "give --tls-secret"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
