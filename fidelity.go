@@ -95,6 +95,7 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		env.Out = io.Discard
 	}
 	samples := map[string][2]*etcdSample{}
+	mids := map[string]*etcdSample{}
 	var runs []string
 	for _, wl := range []string{"kube", kubeapi.Name} {
 		s := DefaultScenario()
@@ -105,17 +106,36 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		s.Progress = "none"
 		s.Out = filepath.Join(opts.Out, wl)
 		var pair [2]*etcdSample
+		// Watchers are counted halfway through the load, while both sides hold their watches (the
+		// emulation closes its own when the load ends).
+		var mid *etcdSample
+		midDone := make(chan struct{})
 		runEnv := env
-		runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) { pair[0] = sampleEtcd(ctx, c, false) }
+		runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) {
+			pair[0] = sampleEtcd(ctx, c, false)
+			go func() {
+				defer close(midDone)
+				select {
+				case <-time.After(opts.Duration / 2):
+					mid = sampleEtcd(ctx, c, false)
+				case <-ctx.Done():
+				}
+			}()
+		}
 		runEnv.LoadEnded = func(ctx context.Context, c clusters.Cluster) { pair[1] = sampleEtcd(ctx, c, true) }
 		fmt.Fprintf(env.Out, "fidelity: %s workload, preset %s, %s\n", wl, opts.Preset, opts.Duration)
-		if _, err := Run(ctx, s, runEnv); err != nil {
+		_, err := Run(ctx, s, runEnv)
+		if pair[0] != nil {
+			<-midDone
+		}
+		if err != nil {
 			return nil, fmt.Errorf("fidelity: the %s run: %w", wl, err)
 		}
-		if pair[0] == nil || pair[1] == nil {
+		if pair[0] == nil || pair[1] == nil || mid == nil {
 			return nil, fmt.Errorf("fidelity: the %s run did not sample etcd", wl)
 		}
 		samples[wl] = pair
+		mids[wl] = mid
 		runs = append(runs, s.Out)
 	}
 	emu, real := samples["kube"], samples[kubeapi.Name]
@@ -160,7 +180,7 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 	}
 	add("sizes", "mean request message bytes", meanReq(emu), meanReq(real))
 	for _, g := range []string{"etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_watch_stream_total", "etcd_debugging_mvcc_slow_watcher_total"} {
-		add("watch (at the end)", strings.TrimPrefix(g, "etcd_debugging_mvcc_"), gaugeAt(emu[1], g), gaugeAt(real[1], g))
+		add("watch (halfway)", strings.TrimPrefix(g, "etcd_debugging_mvcc_"), gaugeAt(mids["kube"], g), gaugeAt(mids[kubeapi.Name], g))
 	}
 	// Per key prefix at the end of the load: objects and mean value size.
 	prefixes := map[string]bool{}
@@ -351,14 +371,20 @@ func emulatedOps(dir string) (map[string]float64, error) {
 }
 
 // apiserverOpName names an emulated operation as the apiserver's etcd request metrics name it: resources by
-// their API name (nodes, not the minions key), verbs by the storage layer's operation names.
+// their API name (nodes, not the minions key; the endpoint leases by the type their storage names), verbs
+// by the storage layer's operation names.
 func apiserverOpName(op string) string {
 	verb, res, ok := strings.Cut(op, "/")
 	if !ok {
 		return op
 	}
-	if res == "minions" {
+	switch res {
+	case "minions":
 		res = "nodes"
+	case "masterleases": // the endpoint reconcilers' storages name their objects' type
+		res = "apiServerIPInfo"
+	case "peerserverleases":
+		res = "apiServerPeerIPInfo"
 	}
 	if verb == "current-rv" {
 		verb = "getCurrentResourceVersion"

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -83,8 +84,9 @@ func (w *Workload) election(ctx context.Context) {
 	<-done
 }
 
-// masterLeases refreshes each apiserver's master lease (a Grant of 15 s and an update of its
-// /registry/masterleases/<ip> key on it) and its identity lease every 10 s.
+// masterLeases runs each apiserver's lease refreshes every 10 s: its identity lease (through the watch
+// cache), then the endpoint reconciler's master lease and its list of every apiserver's master lease, and
+// the peer endpoint reconciler's lease (Kubernetes 1.36 and later).
 func (w *Workload) masterLeases(ctx context.Context) {
 	w.stream(ctx, "master-leases", float64(len(w.apiservers))/masterLeaseRenew.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 		i := int(s.N % uint64(len(w.apiservers)))
@@ -93,21 +95,48 @@ func (w *Workload) masterLeases(ctx context.Context) {
 		}
 		a, c := w.apiservers[i], g.client(i)
 		w.updateCached(ctx, a, c, s, ResLeases, key(ResLeases, nsSystem, apiserverLease(i)), w.size(g.rand, ResLeases), 0)
-		resp, err := c.Do(ctx, nil, "grant/"+ResMasterLeases, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
-		if err != nil {
-			return
+		if w.refreshLease(ctx, a, c, ResMasterLeases, masterLeaseKey(i), g.rand) {
+			p := prefix(ResMasterLeases)
+			c.Do(ctx, nil, "list/"+ResMasterLeases, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p)}})
 		}
-		k := masterLeaseKey(i)
-		if _, ok := a.known(ResMasterLeases, k); !ok {
-			// The first refresh creates the key.
-			v := c.NewValue(w.cfg.Sizes[ResMasterLeases].pick(g.rand))
-			if created, rev, err := create(ctx, c, nil, "create/"+ResMasterLeases, k, v, resp.Lease.ID); err == nil && created {
-				w.observe(a, c, ResMasterLeases, k, v, rev)
-				return
-			}
-		}
-		w.updateCached(ctx, a, c, nil, ResMasterLeases, k, w.size(g.rand, ResMasterLeases), resp.Lease.ID)
+		w.refreshLease(ctx, a, c, ResPeerServerLeases, key(ResPeerServerLeases, "", apiserverLease(i)), g.rand)
 	})
+}
+
+// refreshLease is an endpoint reconciler's update of its key with a TTL (k8s.io/apiserver reconcilers): the
+// storage has no watch cache, so the update reads the key from etcd first; a TTL of 15 s is too short for
+// the apiserver to reuse a lease, so every refresh grants one and writes the key on it (creating the key
+// the first time). It reports whether the key was written.
+func (w *Workload) refreshLease(ctx context.Context, a *apiserver, c *workloads.Client, res, k string, rng *rand.Rand) bool {
+	cur, err := get(ctx, c, nil, "get/"+res, k)
+	if err != nil {
+		return false
+	}
+	grant, err := c.Do(ctx, nil, "grant/"+res, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
+	if err != nil {
+		return false
+	}
+	lease := grant.Lease.ID
+	var rev int64
+	var v lin.Value
+	if len(cur.Range.KVs) == 0 {
+		v = c.NewValue(w.cfg.Sizes[res].pick(rng))
+		var created bool
+		if created, rev, err = create(ctx, c, nil, "create/"+res, k, v, lease); err != nil || !created {
+			return false
+		}
+	} else {
+		var conflicts int
+		rev, v, conflicts, err = update(ctx, c, nil, "update/"+res, k, cur.Range.KVs[0].ModRevision, w.size(rng, res), lease)
+		w.stats.conflict("update/"+res, conflicts)
+		if err != nil {
+			return false
+		}
+	}
+	if a.caches[res] != nil {
+		w.observe(a, c, res, k, v, rev) // the emulation watches the master leases
+	}
+	return true
 }
 
 // lists sends clients' lists at the list rate: kubectl-style paged, consistent lists of a namespace's pods
@@ -243,7 +272,10 @@ func (w *Workload) compactor(ctx context.Context) {
 			c := a.client()
 			defer a.release(c)
 			var version, rev int64
-			for n := int64(1); ; n++ {
+			// The first round, when the load begins, only records the revision (an apiserver does not
+			// compact on bootstrap): the apiservers compact from the first interval on, as apiservers
+			// whose compactors ran before the load would.
+			for n := int64(0); ; n++ {
 				at := begin + time.Duration(n)*interval
 				if at >= end || !sleepUntil(ctx, rec, at) {
 					return

@@ -13,16 +13,18 @@ import (
 
 // One pod's life as its writes reach etcd, as offsets from the pod's slot: the pod is created, the
 // scheduler binds it, the kubelet reports its status two or three times while events record each step,
-// and meanwhile the oldest pod is deleted gracefully (deletionTimestamp set, then the object removed once
-// the kubelet has stopped it).
+// and meanwhile the oldest pod is deleted gracefully, by two DELETE calls (see podDeletion).
 var (
-	bindAfter     = 100 * time.Millisecond
-	statusAfter   = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second}
-	eventsAfter   = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
-	deleteGrace   = 2 * time.Second
-	eventsPerPod  = float64(len(eventsAfter))
-	statusPerPod  = 2.5 // two or three, alternately
-	updatesPerPod = 1 + statusPerPod + 1
+	bindAfter    = 100 * time.Millisecond
+	statusAfter  = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second}
+	eventsAfter  = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
+	deleteGrace  = 2 * time.Second
+	eventsPerPod = float64(len(eventsAfter))
+	statusPerPod = 2.5 // two or three, alternately
+	// deleteCalls is the number of DELETE calls a pod's deletion takes (the user's, the kubelet's): each
+	// reads the pod from etcd and updates it.
+	deleteCalls   = 2.0
+	updatesPerPod = 1 + statusPerPod + deleteCalls
 )
 
 // step is one write of a pod's life.
@@ -116,18 +118,32 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 	return steps
 }
 
-// podDeletion plans a graceful deletion: the deletion timestamp is set at once, and the object removed
-// after the grace period.
+// podDeletion plans a graceful deletion as it reaches etcd through the apiserver's generic registry
+// (k8s.io/apiserver registry.Store.Delete): every DELETE call first reads the object from etcd (a Get
+// without a resource version is not served from the watch cache), then updates it through the watch
+// cache's copy. The user's DELETE sets the deletion timestamp and grace period; after the grace period the
+// kubelet, having stopped the pod, sends its own DELETE with grace period zero, which updates the object
+// again and removes it at once, from the watch cache's copy: that copy rarely holds the update just made,
+// so the removal usually fails its comparison once and succeeds with the revision the failed
+// transaction read, as the apiserver's conditional delete retries.
 func (w *Workload) podDeletion(a *apiserver, old pod, seed uint64) []step {
 	podSize := w.size(rand.New(rand.NewPCG(seed, 0)), ResPods)
+	k := old.key()
 	ok := false
+	call := func(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
+		resp, err := get(ctx, c, s, "get/"+ResPods, k)
+		if err != nil || len(resp.Range.KVs) == 0 {
+			return false
+		}
+		return w.updateCached(ctx, a, c, nil, ResPods, k, podSize, 0) == nil
+	}
 	return []step{
 		{0, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			ok = w.updateCached(ctx, a, c, s, ResPods, old.key(), podSize, 0) == nil
+			ok = call(ctx, c, s)
 		}},
 		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			if ok {
-				w.deleteCached(ctx, a, c, s, ResPods, old.key())
+			if ok && call(ctx, c, s) {
+				w.deleteCached(ctx, a, c, nil, ResPods, k)
 			}
 		}},
 	}

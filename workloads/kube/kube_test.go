@@ -356,3 +356,73 @@ func TestEventLeasesAreReused(t *testing.T) {
 		t.Fatalf("event lease granted for %d s, want TTL + reuse = 3660", ttl.GrantedTTL)
 	}
 }
+
+// TestPodDeletionAsTheRegistrySendsIt: a pod's graceful deletion reaches etcd as the apiserver's generic
+// registry sends it: two DELETE calls (the user's, then the kubelet's), each a read from etcd and an update
+// through the watch cache's copy, then the removal. A removal from a stale copy of the watch cache (the
+// kubelet's update not yet seen) fails its comparison once and succeeds with the revision the failed
+// transaction read.
+func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
+	e := newEnv(t, 1, time.Minute)
+	ctx := context.Background()
+	cfg, err := Options{Nodes: 10, Apiservers: 1}.Resolve(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(cfg)
+	w.r = e.runner
+	a := &apiserver{r: e.runner, caches: map[string]*watchCache{ResPods: {res: ResPods, cache: newObjectCache()}}}
+	e.runner.Recorder().Begin()
+	c := e.runner.NewClient(0)
+	doomed := []pod{{namespace: "default", name: "doomed-0"}, {namespace: "default", name: "doomed-1"}}
+	for _, p := range doomed {
+		ok, rev, err := create(ctx, c, nil, "create/"+ResPods, p.key(), c.NewValue(2048), 0)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		a.caches[ResPods].cache.put(p.key(), rev)
+	}
+	// The first pod's deletion as planned, the grace period skipped.
+	steps := w.podDeletion(a, doomed[0], 1)
+	for _, st := range steps {
+		st.do(ctx, c, nil)
+	}
+	// The second pod's removal from a watch cache that has not seen its last update.
+	k := doomed[1].key()
+	stale, _ := a.known(ResPods, k)
+	if err := w.updateCached(ctx, a, c, nil, ResPods, k, func() int { return 2048 }, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.caches[ResPods].cache.forget(k)
+	a.caches[ResPods].cache.put(k, stale)
+	w.deleteCached(ctx, a, c, nil, ResPods, k)
+
+	end := e.runner.Recorder().Now()
+	if err := e.col.Close(end); err != nil {
+		t.Fatal(err)
+	}
+	ops := e.col.Operations(end)
+	count := func(op string) (n, failed int64) {
+		if o := ops[op]; o != nil {
+			return o.Count, o.Failed
+		}
+		return 0, 0
+	}
+	for _, want := range []struct {
+		op            string
+		count, failed int64
+	}{
+		{"get/" + ResPods, 2, 0},
+		{"update/" + ResPods, 3, 0},     // two for the first pod, one for the second
+		{"delete/" + ResPods, 1 + 2, 1}, // the second pod's removal: one conflict, one success
+	} {
+		if n, failed := count(want.op); n != want.count || failed != want.failed {
+			t.Errorf("%s: %d requests (%d failed their comparison), want %d (%d)", want.op, n, failed, want.count, want.failed)
+		}
+	}
+	for _, p := range doomed {
+		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
+			t.Errorf("%s still in etcd (%v)", p.key(), err)
+		}
+	}
+}

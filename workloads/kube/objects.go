@@ -23,6 +23,9 @@ const (
 	ResConfigMaps   = "configmaps"
 	ResSecrets      = "secrets"
 	ResMasterLeases = "masterleases"
+	// ResPeerServerLeases are the peer endpoint leases of apiservers (mixed-version proxy: on by default
+	// since Kubernetes 1.36), kept like the master leases but without a watch cache.
+	ResPeerServerLeases = "peerserverleases"
 	// resLargeConfigMaps is a size class, not a resource: the few configmaps of hundreds of KB (bundled
 	// dashboards, CRD-sized payloads) that every cluster grows.
 	resLargeConfigMaps = "large-configmaps"
@@ -97,15 +100,16 @@ type Sizes map[string]SizeRange
 // of KB.
 func DefaultSizes() Sizes {
 	return Sizes{
-		ResPods:            {2 << 10, 8 << 10},
-		ResNodes:           {4500, 5500},
-		ResEvents:          {500, 900},
-		ResLeases:          {300, 500},
-		ResNamespaces:      {300, 600},
-		ResConfigMaps:      {1 << 10, 8 << 10},
-		resLargeConfigMaps: {100 << 10, 500 << 10},
-		ResSecrets:         {1 << 10, 4 << 10},
-		ResMasterLeases:    {120, 160},
+		ResPods:             {2 << 10, 8 << 10},
+		ResNodes:            {4500, 5500},
+		ResEvents:           {500, 900},
+		ResLeases:           {300, 500},
+		ResNamespaces:       {300, 600},
+		ResConfigMaps:       {1 << 10, 8 << 10},
+		resLargeConfigMaps:  {100 << 10, 500 << 10},
+		ResSecrets:          {1 << 10, 4 << 10},
+		ResMasterLeases:     {56, 72},
+		ResPeerServerLeases: {128, 160},
 	}
 }
 

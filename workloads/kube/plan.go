@@ -108,6 +108,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	add(ActorChurn, "create/"+ResPods, churn)
 	add(ActorChurn, "update/"+ResPods, churn*updatesPerPod)
 	add(ActorChurn, "delete/"+ResPods, churn)
+	add(ActorChurn, "get/"+ResPods, churn*deleteCalls)
 	add(ActorChurn, "create/"+ResEvents, churn*eventsPerPod)
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
 	if c.Active[ActorChurn] {
@@ -122,8 +123,12 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 
 	masters := a / masterLeaseRenew.Seconds()
 	add(ActorMasterLeases, "update/"+ResLeases, masters)
-	add(ActorMasterLeases, "grant/"+ResMasterLeases, masters)
-	add(ActorMasterLeases, "update/"+ResMasterLeases, masters)
+	for _, res := range []string{ResMasterLeases, ResPeerServerLeases} {
+		add(ActorMasterLeases, "get/"+res, masters)
+		add(ActorMasterLeases, "grant/"+res, masters)
+		add(ActorMasterLeases, "update/"+res, masters)
+	}
+	add(ActorMasterLeases, "list/"+ResMasterLeases, masters)
 	if c.Active[ActorMasterLeases] {
 		writes[ResLeases] += masters
 		writes[ResMasterLeases] += masters
