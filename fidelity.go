@@ -111,6 +111,7 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		var mid *etcdSample
 		midDone := make(chan struct{})
 		runEnv := env
+		runEnv.RequestShapes = true
 		runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) {
 			pair[0] = sampleEtcd(ctx, c, false)
 			go func() {
@@ -181,6 +182,30 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 	add("sizes", "mean request message bytes", meanReq(emu), meanReq(real))
 	for _, g := range []string{"etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_watch_stream_total", "etcd_debugging_mvcc_slow_watcher_total"} {
 		add("watch (halfway)", strings.TrimPrefix(g, "etcd_debugging_mvcc_"), gaugeAt(mids["kube"], g), gaugeAt(mids[kubeapi.Name], g))
+	}
+	// Per request shape (clusters/shapes): what the requests ask, per second of load.
+	emuShapes, realShapes := map[string]float64{}, map[string]float64{}
+	for i, wl := range []string{"kube", kubeapi.Name} {
+		counts, err := readShapes(runs[i])
+		if err != nil {
+			return nil, err
+		}
+		p := samples[wl]
+		secs := p[1].at.Sub(p[0].at).Seconds()
+		for k, v := range counts {
+			if secs > 0 {
+				[]map[string]float64{emuShapes, realShapes}[i][k] = float64(v) / secs
+			}
+		}
+	}
+	shapeNames := map[string]bool{}
+	for _, m := range []map[string]float64{emuShapes, realShapes} {
+		for k := range m {
+			shapeNames[k] = true
+		}
+	}
+	for _, k := range sortedKeys(shapeNames) {
+		add("request shapes/s", k, emuShapes[k], realShapes[k])
 	}
 	// Per key prefix at the end of the load: objects and mean value size.
 	prefixes := map[string]bool{}
@@ -479,4 +504,17 @@ func ValidateFidelity(opts FidelityOptions) error {
 	s := Scenario{KubeVersion: opts.KubeVersion}
 	_, err := s.kubeRelease()
 	return err
+}
+
+// readShapes reads the request shapes a run counted (ShapesFile).
+func readShapes(dir string) (map[string]int64, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ShapesFile))
+	if err != nil {
+		return nil, fmt.Errorf("fidelity: %w", err)
+	}
+	var counts map[string]int64
+	if err := json.Unmarshal(data, &counts); err != nil {
+		return nil, fmt.Errorf("fidelity: %s: %w", ShapesFile, err)
+	}
+	return counts, nil
 }

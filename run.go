@@ -25,6 +25,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
+	"github.com/etcd-chaosbench/chaosbench/clusters/shapes"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/live"
@@ -71,6 +72,10 @@ type Env struct {
 	// (preloading) and right after its load: chaosbench fidelity reads etcd's counters there, so that they
 	// cover the load alone.
 	LoadBegan, LoadEnded func(ctx context.Context, c clusters.Cluster)
+	// RequestShapes passes the clients' requests through counting proxies (clusters/shapes) and writes
+	// the shapes of the load's requests to ShapesFile: chaosbench fidelity compares them. Plaintext
+	// clusters only.
+	RequestShapes bool
 	// AfterLoad, when set, is called once the workload's load is over, however it ended, before the
 	// faults are healed and the cluster stops: the coordinator of a split load waits there for the other
 	// workers.
@@ -139,6 +144,8 @@ type run struct {
 	members memberAgreement // whether the members hold the same data (memberagree.go)
 	// split is the worker's part in a split load (split.go); nil for a whole load.
 	split *splitRun
+	// shapes are the counting proxies the clients go through (Env.RequestShapes).
+	shapes []*shapes.Proxy
 	// records logs a split load's measured records for the merge's phase tables (nil for a whole load).
 	records *results.RecordLog
 
@@ -362,7 +369,11 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	defer r.faults.stop(ctx)
 	r.rec = workloads.NewRecorder(base, r.history, fill, append(sinks, faultSinks...)...)
 
+	if err := r.startShapes(); err != nil {
+		return err
+	}
 	cfg := clusters.ClientConfig(r.cluster)
+	cfg.Endpoints = r.clientEndpoints()
 	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return fmt.Errorf("client log: %w", err)
 	}
@@ -417,6 +428,9 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 			return err
 		}
 	}
+	for _, p := range r.shapes {
+		p.Reset() // the set-up's requests are not the load's
+	}
 	if r.env.LoadBegan != nil {
 		r.env.LoadBegan(ctx, r.cluster)
 	}
@@ -424,6 +438,9 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 	err = wl.Run(ctx, r.runner)
 	if r.env.LoadEnded != nil && err == nil {
 		r.env.LoadEnded(ctx, r.cluster)
+	}
+	if werr := r.writeShapes(); werr != nil && err == nil {
+		err = werr
 	}
 	if r.env.AfterLoad != nil {
 		r.env.AfterLoad(ctx)
@@ -490,6 +507,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	}
 	// The last scrape of etcd's metrics needs the members still running, and so does the control plane's.
 	errs = append(errs, r.stopControlPlane(cctx))
+	for _, p := range r.shapes {
+		p.Close()
+	}
 	errs = append(errs, r.stopScraper(cctx))
 	if r.cluster != nil {
 		if err := r.cluster.Close(cctx); err != nil {
@@ -665,4 +685,58 @@ func joinEndpoints(eps []string) string {
 func fileLogger(f *os.File) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zap.WarnLevel))
+}
+
+// ShapesFile holds the shapes of a run's requests (Env.RequestShapes): shape -> count over the load.
+const ShapesFile = "shapes.json"
+
+// startShapes puts a counting proxy in front of every endpoint when the run counts request shapes.
+func (r *run) startShapes() error {
+	if !r.env.RequestShapes {
+		return nil
+	}
+	if r.cluster.TLS() != nil {
+		return outcome.Usagef("request shapes are counted on plaintext clusters only")
+	}
+	for _, ep := range r.cluster.Endpoints() {
+		p, err := shapes.Start(ep, nil, nil)
+		if err != nil {
+			return err
+		}
+		r.shapes = append(r.shapes, p)
+	}
+	return nil
+}
+
+// clientEndpoints are the endpoints the load's clients use: the cluster's, or the counting proxies'.
+func (r *run) clientEndpoints() []string {
+	if len(r.shapes) == 0 {
+		return r.cluster.Endpoints()
+	}
+	eps := make([]string, len(r.shapes))
+	for i, p := range r.shapes {
+		eps[i] = p.Endpoint()
+	}
+	return eps
+}
+
+// writeShapes writes the request shapes counted over the load.
+func (r *run) writeShapes() error {
+	if len(r.shapes) == 0 {
+		return nil
+	}
+	counts := map[string]int64{}
+	for _, p := range r.shapes {
+		for k, v := range p.Counts() {
+			counts[k] += v
+		}
+	}
+	data, err := json.MarshalIndent(counts, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, ShapesFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("request shapes: %w", err)
+	}
+	return nil
 }

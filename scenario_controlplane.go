@@ -45,7 +45,7 @@ func (s *Scenario) buildControlPlane(ctx context.Context, log io.Writer) (kubebu
 
 // startControlPlane starts the real control plane in front of the cluster and points the workload at it.
 func (r *run) startControlPlane(ctx context.Context, w *kubeapi.Workload) error {
-	etcd := controlplane.Etcd{Endpoints: r.cluster.Endpoints()}
+	etcd := controlplane.Etcd{Endpoints: r.clientEndpoints()}
 	if t, ok := r.cluster.(interface {
 		ClientTLSFiles() (clusters.TLSFiles, bool)
 	}); ok {

@@ -1,0 +1,103 @@
+package shapes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+)
+
+func TestMain(m *testing.M) {
+	clusters.RunMemberIfRequested()
+	os.Exit(m.Run())
+}
+
+// TestProxyCountsShapesAndChangesNothing: requests through the proxy reach a real etcd and come back as
+// they would directly (values, revisions, watch events, an error status), and every request is counted
+// under its shape.
+func TestProxyCountsShapesAndChangesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	p, err := Start(c.Endpoints()[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	events := cli.Watch(wctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	lease, err := cli.Grant(ctx, 3660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("/registry/pods/a"), "=", 0)).
+		Then(clientv3.OpPut("/registry/pods/a", "one", clientv3.WithLease(lease.ID))).Commit()
+	if err != nil || !create.Succeeded {
+		t.Fatal(create, err)
+	}
+	update, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("/registry/pods/a"), "=", create.Header.Revision)).
+		Then(clientv3.OpPut("/registry/pods/a", "two")).Else(clientv3.OpGet("/registry/pods/a")).Commit()
+	if err != nil || !update.Succeeded {
+		t.Fatal(update, err)
+	}
+	get, err := cli.Get(ctx, "/registry/pods/a", clientv3.WithLimit(1))
+	if err != nil || len(get.Kvs) != 1 || string(get.Kvs[0].Value) != "two" || get.Kvs[0].ModRevision != update.Header.Revision {
+		t.Fatalf("read back %v, %v", get, err)
+	}
+	for range 2 {
+		select {
+		case wr := <-events:
+			if wr.Err() != nil {
+				t.Fatal(wr.Err())
+			}
+			if len(wr.Events) == 0 {
+				continue
+			}
+		case <-ctx.Done():
+			t.Fatal("no watch event through the proxy")
+		}
+	}
+	if _, err := cli.Compact(ctx, update.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Get(ctx, "/registry/pods/", clientv3.WithPrefix(), clientv3.WithLimit(500), clientv3.WithRev(create.Header.Revision)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Fatalf("a read at a compacted revision through the proxy: %v, want etcd's ErrCompacted", err)
+	}
+
+	counts := p.Counts()
+	for shape, want := range map[string]int64{
+		"LeaseGrant ttl=3660s":                        1,
+		"Txn mod=0 ? put+lease":                       1,
+		"Txn mod= ? put : range":                      1,
+		"Range key limit=1":                           1,
+		"Range prefix limit=500 rev":                  1,
+		"Watch create prefix prev_kv progress_notify": 1,
+		"Compact": 1,
+	} {
+		if counts[shape] != want {
+			t.Errorf("%q counted %d times, want %d (all: %v)", shape, counts[shape], want, counts)
+		}
+	}
+	p.Reset()
+	if len(p.Counts()) != 0 {
+		t.Fatal("counts kept after Reset")
+	}
+}
