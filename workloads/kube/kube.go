@@ -152,6 +152,10 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 			for _, wc := range a.caches {
 				w.caches.Go(func() { wc.run(cctx) })
 			}
+			for _, res := range idleResources {
+				c := r.NewClient(a.connID)
+				w.caches.Go(func() { idleWatch(cctx, c, res) })
+			}
 		}
 	}
 	return nil
