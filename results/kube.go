@@ -130,7 +130,13 @@ func CompareMix(planned map[string]float64, actors map[string][]string, ops map[
 	for _, name := range names {
 		m := KubeMix{Op: name, Actors: actors[name], Planned: planned[name]}
 		if op := ops[name]; op != nil && measuredSeconds > 0 {
-			m.Measured = float64(op.Count) / measuredSeconds
+			n := op.Count
+			if strings.HasPrefix(name, "update/") || strings.HasPrefix(name, "delete/") {
+				// An update or delete whose comparison failed is retried: the plan counts the operation
+				// once, the failed attempts are its conflicts.
+				n -= op.Failed
+			}
+			m.Measured = float64(n) / measuredSeconds
 		}
 		m.DiffPercent = 100 * (m.Measured - m.Planned) / m.Planned
 		m.Compared = m.Planned*measuredSeconds >= MixMinCount
