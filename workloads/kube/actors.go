@@ -199,10 +199,11 @@ func (w *Workload) listFromCache(ctx context.Context, a *apiserver, c *workloads
 	c.Recorder().Record(c.ID(), rec)
 }
 
-// polls sends the apiserver's background reads: a count of every resource per apiserver every minute,
-// Maintenance.Status of every endpoint every 30 s, and a health check Get every second.
+// polls sends the apiserver's background reads: a count of the resource without a watch cache (events;
+// the others' object counts come from their watch caches) per apiserver every minute, Maintenance.Status
+// of every endpoint every 30 s, and a health check Get every second.
 func (w *Workload) polls(ctx context.Context) {
-	resources := append(append([]string{}, cachedResources...), ResEvents)
+	resources := countedResources
 	endpoints := w.r.Conns()[0].Endpoints()
 	as := len(w.apiservers)
 	streams := []struct {

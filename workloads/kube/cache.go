@@ -124,6 +124,8 @@ type watchCache struct {
 	client  *workloads.Client
 	cache   *objectCache
 	onEvent func(*watchCache, *lin.WatchResponse, lin.Event)
+	// started, when set, is called once etcd has confirmed the cache's first watch.
+	started func()
 	relists atomic.Int64
 	lists   atomic.Int64
 }
@@ -183,6 +185,15 @@ func (w *watchCache) watch(ctx context.Context) (relist bool, err error) {
 		Key: w.prefix, End: prefixEnd(w.prefix), Revision: w.cache.revision() + 1,
 		PrevKV: true, ProgressNotify: true, RequireLeader: true,
 	})
+	if w.started != nil {
+		go func() {
+			select {
+			case <-watch.Ready:
+				w.started()
+			case <-wctx.Done():
+			}
+		}()
+	}
 	for resp := range watch.C {
 		if resp.CompactRevision > 0 {
 			return true, nil
@@ -256,11 +267,19 @@ var idleResources = []string{
 
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of
 // its own, as the watch caches' watches.
-func idleWatch(ctx context.Context, c *workloads.Client, res string) {
+// started is called once etcd has confirmed the watch.
+func idleWatch(ctx context.Context, c *workloads.Client, res string, started func()) {
 	stream := c.NewWatchStream()
 	defer stream.Close()
 	p := prefix(res)
 	watch := stream.Watch(ctx, lin.WatchRequest{Key: p, End: prefixEnd(p), PrevKV: true, ProgressNotify: true, RequireLeader: true})
+	go func() {
+		select {
+		case <-watch.Ready:
+			started()
+		case <-ctx.Done():
+		}
+	}()
 	for range watch.C {
 	}
 }

@@ -148,14 +148,29 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 	if w.cfg.Active[ActorWatchCache] {
 		cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		w.stopCaches = cancel
+		// The load begins once etcd has confirmed every watch: their creation is set-up, as an
+		// apiserver's watch caches are in place before its clients come.
+		var started sync.WaitGroup
 		for _, a := range w.local {
 			for _, wc := range a.caches {
+				started.Add(1)
+				wc.started = sync.OnceFunc(started.Done)
 				w.caches.Go(func() { wc.run(cctx) })
 			}
 			for _, res := range idleResources {
 				c := r.NewClient(a.connID)
-				w.caches.Go(func() { idleWatch(cctx, c, res) })
+				started.Add(1)
+				w.caches.Go(func() { idleWatch(cctx, c, res, sync.OnceFunc(started.Done)) })
 			}
+		}
+		all := make(chan struct{})
+		go func() { started.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+			return errors.New("the watch caches' watches were not confirmed within a minute")
 		}
 	}
 	return nil

@@ -35,6 +35,11 @@ const (
 // kube-apiserver sends every watch and list of events to etcd.
 var cachedResources = []string{ResNamespaces, ResNodes, ResPods, ResLeases, ResConfigMaps, ResSecrets, ResMasterLeases}
 
+// countedResources are the resources whose object counts an apiserver reads from etcd (count-only
+// ranges, --etcd-count-metric-poll-period): those without a watch cache. Kubernetes 1.37 takes the
+// others' counts from their watch caches (a real control plane counts only events in etcd).
+var countedResources = []string{ResEvents}
+
 // Well-known namespaces.
 const (
 	nsSystem    = "kube-system"

@@ -140,7 +140,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 		add(ActorLists, "cache-sync/"+ResPods, c.ListRate)
 	}
 
-	for _, res := range append(append([]string{}, cachedResources...), ResEvents) {
+	for _, res := range countedResources {
 		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
 	}
 	add(ActorPolls, "status", a*float64(endpoints)/statusPollPeriod.Seconds())
