@@ -40,6 +40,10 @@ func (s *WatchStream) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
 // Close closes the stream and every watch on it.
 func (s *WatchStream) Close() error { return s.w.Close() }
 
+// RequestProgress asks etcd for a progress notification on the stream of the watches opened with ctx's
+// metadata (clientv3 keys streams by it): a kube-apiserver's watch cache asks on its own watch's stream.
+func (s *WatchStream) RequestProgress(ctx context.Context) error { return s.w.RequestProgress(ctx) }
+
 // Watch opens a watch on the client's shared watch stream.
 func (c *Client) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
 	return c.watch(ctx, c.etcd.Watcher, req)

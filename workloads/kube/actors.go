@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -142,7 +143,7 @@ func (w *Workload) refreshLease(ctx context.Context, a *apiserver, c *workloads.
 // lists sends clients' lists at the list rate: kubectl-style paged, consistent lists of a namespace's pods
 // (500 per page, later pages pinned to the first page's revision; a label-selector list is the same scan,
 // filtered in the apiserver), and as many consistent lists served from the watch cache: the apiserver
-// reads the current revision (Range limit=1 over the resource), then requests progress notifications
+// reads the current revision (a Get of the resource's prefix as a key), then requests progress notifications
 // every 100 ms until its cache has caught up with it. The wait is recorded as cache-sync/pods.
 func (w *Workload) lists(ctx context.Context) {
 	done := make(chan struct{})
@@ -170,38 +171,78 @@ func (w *Workload) lists(ctx context.Context) {
 
 // listFromCache is the etcd side of a consistent list served from apiserver a's watch cache.
 func (w *Workload) listFromCache(ctx context.Context, a *apiserver, c *workloads.Client, s *workloads.Slot, res string) {
-	p := prefix(res)
-	resp, err := c.Do(ctx, s, "current-rv/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), Limit: 1, KeysOnly: true}})
+	rev, err := currentRV(ctx, c, s, "current-rv/"+res, res)
 	if err != nil || !w.cfg.Active[ActorWatchCache] {
 		return
 	}
-	cache := a.caches[res].cache
+	w.waitFresh(ctx, a, c, res, rev)
+}
+
+// currentRV reads the current revision as the apiserver's GetCurrentResourceVersion does: a Get of the
+// resource's prefix as a key, which no object has, for the revision in the response's header.
+func currentRV(ctx context.Context, c *workloads.Client, s *workloads.Slot, op, res string) (int64, error) {
+	resp, err := c.Do(ctx, s, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: strings.TrimSuffix(prefix(res), "/")}})
+	return resp.Revision, err
+}
+
+// opIdleCurrentRV names the idle resources' current-revision reads, one operation for all 55 of them.
+const opIdleCurrentRV = "current-rv/idle"
+
+// waitFresh waits until apiserver a's watch cache of res has reached revision rev, asking etcd for a
+// progress notification on the cache's watch stream every 100 ms meanwhile, and records the wait as
+// cache-sync/<res>.
+func (w *Workload) waitFresh(ctx context.Context, a *apiserver, c *workloads.Client, res string, rev int64) {
+	wc := a.caches[res]
 	start := c.Recorder().Now()
 	sctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
 	defer cancel()
-	for cache.revision() < resp.Revision && sctx.Err() == nil {
-		// The progress request goes on the watch caches' stream: the one require-leader watches share.
-		c.Call(sctx, nil, "progress", func(ctx context.Context) (int64, error) {
-			return 0, a.conn.RequestProgress(clientv3.WithRequireLeader(ctx))
-		})
+	for wc.cache.revision() < rev && sctx.Err() == nil {
+		if stream := wc.stream.Load(); stream != nil {
+			c.Call(sctx, nil, "progress", func(ctx context.Context) (int64, error) {
+				return 0, stream.RequestProgress(clientv3.WithRequireLeader(ctx))
+			})
+		}
 		wctx, wcancel := context.WithTimeout(sctx, progressRequestWait)
-		cache.waitFor(wctx, resp.Revision)
+		wc.cache.waitFor(wctx, rev)
 		wcancel()
 	}
 	if ctx.Err() != nil {
 		return
 	}
 	// The wait is not a request: it is recorded directly, timed from its start.
-	rec := &results.Record{Op: "cache-sync/" + res, Intended: start, Start: start, End: c.Recorder().Now(), Revision: cache.revision()}
+	rec := &results.Record{Op: "cache-sync/" + res, Intended: start, Start: start, End: c.Recorder().Now(), Revision: wc.cache.revision()}
 	if sctx.Err() != nil {
 		rec.Outcome, rec.ErrClass = results.Error, workloads.ErrDeadline
 	}
 	c.Recorder().Record(c.ID(), rec)
 }
 
-// polls sends the apiserver's background reads: a count of the resource without a watch cache (events;
-// the others' object counts come from their watch caches) per apiserver every minute, Maintenance.Status
-// of every endpoint every 30 s, and a health check Get every second.
+// cacheStats is what an apiserver's object count metric costs etcd for a resource with a watch cache
+// (Kubernetes 1.37 counts the cache's keys at the current revision): the current revision, then the wait
+// for the cache to reach it; for an idle watch, whose cache is always fresh but for the progress, one
+// progress request on its stream.
+func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Client, s *workloads.Slot, i int) {
+	if i < len(cachedResources) {
+		res := cachedResources[i]
+		if rev, err := currentRV(ctx, c, s, "current-rv/"+res, res); err == nil {
+			w.waitFresh(ctx, a, c, res, rev)
+		}
+		return
+	}
+	j := i - len(cachedResources)
+	if _, err := currentRV(ctx, c, s, opIdleCurrentRV, idleResources[j]); err != nil {
+		return
+	}
+	if stream := a.idle[j].Load(); stream != nil {
+		c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
+			return 0, stream.RequestProgress(clientv3.WithRequireLeader(ctx))
+		})
+	}
+}
+
+// polls sends the apiserver's background reads: every minute per apiserver, a count of the resource
+// without a watch cache (events) and, for every watched resource, what counting it from its watch cache
+// costs (cacheStats); Maintenance.Status of every endpoint every 30 s, and a health check Get every second.
 func (w *Workload) polls(ctx context.Context) {
 	resources := countedResources
 	endpoints := w.r.Conns()[0].Endpoints()
@@ -219,6 +260,15 @@ func (w *Workload) polls(ctx context.Context) {
 			}
 			p := prefix(res)
 			g.client(i/len(resources)).Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
+		}},
+		{"cache-stats", float64(as*watchedResources) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			if !w.cfg.Active[ActorWatchCache] {
+				return
+			}
+			i := int(s.N % uint64(as*watchedResources))
+			if a := w.apiservers[i/watchedResources]; w.owns(a.id) {
+				w.cacheStats(ctx, a, g.client(a.id), s, i%watchedResources)
+			}
 		}},
 		{"status", float64(as*len(endpoints)) / statusPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(endpoints)))

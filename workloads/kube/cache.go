@@ -126,6 +126,8 @@ type watchCache struct {
 	onEvent func(*watchCache, *lin.WatchResponse, lin.Event)
 	// started, when set, is called once etcd has confirmed the cache's first watch.
 	started func()
+	// stream is the current watch's stream: progress requests go on it.
+	stream  atomic.Pointer[workloads.WatchStream]
 	relists atomic.Int64
 	lists   atomic.Int64
 }
@@ -181,6 +183,7 @@ func (w *watchCache) watch(ctx context.Context) (relist bool, err error) {
 	// many streams as watchers on etcd).
 	stream := w.client.NewWatchStream()
 	defer stream.Close()
+	w.stream.Store(stream)
 	watch := stream.Watch(wctx, lin.WatchRequest{
 		Key: w.prefix, End: prefixEnd(w.prefix), Revision: w.cache.revision() + 1,
 		PrevKV: true, ProgressNotify: true, RequireLeader: true,
@@ -267,8 +270,8 @@ var idleResources = []string{
 
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of
 // its own, as the watch caches' watches.
-// started is called once etcd has confirmed the watch.
-func idleWatch(ctx context.Context, c *workloads.Client, res string, started func()) {
+// started is called once etcd has confirmed the watch, with its stream (for progress requests).
+func idleWatch(ctx context.Context, c *workloads.Client, res string, started func(*workloads.WatchStream)) {
 	stream := c.NewWatchStream()
 	defer stream.Close()
 	p := prefix(res)
@@ -276,7 +279,7 @@ func idleWatch(ctx context.Context, c *workloads.Client, res string, started fun
 	go func() {
 		select {
 		case <-watch.Ready:
-			started()
+			started(stream)
 		case <-ctx.Done():
 		}
 	}()

@@ -71,6 +71,9 @@ type apiserver struct {
 
 	mu   sync.Mutex
 	free []*workloads.Client
+
+	// idle are the streams of the apiserver's idle watches, by idleResources index (nil until confirmed).
+	idle []atomic.Pointer[workloads.WatchStream]
 }
 
 // client takes a recording client from the pool (a Client serves one goroutine at a time).
@@ -157,10 +160,14 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 				wc.started = sync.OnceFunc(started.Done)
 				w.caches.Go(func() { wc.run(cctx) })
 			}
-			for _, res := range idleResources {
+			a.idle = make([]atomic.Pointer[workloads.WatchStream], len(idleResources))
+			for j, res := range idleResources {
 				c := r.NewClient(a.connID)
 				started.Add(1)
-				w.caches.Go(func() { idleWatch(cctx, c, res, sync.OnceFunc(started.Done)) })
+				done := sync.OnceFunc(started.Done)
+				w.caches.Go(func() {
+					idleWatch(cctx, c, res, func(s *workloads.WatchStream) { a.idle[j].Store(s); done() })
+				})
 			}
 		}
 		all := make(chan struct{})

@@ -40,6 +40,9 @@ var cachedResources = []string{ResNamespaces, ResNodes, ResPods, ResLeases, ResC
 // others' counts from their watch caches (a real control plane counts only events in etcd).
 var countedResources = []string{ResEvents}
 
+// watchedResources is the number of resources each apiserver watches: the cached ones and the idle ones.
+var watchedResources = len(cachedResources) + len(idleResources)
+
 // Well-known namespaces.
 const (
 	nsSystem    = "kube-system"

@@ -113,6 +113,11 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 		"master-leases grant/peerserverleases":  0.3,
 		"master-leases update/peerserverleases": 0.3,
 		"polls get/health":                      3,
+		"polls count/events":                    0.05, // events alone have no watch cache: counted in etcd every minute
+		"polls current-rv/configmaps":           0.05, // the others are counted from their caches, at the current revision
+		"polls cache-sync/configmaps":           0.05,
+		"polls current-rv/idle":                 2.75, // the 55 idle watches' resources too
+		"polls count/pods":                      0,
 		"polls status":                          0.3, // 3 apiservers x 3 endpoints every 30 s
 		"compactor compact-txn":                 0.01,
 		"lists list/pods":                       3, // 3 lists/s of namespaces of 300 pods: one page of 500

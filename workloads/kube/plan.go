@@ -143,6 +143,15 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	for _, res := range countedResources {
 		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
 	}
+	if c.Active[ActorWatchCache] {
+		for _, res := range cachedResources {
+			add(ActorPolls, "current-rv/"+res, a/countPollPeriod.Seconds())
+		}
+		add(ActorPolls, opIdleCurrentRV, a*float64(len(idleResources))/countPollPeriod.Seconds())
+		for _, res := range cachedResources {
+			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
+		}
+	}
 	add(ActorPolls, "status", a*float64(endpoints)/statusPollPeriod.Seconds())
 	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
 
