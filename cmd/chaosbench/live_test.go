@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +52,8 @@ func startPrometheus(t *testing.T, target string) string {
 		"--web.listen-address="+addr, "--web.enable-remote-write-receiver")
 	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Prometheus dies with the test binary, however that ends (a killed test runs no cleanup).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
