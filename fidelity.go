@@ -411,6 +411,9 @@ func apiserverOpName(op string) string {
 	case "peerserverleases":
 		res = "apiServerPeerIPInfo"
 	}
+	if verb == "count" {
+		verb = "listWithCount"
+	}
 	if verb == "current-rv" {
 		verb = "getCurrentResourceVersion"
 	}

@@ -13,6 +13,7 @@ func TestApiserverOpName(t *testing.T) {
 		"current-rv/pods":         "getCurrentResourceVersion/pods",
 		"delete/pods":             "delete/pods",
 		"compact":                 "compact",
+		"count/events":            "listWithCount/events",
 	} {
 		if got := apiserverOpName(op); got != want {
 			t.Errorf("%s: named %s, want %s", op, got, want)

@@ -178,10 +178,10 @@ func (w *Workload) listFromCache(ctx context.Context, a *apiserver, c *workloads
 	w.waitFresh(ctx, a, c, res, rev)
 }
 
-// currentRV reads the current revision as the apiserver's GetCurrentResourceVersion does: a Get of the
-// resource's prefix as a key, which no object has, for the revision in the response's header.
+// currentRV reads the current revision as the apiserver's GetCurrentResourceVersion does: a Get (limit 1)
+// of the resource's prefix as a key, which no object has, for the revision in the response's header.
 func currentRV(ctx context.Context, c *workloads.Client, s *workloads.Slot, op, res string) (int64, error) {
-	resp, err := c.Do(ctx, s, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: strings.TrimSuffix(prefix(res), "/")}})
+	resp, err := c.Do(ctx, s, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: strings.TrimSuffix(prefix(res), "/"), Limit: 1}})
 	return resp.Revision, err
 }
 
