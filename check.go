@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -37,8 +38,8 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 	if o.Timeout < 0 {
 		return nil, outcome.Usagef("--timeout %s: must not be negative", o.Timeout)
 	}
-	if _, err := lin.HistoryPath(o.Dir); err != nil {
-		return nil, outcome.Usagef("%s: not a run directory with a recorded history (%s, or a legacy run's %s)", o.Dir, lin.HistoryFile, lin.LegacyHistoryFile)
+	if _, err := history.HistoryPath(o.Dir); err != nil {
+		return nil, outcome.Usagef("%s: not a run directory with a recorded history (%s, or a legacy run's %s)", o.Dir, history.HistoryFile, history.LegacyHistoryFile)
 	}
 	start := time.Now()
 	defer checkMemory()()

@@ -16,9 +16,9 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
@@ -98,11 +98,11 @@ func TestRoundPlan(t *testing.T) {
 }
 
 // op is a history operation that returns at ms milliseconds, successfully unless failed.
-func op(ms float64, failed bool) *lin.Operation {
-	o := &lin.Operation{
+func op(ms float64, failed bool) *history.Operation {
+	o := &history.Operation{
 		Call: int64((ms - 1) * 1e6), Return: int64(ms * 1e6),
-		Request:  lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "k", Value: lin.Value{ID: 1, Size: 8}}},
-		Response: &lin.Response{Revision: 2},
+		Request:  history.Request{Kind: history.KindPut, Put: &history.Put{Key: "k", Value: history.Value{ID: 1, Size: 8}}},
+		Response: &history.Response{Revision: 2},
 	}
 	if failed {
 		o.Response, o.Error = nil, "context deadline exceeded"
@@ -110,9 +110,9 @@ func op(ms float64, failed bool) *lin.Operation {
 	return o
 }
 
-func writeHistory(t *testing.T, dir string, ops []*lin.Operation) {
+func writeHistory(t *testing.T, dir string, ops []*history.Operation) {
 	t.Helper()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +125,8 @@ func writeHistory(t *testing.T, dir string, ops []*lin.Operation) {
 }
 
 // steady returns successes every 10 ms in [from, to) ms, failures in the outages.
-func steady(from, to float64, outages ...[2]float64) []*lin.Operation {
-	var ops []*lin.Operation
+func steady(from, to float64, outages ...[2]float64) []*history.Operation {
+	var ops []*history.Operation
 	for ms := from; ms < to; ms += 10 {
 		failed := false
 		for _, o := range outages {
@@ -343,21 +343,21 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Begin(0)
-	hist, err := lin.NewWriter(dir)
+	hist, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "k", Value: lin.Value{ID: 1, Size: 8}}}
-	rng := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "k"}}
+	put := history.Request{Kind: history.KindPut, Put: &history.Put{Key: "k", Value: history.Value{ID: 1, Size: 8}}}
+	rng := history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k"}}
 	kinds := []struct {
 		op  string
-		req lin.Request
+		req history.Request
 	}{
 		{"put", put},
 		{"range", rng},
-		{"txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{rng, put}}}},
-		{"txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{rng}}}},
-		{"lease-grant", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 10}}},
+		{"txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{rng, put}}}},
+		{"txn-read", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{rng}}}},
+		{"lease-grant", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 10}}},
 	}
 	// Writes fail from 2.0 s to 2.83 s, reads from 2.1 s to 2.35 s, lease grants from 1 s on (they count in
 	// neither gap); the fault is injected at 2 s, healed at 2.5 s, observed until 3.5 s.
@@ -385,12 +385,12 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 		k := kinds[i%int64(len(kinds))]
 		end := at + 3
 		failed := fails(k.op, end)
-		op := &lin.Operation{Client: int(i % 8), Op: k.op, Call: int64(ms(at)), Return: int64(ms(end)), Request: k.req}
+		op := &history.Operation{Client: int(i % 8), Op: k.op, Call: int64(ms(at)), Return: int64(ms(end)), Request: k.req}
 		rec := &results.Record{Op: k.op, Intended: ms(at), Start: ms(at), End: ms(end), Access: access(k.req)}
 		if failed {
 			op.Error, rec.Outcome, rec.ErrClass = "unavailable", results.Error, "unavailable"
 		} else {
-			op.Response = &lin.Response{Revision: i + 2}
+			op.Response = &history.Response{Revision: i + 2}
 		}
 		hist.Operation(op)
 		if i%7 == 0 {
@@ -452,7 +452,7 @@ func TestAvailabilityCallersAgree(t *testing.T) {
 }
 
 // access classifies req as the workloads do.
-func access(req lin.Request) results.Access {
+func access(req history.Request) results.Access {
 	a := results.AccessOf(string(req.Kind))
 	if req.Txn != nil {
 		for _, r := range append(req.Txn.Then, req.Txn.Else...) {

@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // HistoryDumpOptions are the settings of `chaosbench history dump`.
@@ -31,7 +31,7 @@ func HistoryDump(o HistoryDumpOptions) error {
 		return err
 	}
 	out := bufio.NewWriterSize(o.Out, 1<<20)
-	err = lin.Dump(path, watches, out)
+	err = history.Dump(path, watches, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
@@ -50,11 +50,11 @@ func historyFile(path string, watches bool) (string, bool, error) {
 	}
 	if !st.IsDir() {
 		base := filepath.Base(path)
-		return path, watches || base == lin.WatchFile || base == lin.LegacyWatchFile, nil
+		return path, watches || base == history.WatchFile || base == history.LegacyWatchFile, nil
 	}
-	find := lin.HistoryPath
+	find := history.HistoryPath
 	if watches {
-		find = lin.WatchPath
+		find = history.WatchPath
 	}
 	file, err := find(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -66,19 +66,19 @@ func historyFile(path string, watches bool) (string, bool, error) {
 // HistoryConvert writes the binary history files of a run directory recorded before the binary format
 // from its JSON lines (which stay), and prints what it did.
 func HistoryConvert(dir string, out io.Writer) error {
-	if _, err := os.Stat(filepath.Join(dir, lin.LegacyHistoryFile)); err != nil {
-		return outcome.Usagef("%s: no %s to convert", dir, lin.LegacyHistoryFile)
+	if _, err := os.Stat(filepath.Join(dir, history.LegacyHistoryFile)); err != nil {
+		return outcome.Usagef("%s: no %s to convert", dir, history.LegacyHistoryFile)
 	}
-	if err := lin.ConvertDir(dir); err != nil {
+	if err := history.ConvertDir(dir); err != nil {
 		return err
 	}
-	for _, pair := range [][2]string{{lin.LegacyHistoryFile, lin.HistoryFile}, {lin.LegacyWatchFile, lin.WatchFile}} {
+	for _, pair := range [][2]string{{history.LegacyHistoryFile, history.HistoryFile}, {history.LegacyWatchFile, history.WatchFile}} {
 		from, err1 := os.Stat(filepath.Join(dir, pair[0]))
 		to, err2 := os.Stat(filepath.Join(dir, pair[1]))
 		if err1 == nil && err2 == nil {
 			fmt.Fprintf(out, "%s: %d bytes -> %s: %d bytes\n", pair[0], from.Size(), pair[1], to.Size())
 		}
 	}
-	fmt.Fprintf(out, "the JSON lines files are kept; chaosbench reads %s when both are there\n", lin.HistoryFile)
+	fmt.Fprintf(out, "the JSON lines files are kept; chaosbench reads %s when both are there\n", history.HistoryFile)
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters/shapes"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
@@ -120,7 +121,7 @@ type run struct {
 	images  []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
 	// moreImages are the releases the fault schedule moves members to (upgrades, downgrades).
 	moreImages []clusters.EtcdImage
-	history    *lin.Writer
+	history    *history.Writer
 	collector  *results.Collector
 	rec        *workloads.Recorder
 	runner     *workloads.Runner
@@ -335,7 +336,7 @@ func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts worklo
 
 	base := time.Now()
 	if r.s.History {
-		if r.history, err = lin.NewWriter(r.dir); err != nil {
+		if r.history, err = history.NewWriter(r.dir); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Files a check writes into the run directory.
@@ -72,7 +73,7 @@ var ErrUndecided = errors.New("consistency check undecided")
 // CheckDir checks the history recorded in run directory dir, writes check.json and, for a violation, the
 // visualization, and returns the report. The error wraps ErrViolation when a check failed.
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
-	h, err := LoadHistory(dir)
+	h, err := history.Load(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func firstLine(s string) string {
 // Check checks history h: linearizability of every key (porcupine, per key) and of the whole store (the
 // replay in revision order and real-time order of revisions), etcd's watch guarantees, and serializable
 // reads. See the package documentation for what each check covers and why checking them apart is sound.
-func Check(ctx context.Context, h *History, opts Options) (*Report, error) {
+func Check(ctx context.Context, h *history.History, opts Options) (*Report, error) {
 	start := time.Now()
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -270,14 +271,14 @@ func (c *checker) okDetail() string {
 
 // anyProgress reports whether a watcher received a progress notification.
 func (c *checker) anyProgress() bool {
-	return slices.ContainsFunc(c.h.Watches, func(r WatchResponse) bool { return r.Progress })
+	return slices.ContainsFunc(c.h.Watches, func(r history.WatchResponse) bool { return r.Progress })
 }
 
 func (c *checker) countSerializable() int {
 	n := 0
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
-		if op.Response != nil && op.Request.Kind == KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
+		if op.Response != nil && op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
 			n++
 		}
 	}
@@ -336,7 +337,7 @@ func deadlineOf(ctx context.Context) time.Time {
 	return dl
 }
 
-func lastTime(h *History) int64 {
+func lastTime(h *history.History) int64 {
 	var t int64
 	for i := range h.Operations {
 		t = max(t, h.Operations[i].Return)

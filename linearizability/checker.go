@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unsafe"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Names of the checks, as they appear in summaries (results.Check.Name).
@@ -70,27 +72,27 @@ type opInfo struct {
 // txnView sees every KV request as a transaction: a plain range, put or delete is the Then branch of a
 // transaction without compares, which always takes Then.
 type txnView struct {
-	cmps     []Compare
-	branches [2][]Request // [0] else, [1] then
-	results  []Response   // results of the branch taken; nil for failed operations
+	cmps     []history.Compare
+	branches [2][]history.Request // [0] else, [1] then
+	results  []history.Response   // results of the branch taken; nil for failed operations
 }
 
 // viewOf is called for every operation by several passes of a check: the view of a plain request points at
 // the operation's own request and response rather than copying them, which would allocate each time.
-func viewOf(op *Operation) (txnView, bool) {
+func viewOf(op *history.Operation) (txnView, bool) {
 	req := &op.Request
 	switch req.Kind {
-	case KindRange, KindPut, KindDelete:
-		v := txnView{branches: [2][]Request{nil, unsafe.Slice(req, 1)}}
+	case history.KindRange, history.KindPut, history.KindDelete:
+		v := txnView{branches: [2][]history.Request{nil, unsafe.Slice(req, 1)}}
 		if op.Response != nil {
 			v.results = unsafe.Slice(op.Response, 1)
 		}
 		return v, true
-	case KindTxn:
+	case history.KindTxn:
 		if req.Txn == nil {
 			return txnView{}, false
 		}
-		v := txnView{cmps: req.Txn.Compares, branches: [2][]Request{req.Txn.Else, req.Txn.Then}}
+		v := txnView{cmps: req.Txn.Compares, branches: [2][]history.Request{req.Txn.Else, req.Txn.Then}}
 		if op.Response != nil && op.Response.Txn != nil {
 			v.results = op.Response.Txn.Results
 		}
@@ -100,8 +102,8 @@ func viewOf(op *Operation) (txnView, bool) {
 }
 
 // takenBranch returns the branch an answered request took.
-func takenBranch(op *Operation) int8 {
-	if op.Request.Kind == KindTxn {
+func takenBranch(op *history.Operation) int8 {
+	if op.Request.Kind == history.KindTxn {
 		if op.Response == nil || op.Response.Txn == nil {
 			return -1
 		}
@@ -114,17 +116,17 @@ func takenBranch(op *Operation) int8 {
 }
 
 // canWrite reports whether a request can change the store.
-func canWrite(req *Request) bool {
+func canWrite(req *history.Request) bool {
 	switch req.Kind {
-	case KindPut, KindDelete, KindLeaseRevoke:
+	case history.KindPut, history.KindDelete, history.KindLeaseRevoke:
 		return true
-	case KindTxn:
+	case history.KindTxn:
 		if req.Txn == nil {
 			return false
 		}
-		for _, b := range [][]Request{req.Txn.Then, req.Txn.Else} {
+		for _, b := range [][]history.Request{req.Txn.Then, req.Txn.Else} {
 			for i := range b {
-				if b[i].Kind == KindPut || b[i].Kind == KindDelete {
+				if b[i].Kind == history.KindPut || b[i].Kind == history.KindDelete {
 					return true
 				}
 			}
@@ -135,7 +137,7 @@ func canWrite(req *Request) bool {
 
 // answeredWrote reports whether an answered KV request changed the store: its branch put something or
 // deleted at least one key.
-func answeredWrote(op *Operation, v txnView, taken int8) (wrote, ok bool) {
+func answeredWrote(op *history.Operation, v txnView, taken int8) (wrote, ok bool) {
 	if taken < 0 {
 		return false, false
 	}
@@ -145,9 +147,9 @@ func answeredWrote(op *Operation, v txnView, taken int8) (wrote, ok bool) {
 	}
 	for i := range branch {
 		switch branch[i].Kind {
-		case KindPut:
+		case history.KindPut:
 			wrote = true
-		case KindDelete:
+		case history.KindDelete:
 			d := v.results[i].Delete
 			if d == nil {
 				return false, false
@@ -155,7 +157,7 @@ func answeredWrote(op *Operation, v txnView, taken int8) (wrote, ok bool) {
 			if d.Deleted > 0 {
 				wrote = true
 			}
-		case KindRange:
+		case history.KindRange:
 			if v.results[i].Range == nil {
 				return false, false
 			}

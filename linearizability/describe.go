@@ -4,32 +4,34 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // opKey is the key an operation is mostly about, for naming violations.
-func opKey(op *Operation) string {
+func opKey(op *history.Operation) string {
 	r := &op.Request
 	switch r.Kind {
-	case KindRange:
+	case history.KindRange:
 		if r.Range != nil {
 			return r.Range.Key
 		}
-	case KindPut:
+	case history.KindPut:
 		if r.Put != nil {
 			return r.Put.Key
 		}
-	case KindDelete:
+	case history.KindDelete:
 		if r.Delete != nil {
 			return r.Delete.Key
 		}
-	case KindTxn:
+	case history.KindTxn:
 		if r.Txn != nil {
 			if len(r.Txn.Compares) > 0 {
 				return r.Txn.Compares[0].Key
 			}
-			for _, b := range [][]Request{r.Txn.Then, r.Txn.Else} {
+			for _, b := range [][]history.Request{r.Txn.Then, r.Txn.Else} {
 				for i := range b {
-					if k := opKey(&Operation{Request: b[i]}); k != "" {
+					if k := opKey(&history.Operation{Request: b[i]}); k != "" {
 						return k
 					}
 				}
@@ -44,7 +46,7 @@ func (c *checker) describe(i int) string {
 	return describeOp(i, &c.h.Operations[i])
 }
 
-func describeOp(i int, op *Operation) string {
+func describeOp(i int, op *history.Operation) string {
 	s := fmt.Sprintf("op %d (client %d, %s)", i+1, op.Client, op.Request.String())
 	if op.Response == nil {
 		return s + " [failed: " + shorten(op.Error, 60) + "]"
@@ -59,7 +61,7 @@ func shorten(s string, n int) string {
 	return s[:n] + "..."
 }
 
-func describeKV(kv *KV) string {
+func describeKV(kv *history.KV) string {
 	if kv == nil {
 		return "nothing"
 	}
@@ -75,11 +77,11 @@ func describeKV(kv *KV) string {
 }
 
 func describeRec(key string, r rec) string {
-	return describeKV(&KV{Key: key, Value: Value{ID: r.value}, ModRevision: r.mod, CreateRevision: r.create, Version: r.version, Lease: r.lease})
+	return describeKV(&history.KV{Key: key, Value: history.Value{ID: r.value}, ModRevision: r.mod, CreateRevision: r.create, Version: r.version, Lease: r.lease})
 }
 
-func describeEvent(e *Event) string {
-	if e.Type == EventDelete {
+func describeEvent(e *history.Event) string {
+	if e.Type == history.EventDelete {
 		return fmt.Sprintf("delete %q at %d", e.KV.Key, e.KV.ModRevision)
 	}
 	return "put " + describeKV(&e.KV)
@@ -97,23 +99,23 @@ func fmtTime(ns int64) string {
 }
 
 // describeResponse summarises a response for visualizations.
-func describeResponse(op *Operation) string {
+func describeResponse(op *history.Operation) string {
 	if op.Response == nil {
 		return "failed: " + shorten(op.Error, 80)
 	}
 	r := op.Response
 	var parts []string
-	var walk func(r *Response)
-	walk = func(r *Response) {
+	var walk func(r *history.Response)
+	walk = func(r *history.Response) {
 		switch {
 		case r.Range != nil:
 			var kvs []string
-			for i := range r.Range.len() {
+			for i := range r.Range.Len() {
 				if i == 4 {
-					kvs = append(kvs, fmt.Sprintf("… %d more", r.Range.len()-4))
+					kvs = append(kvs, fmt.Sprintf("… %d more", r.Range.Len()-4))
 					break
 				}
-				kv := r.Range.kv(i)
+				kv := r.Range.At(i)
 				kvs = append(kvs, fmt.Sprintf("%s=#%d@%d v%d", kv.Key, kv.Value.ID, kv.ModRevision, kv.Version))
 			}
 			parts = append(parts, fmt.Sprintf("[%s] count %d", strings.Join(kvs, ", "), r.Range.Count))

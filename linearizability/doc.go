@@ -8,7 +8,7 @@
 // request to history.bin: client, call and return time (nanoseconds on one monotonic clock), request,
 // response (header revision, key-values, branch taken, previous values) or error. Every watch writes its
 // request, etcd's confirmation (with the revision it was created at), events, progress notifications and
-// cancellations to watch.bin with their arrival times (the format is described in format.go; runs before it
+// cancellations to watch.bin with their arrival times (the format is package results/history's; runs before it
 // wrote JSON lines, history.jsonl and watch.jsonl, which are still read). Every value written starts with a run-wide unique
 // write id, so values are recorded by id and every key-value read names the write it shows.
 //

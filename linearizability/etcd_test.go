@@ -18,6 +18,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -52,13 +53,13 @@ func clientConfig(c clusters.Cluster) clientv3.Config {
 // recording is a history being recorded into a directory.
 type recording struct {
 	dir    string
-	writer *lin.Writer
+	writer *history.Writer
 	rec    *workloads.Recorder
 }
 
 func newRecording(tb testing.TB) *recording {
 	dir := tb.TempDir()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/faults"
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -106,7 +106,7 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 
 	// The recorder feeds the phases, which measure each window's errors, as in chaosbench run.
 	dir := t.TempDir()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 	}
 
 	// The faults made requests fail or time out, so the checker had outcomes to resolve.
-	h, err := lin.LoadHistory(dir)
+	h, err := history.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 
 // failedDuring counts the operations that failed or timed out while a fault window was open or the
 // cluster was recovering from it, and how many of them were requests that could write.
-func failedDuring(h *lin.History, windows []results.FaultWindow) (failed, writes int) {
+func failedDuring(h *history.History, windows []results.FaultWindow) (failed, writes int) {
 	for _, op := range h.Operations {
 		if op.Error == "" {
 			continue
@@ -223,14 +223,14 @@ func failedDuring(h *lin.History, windows []results.FaultWindow) (failed, writes
 }
 
 // canWrite reports whether a request could change the store.
-func canWrite(req lin.Request) bool {
+func canWrite(req history.Request) bool {
 	switch req.Kind {
-	case lin.KindPut, lin.KindDelete, lin.KindLeaseRevoke:
+	case history.KindPut, history.KindDelete, history.KindLeaseRevoke:
 		return true
-	case lin.KindTxn:
-		for _, b := range [][]lin.Request{req.Txn.Then, req.Txn.Else} {
+	case history.KindTxn:
+		for _, b := range [][]history.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range b {
-				if r.Kind == lin.KindPut || r.Kind == lin.KindDelete {
+				if r.Kind == history.KindPut || r.Kind == history.KindDelete {
 					return true
 				}
 			}

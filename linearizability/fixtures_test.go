@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
-	"google.golang.org/grpc"
 )
 
 type cfgDial = []grpc.DialOption
@@ -63,10 +65,10 @@ func checkFixture(t *testing.T, dir string) *lin.Report {
 			t.Fatal(err)
 		}
 	}
-	if err := lin.ConvertDir(bin); err != nil {
+	if err := history.ConvertDir(bin); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{lin.LegacyHistoryFile, lin.LegacyWatchFile} {
+	for _, f := range []string{history.LegacyHistoryFile, history.LegacyWatchFile} {
 		if err := os.Remove(filepath.Join(bin, f)); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
@@ -98,7 +100,7 @@ func recordFixtures(t *testing.T) {
 		}
 		c := startCluster(t, members)
 		dial, during := cfg(c)
-		w, err := lin.NewWriter(dir)
+		w, err := history.NewWriter(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 func simulate(tb testing.TB, o kubesim.Options) *lin.Report {
@@ -84,7 +85,7 @@ func BenchmarkCheckKube(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		h, err := lin.LoadHistory(dir)
+		h, err := history.Load(dir)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,16 +5,18 @@ import (
 	"strings"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // keyStep is one operation of a request's branch, as it concerns one key.
 type keyStep struct {
-	kind Kind // KindRange, KindPut or KindDelete
+	kind history.Kind // KindRange, KindPut or KindDelete
 
 	known bool // the answer is known (the request was answered)
 
 	// Range: what it returned for the key.
-	result    *KV
+	result    *history.KV
 	count     int64
 	keysOnly  bool
 	countOnly bool
@@ -23,7 +25,7 @@ type keyStep struct {
 	value     uint64
 	lease     int64
 	checkPrev bool
-	prev      *KV
+	prev      *history.KV
 
 	// Delete: whether it removed the key (1, 0, or -1 when unknown) and, when asked, the previous value.
 	deleted int8
@@ -35,8 +37,8 @@ type keyStep struct {
 type keyOp struct {
 	op       int32
 	key      string
-	cmps     []Compare // compares on this key
-	allCmps  bool      // every compare of the request is on this key: the key alone decides the branch
+	cmps     []history.Compare // compares on this key
+	allCmps  bool              // every compare of the request is on this key: the key alone decides the branch
 	branches [2][]keyStep
 	taken    int8  // branch taken: 1 then, 0 else, -1 unknown
 	rev      int64 // revision the request wrote (0: none or unknown)
@@ -143,7 +145,7 @@ func (m *keyModel) run(s kstate, op *keyOp, steps []keyStep) (kstate, bool) {
 	for i := range steps {
 		st := &steps[i]
 		switch st.kind {
-		case KindRange:
+		case history.KindRange:
 			if !st.known {
 				continue
 			}
@@ -159,7 +161,7 @@ func (m *keyModel) run(s kstate, op *keyOp, steps []keyStep) (kstate, bool) {
 			if !ok {
 				return s, false
 			}
-		case KindPut:
+		case history.KindPut:
 			if st.checkPrev {
 				var ok bool
 				if s, ok = matchKey(s, st.prev, false); !ok {
@@ -186,7 +188,7 @@ func (m *keyModel) run(s kstate, op *keyOp, steps []keyStep) (kstate, bool) {
 			}
 			s = n
 			wroteKey = true
-		case KindDelete:
+		case history.KindDelete:
 			if st.checkPrev {
 				var ok bool
 				if s, ok = matchKey(s, st.prev, false); !ok {
@@ -259,7 +261,7 @@ func (m *keyModel) revoke(s kstate, op *keyOp) (kstate, bool) {
 
 // matchKey checks what an answer says about the key (kv, or nil for absent) against s, and fills in what
 // s did not know.
-func matchKey(s kstate, kv *KV, keysOnly bool) (kstate, bool) {
+func matchKey(s kstate, kv *history.KV, keysOnly bool) (kstate, bool) {
 	if s.any {
 		if kv == nil {
 			return kstate{floor: s.floor, last: s.last}, true
@@ -297,7 +299,7 @@ func matchKey(s kstate, kv *KV, keysOnly bool) (kstate, bool) {
 }
 
 // compareKey evaluates compares on the key: 1 true, 0 false, -1 unknown.
-func compareKey(s kstate, cmps []Compare) int8 {
+func compareKey(s kstate, cmps []history.Compare) int8 {
 	out := int8(1)
 	for i := range cmps {
 		c := &cmps[i]
@@ -308,7 +310,7 @@ func compareKey(s kstate, cmps []Compare) int8 {
 		var have int64
 		unknown := false
 		switch c.Target {
-		case CompareValue:
+		case history.CompareValue:
 			if !s.exists {
 				return 0
 			}
@@ -320,11 +322,11 @@ func compareKey(s kstate, cmps []Compare) int8 {
 				return 0
 			}
 			continue
-		case CompareModRevision:
+		case history.CompareModRevision:
 			have, unknown = s.r.mod, s.unk&unkMod != 0
-		case CompareVersion:
+		case history.CompareVersion:
 			have, unknown = s.r.version, s.unk&unkVersion != 0
-		case CompareCreate:
+		case history.CompareCreate:
 			have, unknown = s.r.create, s.unk&unkCreate != 0
 		}
 		if !s.exists {
@@ -380,7 +382,7 @@ func (op *keyOp) String() string {
 		if i == 0 {
 			b.WriteString("if ")
 		}
-		if c.Target == CompareValue {
+		if c.Target == history.CompareValue {
 			fmt.Fprintf(&b, "value%s#%d ", c.Result, c.Value.ID)
 		} else {
 			fmt.Fprintf(&b, "%s%s%d ", c.Target, c.Result, c.Operand)
@@ -390,7 +392,7 @@ func (op *keyOp) String() string {
 		var parts []string
 		for _, st := range steps {
 			switch st.kind {
-			case KindRange:
+			case history.KindRange:
 				if !st.known {
 					parts = append(parts, "get")
 				} else if st.countOnly {
@@ -400,13 +402,13 @@ func (op *keyOp) String() string {
 				} else {
 					parts = append(parts, fmt.Sprintf("get -> #%d@%d v%d", st.result.Value.ID, st.result.ModRevision, st.result.Version))
 				}
-			case KindPut:
+			case history.KindPut:
 				p := fmt.Sprintf("put #%d", st.value)
 				if st.checkPrev {
 					p += fmt.Sprintf(" prev %s", describeKV(st.prev))
 				}
 				parts = append(parts, p)
-			case KindDelete:
+			case history.KindDelete:
 				parts = append(parts, fmt.Sprintf("delete (%d)", st.deleted))
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // segmentTarget is the size at which a key's history is cut into segments checked one by one. Porcupine
@@ -47,7 +49,7 @@ func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 		}
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
-				if sub.Kind == KindPut && sub.Put != nil && sub.Put.Lease != 0 {
+				if sub.Kind == history.KindPut && sub.Put != nil && sub.Put.Lease != 0 {
 					leaseKeys[sub.Put.Lease] = append(leaseKeys[sub.Put.Lease], c.rank(sub.Put.Key))
 				}
 			}
@@ -153,7 +155,7 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 	case opResolved:
 		base.rev, base.ret = oi.rev, oi.seen
 	}
-	if op.Request.Kind == KindLeaseRevoke {
+	if op.Request.Kind == history.KindLeaseRevoke {
 		p.base = base
 		for _, k := range leaseKeys[op.Request.Lease.ID] {
 			ko := p.get(k)
@@ -161,7 +163,7 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 		}
 		return
 	}
-	if op.Request.Kind == KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
+	if op.Request.Kind == history.KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
 		return // not linearizable at the current revision: the replay checks them
 	}
 	v, ok := viewOf(op)
@@ -189,13 +191,13 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 		if base.taken >= 0 && int8(b) != base.taken {
 			continue
 		}
-		var results []Response
+		var results []history.Response
 		if oi.state == opAcked {
 			results = v.results
 		}
 		for j := range v.branches[b] {
 			sub := &v.branches[b][j]
-			var res *Response
+			var res *history.Response
 			if j < len(results) {
 				res = &results[j]
 			}
@@ -205,51 +207,51 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 }
 
 // projectStep adds one branch operation to the per-key operations of the keys it concerns.
-func (c *checker) projectStep(sub *Request, res *Response, b int, get func(int32) *keyOp) {
+func (c *checker) projectStep(sub *history.Request, res *history.Response, b int, get func(int32) *keyOp) {
 	switch sub.Kind {
-	case KindRange:
+	case history.KindRange:
 		rg := sub.Range
 		if rg == nil || rg.End != "" {
 			return
 		}
 		k := c.rank(rg.Key)
 		ko := get(k)
-		st := keyStep{kind: KindRange, keysOnly: rg.KeysOnly, countOnly: rg.CountOnly}
+		st := keyStep{kind: history.KindRange, keysOnly: rg.KeysOnly, countOnly: rg.CountOnly}
 		if res != nil && res.Range != nil {
 			st.known, st.count = true, res.Range.Count
-			if res.Range.len() > 0 {
-				st.result = res.Range.kv(0)
+			if res.Range.Len() > 0 {
+				st.result = res.Range.At(0)
 			}
 			ko.observes = true
 		}
 		ko.branches[b] = append(ko.branches[b], st)
-	case KindPut:
+	case history.KindPut:
 		if sub.Put == nil {
 			return
 		}
 		ko := get(c.rank(sub.Put.Key))
-		st := keyStep{kind: KindPut, value: sub.Put.Value.ID, lease: sub.Put.Lease}
+		st := keyStep{kind: history.KindPut, value: sub.Put.Value.ID, lease: sub.Put.Lease}
 		if res != nil && res.Put != nil && sub.Put.PrevKV {
 			st.checkPrev, st.prev = true, res.Put.PrevKV
 			ko.observes = true
 		}
 		ko.branches[b] = append(ko.branches[b], st)
-	case KindDelete:
+	case history.KindDelete:
 		d := sub.Delete
 		if d == nil {
 			return
 		}
 		lo, hi := c.ks.interval(d.Key, d.End)
-		var prevs map[string]*KV
+		var prevs map[string]*history.KV
 		if res != nil && res.Delete != nil && d.PrevKV {
-			prevs = map[string]*KV{}
+			prevs = map[string]*history.KV{}
 			for i := range res.Delete.PrevKVs {
 				prevs[res.Delete.PrevKVs[i].Key] = &res.Delete.PrevKVs[i]
 			}
 		}
 		for k := lo; k < hi; k++ {
 			ko := get(k)
-			st := keyStep{kind: KindDelete, deleted: -1}
+			st := keyStep{kind: history.KindDelete, deleted: -1}
 			switch {
 			case prevs != nil:
 				st.deleted = 0
@@ -408,7 +410,7 @@ func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment
 	wg.Wait()
 }
 
-func checkSegment(ctx context.Context, m *keyModel, sg segment, h *History) porcupine.CheckResult {
+func checkSegment(ctx context.Context, m *keyModel, sg segment, h *history.History) porcupine.CheckResult {
 	timeout := time.Duration(0)
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
@@ -418,7 +420,7 @@ func checkSegment(ctx context.Context, m *keyModel, sg segment, h *History) porc
 
 // porcupineOps turns key operations into porcupine's; described adds each response as metadata, for
 // visualizations.
-func porcupineOps(ops []*keyOp, h *History, described bool) []porcupine.Operation {
+func porcupineOps(ops []*keyOp, h *history.History, described bool) []porcupine.Operation {
 	out := make([]porcupine.Operation, len(ops))
 	for i, ko := range ops {
 		op := &h.Operations[ko.op]

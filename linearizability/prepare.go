@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // maxRevisionSpan bounds the revisions one check covers, so that a corrupt or absurd revision in a history
@@ -14,7 +16,7 @@ const maxRevisionSpan = 64 << 20
 // watcher is one watch of the run with its records in arrival order.
 type watcher struct {
 	id, client int
-	req        WatchRequest
+	req        history.WatchRequest
 	hasReq     bool
 	requested  int64   // when the watch was asked for (its request record), or its first record
 	recs       []int32 // indexes in History.Watches
@@ -63,7 +65,7 @@ type obsEvent struct {
 
 // checker holds one check of one history.
 type checker struct {
-	h   *History
+	h   *history.History
 	ops []opInfo
 	ks  keyspace
 	vs  violations
@@ -221,7 +223,7 @@ func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok b
 	// event at that revision or, when the key did not exist, takes no revision at all.
 	type branch struct{ puts, dels []int32 }
 	var branches []branch
-	if op.Request.Kind == KindLeaseRevoke {
+	if op.Request.Kind == history.KindLeaseRevoke {
 		branches = []branch{{}}
 	} else {
 		v, _ := viewOf(op)
@@ -230,10 +232,10 @@ func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok b
 			var br branch
 			for _, sub := range v.branches[b] {
 				switch sub.Kind {
-				case KindPut:
+				case history.KindPut:
 					writes = true
 					br.puts = append(br.puts, c.rank(sub.Put.Key))
-				case KindDelete:
+				case history.KindDelete:
 					writes = true
 					if sub.Delete.End == "" {
 						br.dels = append(br.dels, c.rank(sub.Delete.Key))
@@ -247,7 +249,7 @@ func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok b
 	}
 	deletedAt := func(k int32, g int64) bool {
 		for _, o := range c.observedAt(g) {
-			if o.rank == k && c.event(o).Type == EventDelete {
+			if o.rank == k && c.event(o).Type == history.EventDelete {
 				return true
 			}
 		}
@@ -294,27 +296,27 @@ func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok b
 func (c *checker) collectKeys() {
 	keys := map[string]struct{}{}
 	add := func(k string) { keys[k] = struct{}{} }
-	addKVs := func(kvs []KV) {
+	addKVs := func(kvs []history.KV) {
 		for i := range kvs {
 			add(kvs[i].Key)
 		}
 	}
-	var addReq func(r *Request)
-	addReq = func(r *Request) {
+	var addReq func(r *history.Request)
+	addReq = func(r *history.Request) {
 		switch r.Kind {
-		case KindRange:
+		case history.KindRange:
 			if r.Range != nil && r.Range.End == "" {
 				add(r.Range.Key)
 			}
-		case KindPut:
+		case history.KindPut:
 			if r.Put != nil {
 				add(r.Put.Key)
 			}
-		case KindDelete:
+		case history.KindDelete:
 			if r.Delete != nil && r.Delete.End == "" {
 				add(r.Delete.Key)
 			}
-		case KindTxn:
+		case history.KindTxn:
 			if r.Txn != nil {
 				for _, cmp := range r.Txn.Compares {
 					add(cmp.Key)
@@ -328,11 +330,11 @@ func (c *checker) collectKeys() {
 			}
 		}
 	}
-	var addResp func(r *Response)
-	addResp = func(r *Response) {
+	var addResp func(r *history.Response)
+	addResp = func(r *history.Response) {
 		if r.Range != nil {
-			for i := range r.Range.len() {
-				add(r.Range.kv(i).Key)
+			for i := range r.Range.Len() {
+				add(r.Range.At(i).Key)
 			}
 		}
 		if r.Put != nil && r.Put.PrevKV != nil {
@@ -420,17 +422,17 @@ func (c *checker) classify() {
 			oi.taken = takenBranch(op)
 		}
 		switch op.Request.Kind {
-		case KindLeaseGrant:
+		case history.KindLeaseGrant:
 			if !failed && op.Response.Lease != nil {
 				l := lease(op.Response.Lease.ID)
 				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
 			}
-		case KindLeaseKeepAlive:
+		case history.KindLeaseKeepAlive:
 			if !failed && op.Response.Lease != nil && op.Request.Lease != nil && op.Response.Lease.TTL > 0 {
 				l := lease(op.Request.Lease.ID)
 				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
 			}
-		case KindLeaseRevoke:
+		case history.KindLeaseRevoke:
 			if op.Request.Lease == nil {
 				oi.state = opIgnored
 				continue
@@ -442,7 +444,7 @@ func (c *checker) classify() {
 				}
 				c.revokes[oi.hdr] = append(c.revokes[oi.hdr], int32(i))
 			}
-		case KindCompact:
+		case history.KindCompact:
 			if op.Request.Compact != nil {
 				c.compactions = append(c.compactions, compaction{rev: op.Request.Compact.Revision, call: op.Call, ret: oi.ret, acked: !failed})
 			}
@@ -478,7 +480,7 @@ func (c *checker) bounds() error {
 				base = min(base, h-1) // its own revision: the one before it existed
 			}
 		}
-		forEachKV(op.Response, func(kv *KV) { note(kv.ModRevision) })
+		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
 	}
 	for i := range c.h.Watches {
 		r := &c.h.Watches[i]
@@ -506,10 +508,10 @@ func (c *checker) bounds() error {
 }
 
 // forEachKV calls fn for every key-value in a response, nested ones included.
-func forEachKV(r *Response, fn func(kv *KV)) {
+func forEachKV(r *history.Response, fn func(kv *history.KV)) {
 	if r.Range != nil {
-		for i := range r.Range.len() {
-			fn(r.Range.kv(i))
+		for i := range r.Range.Len() {
+			fn(r.Range.At(i))
 		}
 	}
 	if r.Put != nil && r.Put.PrevKV != nil {
@@ -538,7 +540,7 @@ func (c *checker) indexValues() {
 		}
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
-				if sub.Kind != KindPut || sub.Put == nil || sub.Put.Value.ID == 0 {
+				if sub.Kind != history.KindPut || sub.Put == nil || sub.Put.Value.ID == 0 {
 					continue
 				}
 				id := sub.Put.Value.ID
@@ -598,7 +600,7 @@ func (c *checker) claimAnswered() {
 // An answered write must be seen at its own revision and key; a failed write whose value was seen took
 // effect, at the revision it was seen with.
 func (c *checker) resolveFromEvidence() {
-	see := func(kv *KV, at int64, who string, ops []int) {
+	see := func(kv *history.KV, at int64, who string, ops []int) {
 		if kv.Value.ID == 0 || kv.ModRevision <= c.base {
 			return // not a value of this run (keys-only reads, foreign or earlier writes)
 		}
@@ -647,7 +649,7 @@ func (c *checker) resolveFromEvidence() {
 		if op.Response == nil {
 			continue
 		}
-		forEachKV(op.Response, func(kv *KV) { see(kv, op.Return, "a read returned", []int{i}) })
+		forEachKV(op.Response, func(kv *history.KV) { see(kv, op.Return, "a read returned", []int{i}) })
 	}
 	for i := range c.h.Watches {
 		r := &c.h.Watches[i]
@@ -718,7 +720,7 @@ func (c *checker) unionObserved() {
 	c.obsAt[n] = int32(len(out))
 }
 
-func (c *checker) event(o obsEvent) *Event { return &c.h.Watches[o.rec].Events[o.ev] }
+func (c *checker) event(o obsEvent) *history.Event { return &c.h.Watches[o.rec].Events[o.ev] }
 
 func (c *checker) observedAt(r int64) []obsEvent {
 	i := c.rev(r)
@@ -727,7 +729,7 @@ func (c *checker) observedAt(r int64) []obsEvent {
 
 // sameRecord reports whether two key-values are the same record (delete events carry only the key and
 // the deletion's revision).
-func sameRecord(a, b *KV) bool {
+func sameRecord(a, b *history.KV) bool {
 	return a.Key == b.Key && a.ModRevision == b.ModRevision && a.CreateRevision == b.CreateRevision &&
 		a.Version == b.Version && a.Lease == b.Lease && a.Value.ID == b.Value.ID
 }
@@ -827,7 +829,7 @@ func (c *checker) candidates() {
 			oi.ret = t
 		}
 		op := &c.h.Operations[i]
-		if op.Request.Kind == KindLeaseRevoke {
+		if op.Request.Kind == history.KindLeaseRevoke {
 			id := op.Request.Lease.ID
 			if f, ok := c.candRevok[id]; !ok || oi.from < f {
 				c.candRevok[id] = oi.from
@@ -839,9 +841,9 @@ func (c *checker) candidates() {
 			for _, sub := range v.branches[b] {
 				lo, hi := int32(0), int32(0)
 				switch sub.Kind {
-				case KindPut:
+				case history.KindPut:
 					lo, hi = c.ks.interval(sub.Put.Key, "")
-				case KindDelete:
+				case history.KindDelete:
 					lo, hi = c.ks.interval(sub.Delete.Key, sub.Delete.End)
 				}
 				for k := lo; k < hi; k++ {

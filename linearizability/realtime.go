@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // placed is an operation at its place in etcd's revision order: a write at 2×its revision, anything that
@@ -37,11 +38,11 @@ func (c *checker) checkRealTime() {
 			continue
 		}
 		switch op.Request.Kind {
-		case KindLeaseKeepAlive, KindCompact:
+		case history.KindLeaseKeepAlive, history.KindCompact:
 			// Keep-alives are answered by the leader's lessor without consensus; compactions by the
 			// applier without a linearizable read. Neither promises a place in the order.
 			continue
-		case KindRange:
+		case history.KindRange:
 			if op.Request.Range != nil && op.Request.Range.Serializable {
 				// Stale by design, and checked on their own (a serializable read from the future is
 				// that check's violation, not a write's).
@@ -94,7 +95,7 @@ func (c *checker) checkRealTime() {
 func (c *checker) checkKeepAlives() {
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
-		if op.Response == nil || op.Request.Kind != KindLeaseKeepAlive || op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
+		if op.Response == nil || op.Request.Kind != history.KindLeaseKeepAlive || op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
 			continue
 		}
 		l := c.leases[op.Request.Lease.ID]
@@ -163,7 +164,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 func (c *checker) checkSerializableFuture() {
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
-		if op.Response == nil || op.Request.Kind != KindRange || op.Request.Range == nil || !op.Request.Range.Serializable {
+		if op.Response == nil || op.Request.Kind != history.KindRange || op.Request.Range == nil || !op.Request.Range.Serializable {
 			continue
 		}
 		h := op.Response.Revision
@@ -220,7 +221,7 @@ func (c *checker) checkCompactedReads() {
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		rg := op.Request.Range
-		if op.Response == nil || op.Request.Kind != KindRange || rg == nil || rg.Serializable || rg.Revision == 0 {
+		if op.Response == nil || op.Request.Kind != history.KindRange || rg == nil || rg.Serializable || rg.Revision == 0 {
 			continue
 		}
 		if cr, _ := c.compactedBefore(op.Call); rg.Revision < cr {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // A tiny language for hand-written histories: one key "k" unless said otherwise, values by id, times in
@@ -18,10 +19,10 @@ import (
 
 const msec = int64(time.Millisecond)
 
-type hb struct{ h History }
+type hb struct{ h history.History }
 
-func (b *hb) op(client int, call, ret int64, req Request, resp *Response) *hb {
-	op := Operation{Client: client, Call: call * msec, Return: ret * msec, Request: req, Response: resp}
+func (b *hb) op(client int, call, ret int64, req history.Request, resp *history.Response) *hb {
+	op := history.Operation{Client: client, Call: call * msec, Return: ret * msec, Request: req, Response: resp}
 	if resp == nil {
 		op.Error = "deadline: context deadline exceeded"
 	}
@@ -29,32 +30,36 @@ func (b *hb) op(client int, call, ret int64, req Request, resp *Response) *hb {
 	return b
 }
 
-func (b *hb) watch(r WatchResponse) *hb {
+func (b *hb) watch(r history.WatchResponse) *hb {
 	r.Time *= msec
 	b.h.Watches = append(b.h.Watches, r)
 	return b
 }
 
-func putReq(key string, id uint64) Request {
-	return Request{Kind: KindPut, Put: &Put{Key: key, Value: Value{ID: id, Size: 8}}}
+func putReq(key string, id uint64) history.Request {
+	return history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: history.Value{ID: id, Size: 8}}}
 }
 
-func leasePut(key string, id uint64, lease int64) Request {
+func leasePut(key string, id uint64, lease int64) history.Request {
 	r := putReq(key, id)
 	r.Put.Lease = lease
 	return r
 }
 
-func getReq(key string) Request { return Request{Kind: KindRange, Range: &Range{Key: key}} }
-
-func kv(key string, id uint64, create, mod, ver int64) KV {
-	return KV{Key: key, Value: Value{ID: id, Size: 8}, CreateRevision: create, ModRevision: mod, Version: ver}
+func getReq(key string) history.Request {
+	return history.Request{Kind: history.KindRange, Range: &history.Range{Key: key}}
 }
 
-func putResp(rev int64) *Response { return &Response{Revision: rev, Put: &PutResponse{}} }
+func kv(key string, id uint64, create, mod, ver int64) history.KV {
+	return history.KV{Key: key, Value: history.Value{ID: id, Size: 8}, CreateRevision: create, ModRevision: mod, Version: ver}
+}
 
-func getResp(rev int64, kvs ...KV) *Response {
-	return &Response{Revision: rev, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}
+func putResp(rev int64) *history.Response {
+	return &history.Response{Revision: rev, Put: &history.PutResponse{}}
+}
+
+func getResp(rev int64, kvs ...history.KV) *history.Response {
+	return &history.Response{Revision: rev, Range: &history.RangeResponse{KVs: kvs, Count: int64(len(kvs))}}
 }
 
 func TestRules(t *testing.T) {
@@ -114,98 +119,98 @@ func TestRules(t *testing.T) {
 			op(1, 20, 30, putReq("j", 9), putResp(2)), bad(CheckLinearizability)},
 		{"compare outcome contradicts the state", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
-			op(1, 20, 30, Request{Kind: KindTxn, Txn: &Txn{Compares: []Compare{{Key: "k", Target: CompareModRevision, Result: Equal, Operand: 2}},
-				Then: []Request{putReq("k", 2)}, Else: []Request{getReq("k")}}},
-				&Response{Revision: 2, Txn: &TxnResponse{Succeeded: false, Results: []Response{*getResp(2, k1)}}}), bad(CheckLinearizability)},
+			op(1, 20, 30, history.Request{Kind: history.KindTxn, Txn: &history.Txn{Compares: []history.Compare{{Key: "k", Target: history.CompareModRevision, Result: history.Equal, Operand: 2}},
+				Then: []history.Request{putReq("k", 2)}, Else: []history.Request{getReq("k")}}},
+				&history.Response{Revision: 2, Txn: &history.TxnResponse{Succeeded: false, Results: []history.Response{*getResp(2, k1)}}}), bad(CheckLinearizability)},
 		{"lease expiry after its TTL", new(hb).
-			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 0, 1, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 1}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 1}}).
 			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
 			op(1, 2000, 2001, getReq("k"), getResp(3)), ok},
 		{"lease expiry before its TTL", new(hb).
-			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 0, 1, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 1}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 1}}).
 			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
 			op(1, 500, 501, getReq("k"), getResp(3)), bad(CheckLinearizability)},
 		{"put with a revoked lease", new(hb).
-			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
-			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
+			op(0, 0, 1, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 60}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 60}}).
+			op(0, 2, 3, history.Request{Kind: history.KindLeaseRevoke, Lease: &history.Lease{ID: 7}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7}}).
 			op(0, 4, 5, leasePut("k", 1, 7), putResp(2)), bad(CheckLinearizability)},
 		{"keep-alive of a revoked lease", new(hb).
-			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 60}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}).
-			op(0, 2, 3, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7}}).
-			op(0, 4, 5, Request{Kind: KindLeaseKeepAlive, Lease: &Lease{ID: 7}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 60}}), bad(CheckLinearizability)},
+			op(0, 0, 1, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 60}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 60}}).
+			op(0, 2, 3, history.Request{Kind: history.KindLeaseRevoke, Lease: &history.Lease{ID: 7}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7}}).
+			op(0, 4, 5, history.Request{Kind: history.KindLeaseKeepAlive, Lease: &history.Lease{ID: 7}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 60}}), bad(CheckLinearizability)},
 		{"put with an expired lease", new(hb).
-			op(0, 0, 1, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 1}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: 7, TTL: 1}}).
+			op(0, 0, 1, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 1}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: 7, TTL: 1}}).
 			op(0, 2, 3, leasePut("k", 1, 7), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 1, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
-			watch(WatchResponse{Watcher: 1, Time: 4, Revision: 2, Events: []Event{{Type: EventPut, KV: KV{Key: "k", Value: Value{ID: 1, Size: 8}, CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 7}, IsCreate: true}}}).
-			watch(WatchResponse{Watcher: 1, Time: 1500, Revision: 3, Events: []Event{{Type: EventDelete, KV: KV{Key: "k", ModRevision: 3}}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 4, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: history.KV{Key: "k", Value: history.Value{ID: 1, Size: 8}, CreateRevision: 2, ModRevision: 2, Version: 1, Lease: 7}, IsCreate: true}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1500, Revision: 3, Events: []history.Event{{Type: history.EventDelete, KV: history.KV{Key: "k", ModRevision: 3}}}}).
 			op(0, 1600, 1610, leasePut("k", 2, 7), putResp(4)), bad(CheckLinearizability)},
 		{"read below an acknowledged compaction", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
-			op(0, 40, 50, Request{Kind: KindCompact, Compact: &Compact{Revision: 3}}, &Response{Revision: 3}).
-			op(1, 60, 70, Request{Kind: KindRange, Range: &Range{Key: "k", Revision: 2}}, getResp(3, k1)), bad(CheckLinearizability)},
+			op(0, 40, 50, history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: 3}}, &history.Response{Revision: 3}).
+			op(1, 60, 70, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Revision: 2}}, getResp(3, k1)), bad(CheckLinearizability)},
 		{"read below a concurrent compaction", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
-			op(0, 40, 80, Request{Kind: KindCompact, Compact: &Compact{Revision: 3}}, &Response{Revision: 3}).
-			op(1, 60, 70, Request{Kind: KindRange, Range: &Range{Key: "k", Revision: 2}}, getResp(3, k1)), ok},
+			op(0, 40, 80, history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: 3}}, &history.Response{Revision: 3}).
+			op(1, 60, 70, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Revision: 2}}, getResp(3, k1)), ok},
 		{"serializable read may be stale", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
-			op(1, 40, 50, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(2, k1)), ok},
+			op(1, 40, 50, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Serializable: true}}, getResp(2, k1)), ok},
 		{"serializable read from the future", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
-			op(1, 12, 15, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(3, k2)).
+			op(1, 12, 15, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Serializable: true}}, getResp(3, k2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)), bad(CheckSerializable)},
 		{"serializable read of a state that never was", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
-			op(1, 40, 50, Request{Kind: KindRange, Range: &Range{Key: "k", Serializable: true}}, getResp(3, k1)), bad(CheckSerializable)},
+			op(1, 40, 50, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Serializable: true}}, getResp(3, k1)), bad(CheckSerializable)},
 		{"watch from now sees what follows", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}), ok},
 		{"watch registered before its created revision", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
 			op(0, 1, 3, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 2, Created: true}).
-			watch(WatchResponse{Watcher: 1, Time: 6, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 2, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 6, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}), ok},
 		{"watch from now on a member behind the cluster", new(hb).
 			op(0, 1, 3, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 10, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 15, Revision: 2, Created: true}).
-			watch(WatchResponse{Watcher: 1, Time: 16, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), ok},
+			watch(history.WatchResponse{Watcher: 1, Time: 10, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 15, Revision: 2, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 16, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}), ok},
 		{"watch misses an event", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
 			op(0, 30, 40, putReq("k", 2), putResp(3)).
-			watch(WatchResponse{Watcher: 1, Time: 45, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}), bad(CheckWatch)},
+			watch(history.WatchResponse{Watcher: 1, Time: 45, Revision: 3, Events: []history.Event{{Type: history.EventPut, KV: k2}}}), bad(CheckWatch)},
 		{"watch from a revision starts exactly there", new(hb).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
 			op(0, 30, 40, putReq("k", 2), putResp(3)).
-			watch(WatchResponse{Watcher: 1, Time: 50, Request: &WatchRequest{Key: "k", Revision: 2}}).
-			watch(WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
-			watch(WatchResponse{Watcher: 1, Time: 56, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}), bad(CheckWatch)},
+			watch(history.WatchResponse{Watcher: 1, Time: 50, Request: &history.WatchRequest{Key: "k", Revision: 2}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 56, Revision: 3, Events: []history.Event{{Type: history.EventPut, KV: k2}}}), bad(CheckWatch)},
 		{"progress notification ahead of an event", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", ProgressNotify: true}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k", ProgressNotify: true}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}).
-			watch(WatchResponse{Watcher: 1, Time: 26, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}), bad(CheckWatch)},
+			watch(history.WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 26, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}), bad(CheckWatch)},
 		{"wrong IsCreate", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1}}}), bad(CheckWatch)},
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1}}}), bad(CheckWatch)},
 		{"read older than a watched revision", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), nil).
-			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}).
 			op(1, 30, 40, getReq("k"), getResp(1)), bad(CheckLinearizability)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,15 +242,15 @@ func TestRules(t *testing.T) {
 func TestFaultCompactionExplainsMissingPrevKV(t *testing.T) {
 	k1 := kv("k", 1, 2, 2, 1)
 	k2 := kv("k", 2, 2, 3, 2)
-	history := func() *History {
+	history := func() *history.History {
 		b := new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", PrevKV: true}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k", PrevKV: true}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
 			op(0, 30, 40, putReq("k", 2), putResp(3)).
-			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}).
 			// The previous value (revision 2) was compacted before etcd read it for this event.
-			watch(WatchResponse{Watcher: 1, Time: 60, Revision: 3, Events: []Event{{Type: EventPut, KV: k2}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 60, Revision: 3, Events: []history.Event{{Type: history.EventPut, KV: k2}}}).
 			op(0, 70, 80, putReq("k", 3), putResp(4))
 		return &b.h
 	}
@@ -289,7 +294,7 @@ func TestFaultCompactionExplainsMissingPrevKV(t *testing.T) {
 
 // nothingFor says which checks a history gives nothing to check: no operations, no watch event or progress
 // notification, no answered serializable read.
-func nothingFor(h *History) map[string]bool {
+func nothingFor(h *history.History) map[string]bool {
 	watched, serializable := false, false
 	for _, w := range h.Watches {
 		watched = watched || len(w.Events) > 0 || w.Progress
@@ -318,31 +323,31 @@ func TestNothingToCheck(t *testing.T) {
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)), results.VerdictOK, nothing, nothing, "no watches recorded"},
 		{"a watcher that received nothing", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)), results.VerdictOK, nothing, nothing,
 			"no watch event or progress notification recorded (1 watchers)"},
 		{"a watcher that received an event", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k"}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []Event{{Type: EventPut, KV: k1, IsCreate: true}}}),
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}),
 			results.VerdictOK, results.VerdictOK, nothing, "no serializable reads recorded"},
 		// The notification promises every event of "k" up to revision 2: that none was due is checked.
 		{"a watcher that received only a progress notification", new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "k", ProgressNotify: true}}).
-			watch(WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k", ProgressNotify: true}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
 			op(0, 10, 20, putReq("j", 1), putResp(2)).
-			watch(WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}),
+			watch(history.WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}),
 			results.VerdictOK, results.VerdictOK, nothing, "no serializable reads recorded"},
 		{"a serializable read", new(hb).
 			op(0, 0, 10, putReq("j", 1), putResp(2)).
-			op(1, 20, 30, Request{Kind: KindRange, Range: &Range{Key: "j", Serializable: true}}, getResp(2, j1)),
+			op(1, 20, 30, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "j", Serializable: true}}, getResp(2, j1)),
 			results.VerdictOK, nothing, results.VerdictOK, "no watches recorded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w, err := NewWriter(dir)
+			w, err := history.NewWriter(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -408,24 +413,24 @@ func TestNothingToCheck(t *testing.T) {
 // one revision of many delete events; each key's event is due once, and a second one is a duplicate.
 func TestWatchManyEventsInOneRevision(t *testing.T) {
 	const keys, lease = 40, 7
-	build := func(dup bool) *History {
+	build := func(dup bool) *history.History {
 		b := new(hb).
-			watch(WatchResponse{Watcher: 1, Time: 0, Request: &WatchRequest{Key: "p/", End: "p0"}}).
-			watch(WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
-			op(0, 2, 3, Request{Kind: KindLeaseGrant, Lease: &Lease{TTL: 600}}, &Response{Revision: 1, Lease: &LeaseResponse{ID: lease, TTL: 600}})
-		var dels []Event
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "p/", End: "p0"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			op(0, 2, 3, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 600}}, &history.Response{Revision: 1, Lease: &history.LeaseResponse{ID: lease, TTL: 600}})
+		var dels []history.Event
 		for i := range int64(keys) {
 			key := fmt.Sprintf("p/%03d", i)
-			kv := KV{Key: key, Value: Value{ID: uint64(i + 1), Size: 8}, CreateRevision: i + 2, ModRevision: i + 2, Version: 1, Lease: lease}
+			kv := history.KV{Key: key, Value: history.Value{ID: uint64(i + 1), Size: 8}, CreateRevision: i + 2, ModRevision: i + 2, Version: 1, Lease: lease}
 			b.op(0, 10+10*i, 15+10*i, leasePut(key, uint64(i+1), lease), putResp(i+2)).
-				watch(WatchResponse{Watcher: 1, Time: 16 + 10*i, Revision: i + 2, Events: []Event{{Type: EventPut, KV: kv, IsCreate: true}}})
-			dels = append(dels, Event{Type: EventDelete, KV: KV{Key: key, ModRevision: keys + 2}})
+				watch(history.WatchResponse{Watcher: 1, Time: 16 + 10*i, Revision: i + 2, Events: []history.Event{{Type: history.EventPut, KV: kv, IsCreate: true}}})
+			dels = append(dels, history.Event{Type: history.EventDelete, KV: history.KV{Key: key, ModRevision: keys + 2}})
 		}
 		if dup {
 			dels = append(dels, dels[keys/2])
 		}
-		b.op(0, 1000, 1010, Request{Kind: KindLeaseRevoke, Lease: &Lease{ID: lease}}, &Response{Revision: keys + 2}).
-			watch(WatchResponse{Watcher: 1, Time: 1011, Revision: keys + 2, Events: dels})
+		b.op(0, 1000, 1010, history.Request{Kind: history.KindLeaseRevoke, Lease: &history.Lease{ID: lease}}, &history.Response{Revision: keys + 2}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1011, Revision: keys + 2, Events: dels})
 		return &b.h
 	}
 	for _, tc := range []struct {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // rec is one version of a key: its value's write id and its revisions.
@@ -118,12 +120,12 @@ func (c *checker) observations() []observation {
 			continue
 		}
 		switch op.Request.Kind {
-		case KindRange, KindTxn, KindDelete:
+		case history.KindRange, history.KindTxn, history.KindDelete:
 		default:
 			continue
 		}
 		at := oi.hdr
-		if op.Request.Kind == KindRange && op.Request.Range != nil && op.Request.Range.Revision != 0 {
+		if op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Revision != 0 {
 			at = op.Request.Range.Revision
 			if at > oi.hdr {
 				c.vs.add(Violation{Check: checkOf(op), Kind: "read from the future", Key: opKey(op), Revision: at, Ops: []int{i}, Time: op.Call,
@@ -140,8 +142,8 @@ func (c *checker) observations() []observation {
 	return obs
 }
 
-func checkOf(op *Operation) string {
-	if op.Request.Kind == KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
+func checkOf(op *history.Operation) string {
+	if op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
 		return CheckSerializable
 	}
 	return CheckLinearizability
@@ -180,7 +182,7 @@ func (s *sweep) exec(i int, commit bool) {
 	c := s.c
 	op := &c.h.Operations[i]
 	oi := &c.ops[i]
-	if op.Request.Kind == KindLeaseRevoke {
+	if op.Request.Kind == history.KindLeaseRevoke {
 		s.revoke(i)
 		return
 	}
@@ -201,20 +203,20 @@ func (s *sweep) exec(i int, commit bool) {
 	branch := v.branches[oi.taken]
 	for j := range branch {
 		sub := &branch[j]
-		var res *Response
+		var res *history.Response
 		if acked && j < len(v.results) {
 			res = &v.results[j]
 		}
 		switch sub.Kind {
-		case KindRange:
+		case history.KindRange:
 			if res != nil && res.Range != nil && sub.Range != nil {
 				s.checkRange(i, sub.Range, res.Range, checkOf(op))
 			}
-		case KindPut:
+		case history.KindPut:
 			if commit && sub.Put != nil {
 				s.put(i, sub.Put, res)
 			}
-		case KindDelete:
+		case history.KindDelete:
 			if sub.Delete != nil {
 				s.del(i, sub.Delete, res, commit)
 			}
@@ -331,7 +333,7 @@ func (s *sweep) prevOf(k int32) (int8, rec, uint8) {
 }
 
 // put applies a put of a writer at the current revision.
-func (s *sweep) put(i int, p *Put, res *Response) {
+func (s *sweep) put(i int, p *history.Put, res *history.Response) {
 	c := s.c
 	k := c.rank(p.Key)
 	ks := &s.st[k]
@@ -378,10 +380,10 @@ func boolInt(b bool) int64 {
 }
 
 // del applies (commit) or checks a delete of [key, end).
-func (s *sweep) del(i int, d *Delete, res *Response, commit bool) {
+func (s *sweep) del(i int, d *history.Delete, res *history.Response, commit bool) {
 	c := s.c
 	lo, hi := c.ks.interval(d.Key, d.End)
-	var dr *DeleteResponse
+	var dr *history.DeleteResponse
 	if res != nil {
 		dr = res.Delete
 	}
@@ -405,7 +407,7 @@ func (s *sweep) del(i int, d *Delete, res *Response, commit bool) {
 	if dr != nil {
 		// The answer's previous values say exactly which keys existed.
 		if d.PrevKV {
-			got := map[int32]*KV{}
+			got := map[int32]*history.KV{}
 			for j := range dr.PrevKVs {
 				kv := &dr.PrevKVs[j]
 				got[c.rank(kv.Key)] = kv
@@ -454,11 +456,11 @@ func (s *sweep) del(i int, d *Delete, res *Response, commit bool) {
 
 // prevForCount turns a single-key delete's count into the previous value check: absent when nothing was
 // deleted; when one key was, only its existence is known, which checkPrev accepts for an uncertain key.
-func prevForCount(deleted int64, key string) *KV {
+func prevForCount(deleted int64, key string) *history.KV {
 	if deleted == 0 {
 		return nil
 	}
-	return &KV{Key: key, ModRevision: -1}
+	return &history.KV{Key: key, ModRevision: -1}
 }
 
 // revoke applies a lease revoke that wrote the current revision: every key attached to the lease goes.
@@ -508,7 +510,7 @@ func (s *sweep) applyObserved(r int64) {
 		k := o.rank
 		ks := &s.st[k]
 		pe, pr, pu := s.prevOf(k)
-		if e.Type == EventDelete {
+		if e.Type == history.EventDelete {
 			if cause := s.deleteCause(k, r); cause != "" {
 				w := &c.h.Watches[o.rec]
 				c.vs.add(Violation{Check: CheckLinearizability, Kind: cause, Key: e.KV.Key, Revision: r, Watcher: w.Watcher, Time: w.Time,
@@ -534,7 +536,7 @@ func (s *sweep) applyObserved(r int64) {
 func (s *sweep) noteExpiry(r int64) {
 	c := s.c
 	for _, o := range c.observedAt(r) {
-		if c.event(o).Type != EventDelete {
+		if c.event(o).Type != history.EventDelete {
 			continue
 		}
 		ks := &s.st[o.rank]
@@ -624,7 +626,7 @@ func (s *sweep) next(k, hi int32) int32 {
 }
 
 // compares evaluates a transaction's compares: 1 all true, 0 one false, -1 unknown.
-func (s *sweep) compares(cmps []Compare) int8 {
+func (s *sweep) compares(cmps []history.Compare) int8 {
 	out := int8(1)
 	for i := range cmps {
 		cmp := &cmps[i]
@@ -636,7 +638,7 @@ func (s *sweep) compares(cmps []Compare) int8 {
 		}
 		var ok bool
 		switch cmp.Target {
-		case CompareValue:
+		case history.CompareValue:
 			if !ks.exists {
 				ok = false // etcd: a value compare on a missing key is false
 				break
@@ -651,11 +653,11 @@ func (s *sweep) compares(cmps []Compare) int8 {
 			unknown := false
 			if ks.exists {
 				switch cmp.Target {
-				case CompareModRevision:
+				case history.CompareModRevision:
 					have = ks.r.mod
-				case CompareVersion:
+				case history.CompareVersion:
 					have, unknown = ks.r.version, ks.unk&unkVersion != 0
-				case CompareCreate:
+				case history.CompareCreate:
 					have, unknown = ks.r.create, ks.unk&unkCreate != 0
 				}
 			}
@@ -682,15 +684,15 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-func compareInt(c int, r CompareResult) bool {
+func compareInt(c int, r history.CompareResult) bool {
 	switch r {
-	case Equal:
+	case history.Equal:
 		return c == 0
-	case NotEqual:
+	case history.NotEqual:
 		return c != 0
-	case Less:
+	case history.Less:
 		return c < 0
-	case Greater:
+	case history.Greater:
 		return c > 0
 	}
 	return false
@@ -703,14 +705,14 @@ func (s *sweep) violation(i int, kind, key, msg string) Violation {
 
 // checkPrev checks a previous value a write returned (nil: the key did not exist) against the state
 // before the write.
-func (s *sweep) checkPrev(i int, k int32, kv *KV) {
+func (s *sweep) checkPrev(i int, k int32, kv *history.KV) {
 	s.checkKey(i, k, kv, false, "previous value")
 }
 
 // checkKey checks what an answer says about key k (kv, or nil for absent) against the current state. An
 // uncertain key is checked for what no unobserved write can explain (an older version is stale whatever
 // happened), and its state is then taken from the answer. keysOnly answers carry no value.
-func (s *sweep) checkKey(i int, k int32, kv *KV, keysOnly bool, what string) {
+func (s *sweep) checkKey(i int, k int32, kv *history.KV, keysOnly bool, what string) {
 	c := s.c
 	ks := &s.st[k]
 	key := c.key(k)
@@ -805,13 +807,13 @@ func (s *sweep) curState() int64 {
 
 // checkRange checks a range answer against the state: the keys, in order, each as the replay has it; the
 // count of the whole range; the more flag and the limit.
-func (s *sweep) checkRange(i int, rg *Range, resp *RangeResponse, check string) {
+func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse, check string) {
 	c := s.c
 	lo, hi := c.ks.interval(rg.Key, rg.End)
-	n := resp.len()
+	n := resp.Len()
 	// The answer must be consistent with itself first.
 	for j := range n {
-		if key := resp.kv(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.kv(j-1).Key) {
+		if key := resp.At(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.At(j-1).Key) {
 			c.vs.add(s.violationIn(check, i, "malformed range", key, fmt.Sprintf("%s returned %q out of order or outside its range", c.describe(i), key)))
 			return
 		}
@@ -850,27 +852,27 @@ func (s *sweep) checkRange(i int, rg *Range, resp *RangeResponse, check string) 
 	j := 0
 	last := ""
 	if n > 0 {
-		last = resp.kv(n - 1).Key
+		last = resp.At(n - 1).Key
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
-		for j < n && resp.kv(j).Key < key {
-			kv := resp.kv(j)
+		for j < n && resp.At(j).Key < key {
+			kv := resp.At(j)
 			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 			j++
 		}
 		if limited && key > last {
 			break
 		}
-		if j < n && resp.kv(j).Key == key {
-			s.checkKeyIn(check, i, k, resp.kv(j), rg.KeysOnly)
+		if j < n && resp.At(j).Key == key {
+			s.checkKeyIn(check, i, k, resp.At(j), rg.KeysOnly)
 			j++
 			continue
 		}
 		s.checkKeyIn(check, i, k, nil, rg.KeysOnly)
 	}
 	for ; j < n; j++ {
-		kv := resp.kv(j)
+		kv := resp.At(j)
 		s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 	}
 }
@@ -895,7 +897,7 @@ func (s *sweep) nextUncertainCandidate(k, hi int32) int32 {
 	return min(a, b)
 }
 
-func (s *sweep) checkKeyIn(check string, i int, k int32, kv *KV, keysOnly bool) {
+func (s *sweep) checkKeyIn(check string, i int, k int32, kv *history.KV, keysOnly bool) {
 	n := len(s.c.vs.list)
 	s.checkKey(i, k, kv, keysOnly, "read")
 	for j := n; j < len(s.c.vs.list); j++ {

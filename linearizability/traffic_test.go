@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -54,23 +54,23 @@ func (tr traffic) run(ctx context.Context, tb testing.TB, runner *workloads.Runn
 	wg.Wait()
 }
 
-func (tr traffic) get(key string) lin.Request {
-	return lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: key}}
+func (tr traffic) get(key string) history.Request {
+	return history.Request{Kind: history.KindRange, Range: &history.Range{Key: key}}
 }
 
 // known reads a key and returns its mod revision, version and value (zero when absent or on error).
-func (tr traffic) known(ctx context.Context, c *workloads.Client, key string) (mod, ver int64, val lin.Value) {
+func (tr traffic) known(ctx context.Context, c *workloads.Client, key string) (mod, ver int64, val history.Value) {
 	resp, err := c.Do(ctx, nil, "get", tr.get(key))
 	if err != nil || resp.Range == nil || len(resp.Range.KVs) == 0 {
-		return 0, 0, lin.Value{}
+		return 0, 0, history.Value{}
 	}
 	kv := resp.Range.KVs[0]
 	return kv.ModRevision, kv.Version, kv.Value
 }
 
 func (tr traffic) kvActor(ctx context.Context, c *workloads.Client, rng *rand.Rand) {
-	put := func(key string) lin.Request {
-		return lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: c.NewValue(16 + rng.IntN(64)), PrevKV: rng.IntN(2) == 0}}
+	put := func(key string) history.Request {
+		return history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: c.NewValue(16 + rng.IntN(64)), PrevKV: rng.IntN(2) == 0}}
 	}
 	for ctx.Err() == nil {
 		if tr.pause > 0 {
@@ -79,56 +79,56 @@ func (tr traffic) kvActor(ctx context.Context, c *workloads.Client, rng *rand.Ra
 		key := tr.key(rng.IntN(tr.keys))
 		switch x := rng.IntN(100); {
 		case x < 12: // create
-			c.Do(ctx, nil, "create", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-				Compares: []lin.Compare{{Key: key, Target: lin.CompareModRevision, Result: lin.Equal}},
-				Then:     []lin.Request{put(key)}}})
+			c.Do(ctx, nil, "create", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+				Compares: []history.Compare{{Key: key, Target: history.CompareModRevision, Result: history.Equal}},
+				Then:     []history.Request{put(key)}}})
 		case x < 30: // optimistic update
 			mod, _, _ := tr.known(ctx, c, key)
-			c.Do(ctx, nil, "update", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-				Compares: []lin.Compare{{Key: key, Target: lin.CompareModRevision, Result: lin.Equal, Operand: mod}},
-				Then:     []lin.Request{put(key)}, Else: []lin.Request{tr.get(key)}}})
+			c.Do(ctx, nil, "update", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+				Compares: []history.Compare{{Key: key, Target: history.CompareModRevision, Result: history.Equal, Operand: mod}},
+				Then:     []history.Request{put(key)}, Else: []history.Request{tr.get(key)}}})
 		case x < 36: // optimistic delete
 			mod, _, _ := tr.known(ctx, c, key)
-			c.Do(ctx, nil, "delete", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-				Compares: []lin.Compare{{Key: key, Target: lin.CompareModRevision, Result: lin.Equal, Operand: mod}},
-				Then:     []lin.Request{{Kind: lin.KindDelete, Delete: &lin.Delete{Key: key, PrevKV: true}}}, Else: []lin.Request{tr.get(key)}}})
+			c.Do(ctx, nil, "delete", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+				Compares: []history.Compare{{Key: key, Target: history.CompareModRevision, Result: history.Equal, Operand: mod}},
+				Then:     []history.Request{{Kind: history.KindDelete, Delete: &history.Delete{Key: key, PrevKV: true}}}, Else: []history.Request{tr.get(key)}}})
 		case x < 40: // version, create and value compares
 			mod, ver, val := tr.known(ctx, c, key)
-			cmps := []lin.Compare{{Key: key, Target: lin.CompareVersion, Result: lin.Equal, Operand: ver}}
+			cmps := []history.Compare{{Key: key, Target: history.CompareVersion, Result: history.Equal, Operand: ver}}
 			switch rng.IntN(3) {
 			case 0:
-				cmps = append(cmps, lin.Compare{Key: key, Target: lin.CompareCreate, Result: lin.Less, Operand: mod + 1})
+				cmps = append(cmps, history.Compare{Key: key, Target: history.CompareCreate, Result: history.Less, Operand: mod + 1})
 			case 1:
 				if val.ID != 0 {
-					cmps = append(cmps, lin.Compare{Key: key, Target: lin.CompareValue, Result: lin.Equal, Value: val})
+					cmps = append(cmps, history.Compare{Key: key, Target: history.CompareValue, Result: history.Equal, Value: val})
 				}
 			}
-			c.Do(ctx, nil, "cas", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Compares: cmps, Then: []lin.Request{put(key)}, Else: []lin.Request{tr.get(key)}}})
+			c.Do(ctx, nil, "cas", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Compares: cmps, Then: []history.Request{put(key)}, Else: []history.Request{tr.get(key)}}})
 		case x < 50:
 			c.Do(ctx, nil, "put", put(key))
 		case x < 53:
-			c.Do(ctx, nil, "delete", lin.Request{Kind: lin.KindDelete, Delete: &lin.Delete{Key: key, PrevKV: rng.IntN(2) == 0}})
+			c.Do(ctx, nil, "delete", history.Request{Kind: history.KindDelete, Delete: &history.Delete{Key: key, PrevKV: rng.IntN(2) == 0}})
 		case x < 58: // a multi-key transaction: watchers must see both puts in one response
 			k2 := tr.key(rng.IntN(tr.keys))
 			if k2 == key {
 				continue
 			}
-			c.Do(ctx, nil, "txn-multi", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{put(key), put(k2)}}})
+			c.Do(ctx, nil, "txn-multi", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{put(key), put(k2)}}})
 		case x < 59: // range delete
-			c.Do(ctx, nil, "delete-range", lin.Request{Kind: lin.KindDelete, Delete: &lin.Delete{Key: tr.prefix + "k0", End: tr.prefix + "k02", PrevKV: true}})
+			c.Do(ctx, nil, "delete-range", history.Request{Kind: history.KindDelete, Delete: &history.Delete{Key: tr.prefix + "k0", End: tr.prefix + "k02", PrevKV: true}})
 		case x < 75:
 			c.Do(ctx, nil, "get", tr.get(key))
 		case x < 80:
-			c.Do(ctx, nil, "get-serializable", lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: key, Serializable: true}})
+			c.Do(ctx, nil, "get-serializable", history.Request{Kind: history.KindRange, Range: &history.Range{Key: key, Serializable: true}})
 		case x < 83:
-			c.Do(ctx, nil, "list-keys", lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: tr.prefix, End: tr.end(), KeysOnly: true}})
+			c.Do(ctx, nil, "list-keys", history.Request{Kind: history.KindRange, Range: &history.Range{Key: tr.prefix, End: tr.end(), KeysOnly: true}})
 		case x < 86:
-			c.Do(ctx, nil, "count", lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: tr.prefix, End: tr.end(), CountOnly: true}})
+			c.Do(ctx, nil, "count", history.Request{Kind: history.KindRange, Range: &history.Range{Key: tr.prefix, End: tr.end(), CountOnly: true}})
 		case x < 95: // paged list pinned to the first page's revision
 			var rev int64
 			from := tr.prefix
 			for page := 0; page < 20; page++ {
-				resp, err := c.Do(ctx, nil, "list", lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: from, End: tr.end(), Limit: 4, Revision: rev}})
+				resp, err := c.Do(ctx, nil, "list", history.Request{Kind: history.KindRange, Range: &history.Range{Key: from, End: tr.end(), Limit: 4, Revision: rev}})
 				if err != nil || !resp.Range.More || len(resp.Range.KVs) == 0 {
 					break
 				}
@@ -138,8 +138,8 @@ func (tr traffic) kvActor(ctx context.Context, c *workloads.Client, rng *rand.Ra
 				from = resp.Range.KVs[len(resp.Range.KVs)-1].Key + "\x00"
 			}
 		default: // a read in a transaction
-			c.Do(ctx, nil, "txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{
-				{Kind: lin.KindRange, Range: &lin.Range{Key: tr.prefix, End: tr.end(), Limit: 5}}, tr.get(key)}}})
+			c.Do(ctx, nil, "txn-read", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{
+				{Kind: history.KindRange, Range: &history.Range{Key: tr.prefix, End: tr.end(), Limit: 5}}, tr.get(key)}}})
 		}
 	}
 }
@@ -149,7 +149,7 @@ func (tr traffic) kvActor(ctx context.Context, c *workloads.Client, rng *rand.Ra
 func (tr traffic) leaseActor(ctx context.Context, c *workloads.Client, rng *rand.Rand) {
 	n := 0
 	for ctx.Err() == nil {
-		resp, err := c.Do(ctx, nil, "lease-grant", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 2}})
+		resp, err := c.Do(ctx, nil, "lease-grant", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 2}})
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -158,13 +158,13 @@ func (tr traffic) leaseActor(ctx context.Context, c *workloads.Client, rng *rand
 		for range 1 + rng.IntN(3) {
 			n++
 			key := fmt.Sprintf("%sl%03d", tr.prefix, n%40)
-			c.Do(ctx, nil, "put-lease", lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: c.NewValue(16), Lease: id}})
+			c.Do(ctx, nil, "put-lease", history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: c.NewValue(16), Lease: id}})
 		}
 		switch rng.IntN(3) {
 		case 0:
-			c.Do(ctx, nil, "lease-keepalive", lin.Request{Kind: lin.KindLeaseKeepAlive, Lease: &lin.Lease{ID: id}})
+			c.Do(ctx, nil, "lease-keepalive", history.Request{Kind: history.KindLeaseKeepAlive, Lease: &history.Lease{ID: id}})
 		case 1:
-			c.Do(ctx, nil, "lease-revoke", lin.Request{Kind: lin.KindLeaseRevoke, Lease: &lin.Lease{ID: id}})
+			c.Do(ctx, nil, "lease-revoke", history.Request{Kind: history.KindLeaseRevoke, Lease: &history.Lease{ID: id}})
 		}
 		select {
 		case <-ctx.Done():
@@ -190,7 +190,7 @@ func (tr traffic) compactor(ctx context.Context, c *workloads.Client) {
 			continue
 		}
 		if prev > 0 {
-			c.Do(ctx, nil, "compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: prev}})
+			c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: prev}})
 		}
 		prev = resp.Revision
 	}
@@ -202,7 +202,7 @@ func (tr traffic) watcher(ctx context.Context, c *workloads.Client, n int) {
 	var last int64
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(2+n)*time.Second)
-		req := lin.WatchRequest{Key: tr.prefix, End: tr.end(), PrevKV: true, ProgressNotify: true}
+		req := history.WatchRequest{Key: tr.prefix, End: tr.end(), PrevKV: true, ProgressNotify: true}
 		if last > 0 {
 			req.Revision = max(last-5, 1) // from a little in the past: the start must be exact
 		}

@@ -3,6 +3,8 @@ package linearizability
 import (
 	"fmt"
 	"slices"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // delivered is one event a watcher received.
@@ -259,7 +261,7 @@ func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compacti
 	r := &c.h.Watches[d.rec]
 	e := &r.Events[d.ev]
 	key := e.KV.Key
-	if want.del != (e.Type == EventDelete) {
+	if want.del != (e.Type == history.EventDelete) {
 		c.watchViolation(w, "wrong watch event", key, d.rev, d.time, "received %s, but the replay has a %s", describeEvent(e), eventName(want))
 		return
 	}

@@ -10,17 +10,17 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Recorder is the one place where operations are timed and recorded. Every request a workload sends goes
 // through a Client, which hands the Recorder one results.Record (for histograms and counters) and, when a
-// history is kept, one linearizability.Operation (for the consistency checker).
+// history is kept, one history.Operation (for the consistency checker).
 type Recorder struct {
 	start   time.Time
 	sinks   []results.Sink
-	history *lin.Writer
+	history *history.Writer
 	fill    []byte
 
 	deadlines deadlines
@@ -30,8 +30,8 @@ type Recorder struct {
 }
 
 // NewRecorder returns a recorder whose time base is start. history may be nil to keep no history. fill
-// supplies the filler bytes of written values (see linearizability.EncodeValue).
-func NewRecorder(start time.Time, history *lin.Writer, fill []byte, sinks ...results.Sink) *Recorder {
+// supplies the filler bytes of written values (see history.EncodeValue).
+func NewRecorder(start time.Time, history *history.Writer, fill []byte, sinks ...results.Sink) *Recorder {
 	return &Recorder{start: start, sinks: sinks, history: history, fill: fill}
 }
 
@@ -91,7 +91,7 @@ type Client struct {
 	// Reused for every request: a Client serves one goroutine at a time, and sinks and the history writer
 	// do not keep what they are given.
 	record results.Record
-	op     lin.Operation
+	op     history.Operation
 	writes uint32 // values written so far, see NewValue
 }
 
@@ -116,9 +116,9 @@ func (c *Client) ID() int { return c.id }
 // NewValue returns a value of the given size with a run-wide unique write id: the client's number in the
 // high bits and its own sequence number in the low 32. Ids stay below 2^53, exact in any JSON reader, for
 // up to two million clients; no counter is shared between clients, so writing costs no cross-core traffic.
-func (c *Client) NewValue(size int) lin.Value {
+func (c *Client) NewValue(size int) history.Value {
 	c.writes++
-	return lin.Value{ID: uint64(c.id+1)<<32 | uint64(c.writes), Size: max(size, 8)}
+	return history.Value{ID: uint64(c.id+1)<<32 | uint64(c.writes), Size: max(size, 8)}
 }
 
 // Etcd returns the underlying etcd client, for requests the wrapper does not model (use Call to time them).
@@ -130,7 +130,7 @@ func (c *Client) Recorder() *Recorder { return c.rec }
 // Do sends req and records it as operation op (for example "put" or "create/pods"). The returned error is
 // the one etcd's client returned; a transaction whose comparison failed is not an error but a response with
 // Txn.Succeeded false.
-func (c *Client) Do(ctx context.Context, slot *Slot, op string, req lin.Request) (lin.Response, error) {
+func (c *Client) Do(ctx context.Context, slot *Slot, op string, req history.Request) (history.Response, error) {
 	parent := ctx
 	start := c.rec.Now()
 	if c.opts.Timeout > 0 {
@@ -166,7 +166,7 @@ func (c *Client) Call(ctx context.Context, slot *Slot, op string, fn func(ctx co
 	return err
 }
 
-func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.Duration, resp *lin.Response, class string, err error, canceled bool) {
+func (c *Client) finish(slot *Slot, op string, req history.Request, start, end time.Duration, resp *history.Response, class string, err error, canceled bool) {
 	rec := &c.record
 	*rec = results.Record{Op: op, Key: requestKey(req), Start: start, End: end, Intended: start, Revision: resp.Revision}
 	if slot != nil {
@@ -178,13 +178,13 @@ func (c *Client) finish(slot *Slot, op string, req lin.Request, start, end time.
 	case resp.Txn != nil && !resp.Txn.Succeeded:
 		rec.Outcome = results.Failed
 	}
-	if req.Kind == lin.KindPut {
+	if req.Kind == history.KindPut {
 		rec.WriteID = req.Put.Value.ID
 	}
 	rec.Access = access(req)
 	if c.rec.history != nil {
 		h := &c.op
-		*h = lin.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
+		*h = history.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
 		if err != nil {
 			h.Error = rec.ErrClass + ": " + err.Error()
 		} else {
@@ -213,10 +213,10 @@ func canceledByCaller(parent context.Context, err error) bool {
 }
 
 // access classifies req for the availability gaps, by the one definition of results.AccessOf.
-func access(req lin.Request) results.Access {
+func access(req history.Request) results.Access {
 	a := results.AccessOf(string(req.Kind))
 	if req.Txn != nil {
-		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
+		for _, branch := range [2][]history.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range branch {
 				a = a.Branch(string(r.Kind))
 			}
@@ -225,15 +225,15 @@ func access(req lin.Request) results.Access {
 	return a
 }
 
-func requestKey(req lin.Request) string {
+func requestKey(req history.Request) string {
 	switch req.Kind {
-	case lin.KindRange:
+	case history.KindRange:
 		return req.Range.Key
-	case lin.KindPut:
+	case history.KindPut:
 		return req.Put.Key
-	case lin.KindDelete:
+	case history.KindDelete:
 		return req.Delete.Key
-	case lin.KindTxn:
+	case history.KindTxn:
 		if len(req.Txn.Compares) > 0 {
 			return req.Txn.Compares[0].Key
 		}
@@ -244,48 +244,48 @@ func requestKey(req lin.Request) string {
 	return ""
 }
 
-func (c *Client) send(ctx context.Context, req lin.Request) (lin.Response, error) {
+func (c *Client) send(ctx context.Context, req history.Request) (history.Response, error) {
 	switch req.Kind {
-	case lin.KindLeaseGrant:
+	case history.KindLeaseGrant:
 		r, err := c.etcd.Grant(ctx, req.Lease.TTL)
 		if err != nil {
-			return lin.Response{}, err
+			return history.Response{}, err
 		}
-		return lin.Response{Revision: r.Revision, Lease: &lin.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
-	case lin.KindLeaseRevoke:
+		return history.Response{Revision: r.Revision, Lease: &history.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
+	case history.KindLeaseRevoke:
 		r, err := c.etcd.Revoke(ctx, clientv3.LeaseID(req.Lease.ID))
 		if err != nil {
-			return lin.Response{}, err
+			return history.Response{}, err
 		}
-		return lin.Response{Revision: r.Header.Revision, Lease: &lin.LeaseResponse{ID: req.Lease.ID}}, nil
-	case lin.KindLeaseKeepAlive:
+		return history.Response{Revision: r.Header.Revision, Lease: &history.LeaseResponse{ID: req.Lease.ID}}, nil
+	case history.KindLeaseKeepAlive:
 		r, err := c.etcd.KeepAliveOnce(ctx, clientv3.LeaseID(req.Lease.ID))
 		if err != nil {
-			return lin.Response{}, err
+			return history.Response{}, err
 		}
-		return lin.Response{Revision: r.Revision, Lease: &lin.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
-	case lin.KindCompact:
+		return history.Response{Revision: r.Revision, Lease: &history.LeaseResponse{ID: int64(r.ID), TTL: r.TTL}}, nil
+	case history.KindCompact:
 		var opts []clientv3.CompactOption
 		if req.Compact.Physical {
 			opts = append(opts, clientv3.WithCompactPhysical())
 		}
 		r, err := c.etcd.Compact(ctx, req.Compact.Revision, opts...)
 		if err != nil {
-			return lin.Response{}, err
+			return history.Response{}, err
 		}
-		return lin.Response{Revision: r.Header.Revision}, nil
+		return history.Response{Revision: r.Header.Revision}, nil
 	}
 	r, err := c.etcd.Do(ctx, c.toOp(req))
 	if err != nil {
-		return lin.Response{}, err
+		return history.Response{}, err
 	}
 	return fromOpResponse(r), nil
 }
 
 // toOp translates a KV request into the etcd client's Op.
-func (c *Client) toOp(req lin.Request) clientv3.Op {
+func (c *Client) toOp(req history.Request) clientv3.Op {
 	switch req.Kind {
-	case lin.KindRange:
+	case history.KindRange:
 		r := req.Range
 		var opts []clientv3.OpOption
 		if r.End != "" {
@@ -307,7 +307,7 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 			opts = append(opts, clientv3.WithCountOnly())
 		}
 		return clientv3.OpGet(r.Key, opts...)
-	case lin.KindPut:
+	case history.KindPut:
 		p := req.Put
 		var opts []clientv3.OpOption
 		if p.Lease != 0 {
@@ -317,7 +317,7 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 			opts = append(opts, clientv3.WithPrevKV())
 		}
 		return clientv3.OpPut(p.Key, c.valueString(p.Value), opts...)
-	case lin.KindDelete:
+	case history.KindDelete:
 		d := req.Delete
 		var opts []clientv3.OpOption
 		if d.End != "" {
@@ -327,7 +327,7 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 			opts = append(opts, clientv3.WithPrevKV())
 		}
 		return clientv3.OpDelete(d.Key, opts...)
-	case lin.KindTxn:
+	case history.KindTxn:
 		t := req.Txn
 		cmps := make([]clientv3.Cmp, len(t.Compares))
 		for i, cmp := range t.Compares {
@@ -340,12 +340,12 @@ func (c *Client) toOp(req lin.Request) clientv3.Op {
 
 // valueString returns the bytes of v as a string without copying them: the buffer is fresh and never
 // written again, and the etcd client takes values as strings.
-func (c *Client) valueString(v lin.Value) string {
-	b := lin.EncodeValue(v, c.rec.fill)
+func (c *Client) valueString(v history.Value) string {
+	b := history.EncodeValue(v, c.rec.fill)
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-func (c *Client) toOps(reqs []lin.Request) []clientv3.Op {
+func (c *Client) toOps(reqs []history.Request) []clientv3.Op {
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -356,87 +356,87 @@ func (c *Client) toOps(reqs []lin.Request) []clientv3.Op {
 	return ops
 }
 
-func (c *Client) toCmp(cmp lin.Compare) clientv3.Cmp {
+func (c *Client) toCmp(cmp history.Compare) clientv3.Cmp {
 	op := string(cmp.Result)
 	switch cmp.Target {
-	case lin.CompareModRevision:
+	case history.CompareModRevision:
 		return clientv3.Compare(clientv3.ModRevision(cmp.Key), op, cmp.Operand)
-	case lin.CompareVersion:
+	case history.CompareVersion:
 		return clientv3.Compare(clientv3.Version(cmp.Key), op, cmp.Operand)
-	case lin.CompareCreate:
+	case history.CompareCreate:
 		return clientv3.Compare(clientv3.CreateRevision(cmp.Key), op, cmp.Operand)
-	case lin.CompareValue:
+	case history.CompareValue:
 		return clientv3.Compare(clientv3.Value(cmp.Key), op, c.valueString(cmp.Value))
 	}
 	panic("workloads: compare target " + string(cmp.Target))
 }
 
-func fromOpResponse(r clientv3.OpResponse) lin.Response {
+func fromOpResponse(r clientv3.OpResponse) history.Response {
 	switch {
 	case r.Get() != nil:
 		g := r.Get()
-		return lin.Response{Revision: g.Header.Revision, Range: &lin.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
+		return history.Response{Revision: g.Header.Revision, Range: &history.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
 	case r.Put() != nil:
 		p := r.Put()
-		return lin.Response{Revision: p.Header.Revision, Put: &lin.PutResponse{PrevKV: fromKV(p.PrevKv)}}
+		return history.Response{Revision: p.Header.Revision, Put: &history.PutResponse{PrevKV: fromKV(p.PrevKv)}}
 	case r.Del() != nil:
 		d := r.Del()
-		return lin.Response{Revision: d.Header.Revision, Delete: &lin.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
+		return history.Response{Revision: d.Header.Revision, Delete: &history.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
 	case r.Txn() != nil:
 		t := r.Txn()
-		out := lin.Response{Revision: t.Header.Revision, Txn: &lin.TxnResponse{Succeeded: t.Succeeded}}
+		out := history.Response{Revision: t.Header.Revision, Txn: &history.TxnResponse{Succeeded: t.Succeeded}}
 		for _, op := range t.Responses {
 			out.Txn.Results = append(out.Txn.Results, fromResponseOp(op, t.Header.Revision))
 		}
 		return out
 	}
-	return lin.Response{}
+	return history.Response{}
 }
 
 // fromResponseOp converts one result of a transaction branch; nested results carry the transaction's
 // revision.
-func fromResponseOp(op *pb.ResponseOp, rev int64) lin.Response {
+func fromResponseOp(op *pb.ResponseOp, rev int64) history.Response {
 	switch {
 	case op.GetResponseRange() != nil:
 		g := op.GetResponseRange()
-		return lin.Response{Revision: rev, Range: &lin.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
+		return history.Response{Revision: rev, Range: &history.RangeResponse{KVs: fromKVs(g.Kvs), Count: g.Count, More: g.More}}
 	case op.GetResponsePut() != nil:
-		return lin.Response{Revision: rev, Put: &lin.PutResponse{PrevKV: fromKV(op.GetResponsePut().PrevKv)}}
+		return history.Response{Revision: rev, Put: &history.PutResponse{PrevKV: fromKV(op.GetResponsePut().PrevKv)}}
 	case op.GetResponseDeleteRange() != nil:
 		d := op.GetResponseDeleteRange()
-		return lin.Response{Revision: rev, Delete: &lin.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
+		return history.Response{Revision: rev, Delete: &history.DeleteResponse{Deleted: d.Deleted, PrevKVs: fromKVs(d.PrevKvs)}}
 	case op.GetResponseTxn() != nil:
 		t := op.GetResponseTxn()
-		out := lin.Response{Revision: rev, Txn: &lin.TxnResponse{Succeeded: t.Succeeded}}
+		out := history.Response{Revision: rev, Txn: &history.TxnResponse{Succeeded: t.Succeeded}}
 		for _, inner := range t.Responses {
 			out.Txn.Results = append(out.Txn.Results, fromResponseOp(inner, rev))
 		}
 		return out
 	}
-	return lin.Response{Revision: rev}
+	return history.Response{Revision: rev}
 }
 
-func fromKVs(kvs []*mvccpb.KeyValue) []lin.KV {
+func fromKVs(kvs []*mvccpb.KeyValue) []history.KV {
 	if len(kvs) == 0 {
 		return nil
 	}
-	out := make([]lin.KV, len(kvs))
+	out := make([]history.KV, len(kvs))
 	for i, kv := range kvs {
 		out[i] = *fromKV(kv)
 	}
 	return out
 }
 
-func fromKV(kv *mvccpb.KeyValue) *lin.KV {
+func fromKV(kv *mvccpb.KeyValue) *history.KV {
 	if kv == nil {
 		return nil
 	}
-	out := &lin.KV{
+	out := &history.KV{
 		Key: string(kv.Key), CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
 		Version: kv.Version, Lease: kv.Lease,
 	}
 	if len(kv.Value) > 0 {
-		out.Value = lin.DecodeValue(kv.Value)
+		out.Value = history.DecodeValue(kv.Value)
 	}
 	return out
 }

@@ -10,10 +10,10 @@ import (
 	"unsafe"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -167,19 +167,19 @@ func (k keySpace) preload(ctx context.Context, r *Runner, valSize int) error {
 	c := r.Workers()[0].Client
 	end := k.first + k.count
 	for i := k.first; i < end; i += batch {
-		var puts []lin.Request
+		var puts []history.Request
 		for j := i; j < min(i+batch, end); j++ {
 			puts = append(puts, putRequest(k.key(j), c.NewValue(valSize)))
 		}
-		if _, err := c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}}); err != nil {
+		if _, err := c.Do(ctx, nil, "preload", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: puts}}); err != nil {
 			return fmt.Errorf("preload keys: %w", err)
 		}
 	}
 	return nil
 }
 
-func putRequest(key string, v lin.Value) lin.Request {
-	return lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: v}}
+func putRequest(key string, v history.Value) history.Request {
+	return history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: v}}
 }
 
 // putLoad mirrors `benchmark put`: one put per operation.
@@ -210,7 +210,7 @@ func (l *rangeLoad) Setup(ctx context.Context, r *Runner) error {
 }
 func (l *rangeLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
-		rg := &lin.Range{Limit: l.o.Limit, Serializable: l.o.Consistency == "s", KeysOnly: l.o.KeysOnly, CountOnly: l.o.CountOnly}
+		rg := &history.Range{Limit: l.o.Limit, Serializable: l.o.Consistency == "s", KeysOnly: l.o.KeysOnly, CountOnly: l.o.CountOnly}
 		switch i := l.keys.pick(w, s.N, l.o.SequentialKeys); {
 		case l.o.RangeKeys == 0:
 			rg.Key, rg.End = l.keys.prefix, l.keys.end()
@@ -220,7 +220,7 @@ func (l *rangeLoad) Run(ctx context.Context, r *Runner) error {
 			i = min(i, max(l.keys.size-l.o.RangeKeys, 0))
 			rg.Key, rg.End = l.keys.key(i), l.keys.key(i+l.o.RangeKeys)
 		}
-		w.Do(ctx, s, "range", lin.Request{Kind: lin.KindRange, Range: rg})
+		w.Do(ctx, s, "range", history.Request{Kind: history.KindRange, Range: rg})
 	})
 	return nil
 }
@@ -235,11 +235,11 @@ func (l *txnPutLoad) Name() string                         { return "txn-put" }
 func (l *txnPutLoad) Setup(context.Context, *Runner) error { return nil }
 func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
-		puts := make([]lin.Request, l.o.TxnOps)
+		puts := make([]history.Request, l.o.TxnOps)
 		for j := range puts {
 			puts[j] = putRequest(l.keys.key(l.keys.nth(s.N*uint64(l.o.TxnOps)+uint64(j))), w.NewValue(l.o.ValSize))
 		}
-		w.Do(ctx, s, "txn-put", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: puts}})
+		w.Do(ctx, s, "txn-put", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: puts}})
 	})
 	return nil
 }
@@ -263,14 +263,14 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 	readShare := l.o.RWRatio / (1 + l.o.RWRatio)
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		if w.Rand.Float64() < readShare {
-			read := lin.Request{Kind: lin.KindRange, Range: &lin.Range{
+			read := history.Request{Kind: history.KindRange, Range: &history.Range{
 				Key: l.keys.prefix, End: l.keys.end(), Limit: limit, Serializable: l.o.Consistency == "s",
 			}}
-			w.Do(ctx, s, "txn-read", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{read}}})
+			w.Do(ctx, s, "txn-read", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{read}}})
 			return
 		}
 		put := putRequest(l.keys.key(l.keys.nth(s.N)), w.NewValue(l.o.ValSize))
-		w.Do(ctx, s, "txn-write", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Then: []lin.Request{put}}})
+		w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{put}}})
 	})
 	return nil
 }
@@ -285,7 +285,7 @@ func (l *leaseKeepaliveLoad) Name() string { return "lease-keepalive" }
 func (l *leaseKeepaliveLoad) Setup(ctx context.Context, r *Runner) error {
 	l.leases = make([]int64, len(r.Workers()))
 	for i, w := range r.Workers() {
-		resp, err := w.Do(ctx, nil, "lease-grant", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 100}})
+		resp, err := w.Do(ctx, nil, "lease-grant", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 100}})
 		if err != nil {
 			return fmt.Errorf("grant lease: %w", err)
 		}
@@ -295,7 +295,7 @@ func (l *leaseKeepaliveLoad) Setup(ctx context.Context, r *Runner) error {
 }
 func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
-		w.Do(ctx, s, "lease-keepalive", lin.Request{Kind: lin.KindLeaseKeepAlive, Lease: &lin.Lease{ID: l.leases[w.ID]}})
+		w.Do(ctx, s, "lease-keepalive", history.Request{Kind: history.KindLeaseKeepAlive, Lease: &history.Lease{ID: l.leases[w.ID]}})
 	})
 	return nil
 }
@@ -325,7 +325,7 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 		stream := r.NewClient(i).NewWatchStream()
 		l.streams = append(l.streams, stream)
 		for range l.o.WatchersPerStream {
-			w := stream.Watch(wctx, lin.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV})
+			w := stream.Watch(wctx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV})
 			l.watches = append(l.watches, w)
 		}
 	}

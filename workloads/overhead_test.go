@@ -7,8 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // BenchmarkPutOverhead compares a bare etcd client put with the same put sent through the recording
@@ -22,7 +22,7 @@ func BenchmarkPutOverhead(b *testing.B) {
 	}
 	defer cli.Close()
 	ctx := context.Background()
-	val := string(lin.EncodeValue(lin.Value{ID: 1, Size: 256}, []byte("x")))
+	val := string(history.EncodeValue(history.Value{ID: 1, Size: 256}, []byte("x")))
 
 	b.Run("etcd-client", func(b *testing.B) {
 		b.ReportAllocs()
@@ -34,7 +34,7 @@ func BenchmarkPutOverhead(b *testing.B) {
 	})
 	b.Run("recording-client", func(b *testing.B) {
 		dir := b.TempDir()
-		hist, err := lin.NewWriter(dir)
+		hist, err := history.NewWriter(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func BenchmarkPutOverhead(b *testing.B) {
 		client := NewClient(0, cli, rec, ClientOptions{Timeout: 10 * time.Second})
 		b.ReportAllocs()
 		for b.Loop() {
-			req := lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}
+			req := history.Request{Kind: history.KindPut, Put: &history.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}
 			if _, err := client.Do(ctx, nil, "put", req); err != nil {
 				b.Fatal(err)
 			}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -24,7 +24,7 @@ type load struct {
 func runLoad(t *testing.T, c clusters.Cluster, wl Workload, opts RunOptions, during func(ctx context.Context, r *Runner)) load {
 	t.Helper()
 	dir := t.TempDir()
-	hist, err := lin.NewWriter(dir)
+	hist, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestMicroWorkloads(t *testing.T) {
 			// Every request is in the history; every written value has a unique write id.
 			ids := map[uint64]bool{}
 			var n int
-			err = lin.ReadOperations(filepath.Join(got.dir, lin.HistoryFile), func(op *lin.Operation) error {
+			err = history.ReadOperations(filepath.Join(got.dir, history.HistoryFile), func(op *history.Operation) error {
 				n++
 				for _, v := range writtenValues(op.Request) {
 					if ids[v.ID] || v.ID == 0 {
@@ -211,13 +211,13 @@ func TestMicroWorkloads(t *testing.T) {
 	}
 }
 
-func writtenValues(r lin.Request) []lin.Value {
+func writtenValues(r history.Request) []history.Value {
 	switch r.Kind {
-	case lin.KindPut:
-		return []lin.Value{r.Put.Value}
-	case lin.KindTxn:
-		var out []lin.Value
-		for _, op := range append(append([]lin.Request{}, r.Txn.Then...), r.Txn.Else...) {
+	case history.KindPut:
+		return []history.Value{r.Put.Value}
+	case history.KindTxn:
+		var out []history.Value
+		for _, op := range append(append([]history.Request{}, r.Txn.Then...), r.Txn.Else...) {
 			out = append(out, writtenValues(op)...)
 		}
 		return out

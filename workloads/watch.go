@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Watch is a recorded watch: every response etcd sends is timed on arrival, written to the history's watch
@@ -17,7 +17,7 @@ import (
 type Watch struct {
 	ID     int
 	Client int
-	C      <-chan lin.WatchResponse
+	C      <-chan history.WatchResponse
 	Ready  <-chan struct{}
 }
 
@@ -33,7 +33,7 @@ func (c *Client) NewWatchStream() *WatchStream {
 }
 
 // Watch opens a watch on the stream.
-func (s *WatchStream) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
+func (s *WatchStream) Watch(ctx context.Context, req history.WatchRequest) *Watch {
 	return s.c.watch(ctx, s.w, req)
 }
 
@@ -45,11 +45,11 @@ func (s *WatchStream) Close() error { return s.w.Close() }
 func (s *WatchStream) RequestProgress(ctx context.Context) error { return s.w.RequestProgress(ctx) }
 
 // Watch opens a watch on the client's shared watch stream.
-func (c *Client) Watch(ctx context.Context, req lin.WatchRequest) *Watch {
+func (c *Client) Watch(ctx context.Context, req history.WatchRequest) *Watch {
 	return c.watch(ctx, c.etcd.Watcher, req)
 }
 
-func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req lin.WatchRequest) *Watch {
+func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req history.WatchRequest) *Watch {
 	opts := []clientv3.OpOption{clientv3.WithCreatedNotify()}
 	if req.End != "" {
 		opts = append(opts, clientv3.WithRange(req.End))
@@ -66,13 +66,13 @@ func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req lin.WatchReq
 	if req.RequireLeader {
 		ctx = clientv3.WithRequireLeader(ctx)
 	}
-	out := make(chan lin.WatchResponse, 16)
+	out := make(chan history.WatchResponse, 16)
 	ready := make(chan struct{})
 	watch := &Watch{ID: int(c.rec.watchIDs.Add(1)), Client: c.id, C: out, Ready: ready}
 	if c.rec.history != nil {
 		// The request record comes first and is timed before the request is sent: the checker needs to
 		// know what a watcher asked for and when (a compaction acknowledged before it must cancel it).
-		c.rec.history.Watch(&lin.WatchResponse{Watcher: watch.ID, Client: c.id, Time: int64(c.rec.Now()), Request: &req})
+		c.rec.history.Watch(&history.WatchResponse{Watcher: watch.ID, Client: c.id, Time: int64(c.rec.Now()), Request: &req})
 	}
 	wch := w.Watch(ctx, req.Key, opts...)
 	go func() {
@@ -104,8 +104,8 @@ func (c *Client) watch(ctx context.Context, w clientv3.Watcher, req lin.WatchReq
 	return watch
 }
 
-func fromWatchResponse(resp clientv3.WatchResponse, t time.Duration) lin.WatchResponse {
-	r := lin.WatchResponse{
+func fromWatchResponse(resp clientv3.WatchResponse, t time.Duration) history.WatchResponse {
+	r := history.WatchResponse{
 		Time:            int64(t),
 		Revision:        resp.Header.Revision,
 		Created:         resp.Created,
@@ -117,9 +117,9 @@ func fromWatchResponse(resp clientv3.WatchResponse, t time.Duration) lin.WatchRe
 		r.Error = ErrorClass(err) + ": " + err.Error()
 	}
 	for _, ev := range resp.Events {
-		e := lin.Event{Type: lin.EventPut, KV: *fromKV(ev.Kv), PrevKV: fromKV(ev.PrevKv), IsCreate: ev.IsCreate()}
+		e := history.Event{Type: history.EventPut, KV: *fromKV(ev.Kv), PrevKV: fromKV(ev.PrevKv), IsCreate: ev.IsCreate()}
 		if ev.Type == clientv3.EventTypeDelete {
-			e.Type = lin.EventDelete
+			e.Type = history.EventDelete
 		}
 		r.Events = append(r.Events, e)
 	}

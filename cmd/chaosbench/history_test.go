@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // TestHistoryDumpAndConvert: `history dump` prints a legacy run's history as the JSON lines it holds;
@@ -32,8 +32,8 @@ func TestHistoryDumpAndConvert(t *testing.T) {
 		legacy string
 		args   []string
 	}{
-		{lin.LegacyHistoryFile, nil},
-		{lin.LegacyWatchFile, []string{"--watches"}},
+		{history.LegacyHistoryFile, nil},
+		{history.LegacyWatchFile, []string{"--watches"}},
 	} {
 		want := canonicalLines(t, mustRead(t, filepath.Join(dir, f.legacy)))
 		if got := canonicalLines(t, run(append([]string{"history", "dump", dir}, f.args...)...)); !equalLines(got, want) {
@@ -47,7 +47,7 @@ func TestHistoryDumpAndConvert(t *testing.T) {
 		}()
 	}
 	run("history", "convert", dir)
-	for _, f := range []string{lin.HistoryFile, lin.WatchFile} {
+	for _, f := range []string{history.HistoryFile, history.WatchFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}

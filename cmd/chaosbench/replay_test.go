@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // TestReplay: `run --replay DIR` runs a recorded run again with its seed and settings, into a new
@@ -110,12 +110,12 @@ func readFaults(t *testing.T, dir string) []faultLine {
 // clientKeys returns the keys each client wrote, in the order it wrote them.
 func clientKeys(t *testing.T, dir string) map[int][]string {
 	t.Helper()
-	path, err := lin.HistoryPath(dir)
+	path, err := history.HistoryPath(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int][]string{}
-	err = lin.ReadOperations(path, func(op *lin.Operation) error {
+	err = history.ReadOperations(path, func(op *history.Operation) error {
 		if p := op.Request.Put; p != nil {
 			out[op.Client] = append(out[op.Client], p.Key)
 		}

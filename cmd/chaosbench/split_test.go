@@ -15,6 +15,7 @@ import (
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // splitKube is a kube load big enough that its operation counts are not noise over 20 s.
@@ -148,7 +149,7 @@ func TestSplitChecks(t *testing.T) {
 		return code, readSummary(t, merged), out
 	}
 	shifted := func(d string) {
-		rewriteHistory(t, filepath.Join(d, "1"), func(op *lin.Operation) { op.Call += shift; op.Return += shift }, shift)
+		rewriteHistory(t, filepath.Join(d, "1"), func(op *history.Operation) { op.Call += shift; op.Return += shift }, shift)
 	}
 	code, m, out := variant("recorded", func(d string) {
 		shifted(d)
@@ -167,7 +168,7 @@ func TestSplitChecks(t *testing.T) {
 
 	code, m, out = variant("anomaly", func(d string) {
 		done := false
-		rewriteHistory(t, filepath.Join(d, "2"), func(op *lin.Operation) {
+		rewriteHistory(t, filepath.Join(d, "2"), func(op *history.Operation) {
 			r := op.Response
 			if done || r == nil || r.Range == nil || len(r.Range.KVs) == 0 || r.Range.KVs[0].Value.ID == 0 {
 				return
@@ -225,21 +226,21 @@ func assertCheck(t *testing.T, s *results.Summary, name, verdict string) {
 }
 
 // rewriteHistory rewrites a run directory's history through fn, and moves its watch records by shift.
-func rewriteHistory(t *testing.T, dir string, fn func(*lin.Operation), shift int64) {
+func rewriteHistory(t *testing.T, dir string, fn func(*history.Operation), shift int64) {
 	t.Helper()
 	tmp := t.TempDir()
-	w, err := lin.NewWriter(tmp)
+	w, err := history.NewWriter(tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(op *lin.Operation) error {
+	if err := history.ReadOperations(filepath.Join(dir, history.HistoryFile), func(op *history.Operation) error {
 		fn(op)
 		w.Operation(op)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(r *lin.WatchResponse) error {
+	if err := history.ReadWatches(filepath.Join(dir, history.WatchFile), func(r *history.WatchResponse) error {
 		r.Time += shift
 		w.Watch(r)
 		return nil
@@ -249,7 +250,7 @@ func rewriteHistory(t *testing.T, dir string, fn func(*lin.Operation), shift int
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{lin.HistoryFile, lin.WatchFile} {
+	for _, f := range []string{history.HistoryFile, history.WatchFile} {
 		if err := os.Rename(filepath.Join(tmp, f), filepath.Join(dir, f)); err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 func main() {
@@ -39,13 +39,13 @@ func main() {
 	fmt.Printf("kubesim: %d operations (%d failed), %d watch events in %d records, %d revisions, %d fault windows, seed %d, written to %s in %.1fs\n",
 		st.Operations, st.Failed, st.WatchEvents, st.WatchRecords, st.Revisions, st.Faults, o.Seed, *out, time.Since(start).Seconds())
 	var size [2]int64
-	for i, name := range []string{lin.HistoryFile, lin.WatchFile} {
+	for i, name := range []string{history.HistoryFile, history.WatchFile} {
 		if fi, err := os.Stat(filepath.Join(*out, name)); err == nil {
 			size[i] = fi.Size()
 		}
 	}
 	if st.Operations > 0 {
-		fmt.Printf("kubesim: %s %d bytes (%.0f per operation), %s %d bytes (%.0f per operation)\n", lin.HistoryFile, size[0],
-			float64(size[0])/float64(st.Operations), lin.WatchFile, size[1], float64(size[1])/float64(st.Operations))
+		fmt.Printf("kubesim: %s %d bytes (%.0f per operation), %s %d bytes (%.0f per operation)\n", history.HistoryFile, size[0],
+			float64(size[0])/float64(st.Operations), history.WatchFile, size[1], float64(size[1])/float64(st.Operations))
 	}
 }

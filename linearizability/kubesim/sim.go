@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Options shape a simulated run.
@@ -125,7 +125,7 @@ func (q *queue) Pop() any {
 
 type swatcher struct {
 	id, client  int
-	req         lin.WatchRequest
+	req         history.WatchRequest
 	apiserver   int
 	lastT       int64
 	brokenUntil int64
@@ -135,7 +135,7 @@ type sim struct {
 	o      Options
 	rng    *rand.Rand
 	st     *store
-	w      *lin.Writer
+	w      *history.Writer
 	q      queue
 	seq    int64
 	now    int64
@@ -171,7 +171,7 @@ func (s *sim) bug(name string, p float64) bool {
 // Write simulates a run and writes its history files (and faults.jsonl) into dir.
 func Write(dir string, o Options) (Stats, error) {
 	o.defaults()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -262,9 +262,9 @@ func (s *sim) client() int {
 	return s.nextClient - 1
 }
 
-func (s *sim) value(client, size int) lin.Value {
+func (s *sim) value(client, size int) history.Value {
 	s.written[client]++
-	return lin.Value{ID: uint64(client+1)<<32 | uint64(s.written[client]), Size: size}
+	return history.Value{ID: uint64(client+1)<<32 | uint64(s.written[client]), Size: size}
 }
 
 // latency draws a service time: log-normal around 1.5 ms, slower in a fault window.
@@ -280,12 +280,12 @@ func (s *sim) latency(t int64) int64 {
 // send issues a request at the current time from a fresh client. It takes effect at an instant inside
 // its call and return, except when it times out: then it takes effect half the time, at any moment up to
 // a second after the timeout. done is called at the return with the response or error.
-func (s *sim) send(opname string, req lin.Request, done func(*lin.Response, error)) {
+func (s *sim) send(opname string, req history.Request, done func(*history.Response, error)) {
 	call := s.now
 	c := s.client()
 	lat := s.latency(call)
 	failed := s.inFault(call) && s.rng.IntN(3) == 0
-	var resp *lin.Response
+	var resp *history.Response
 	var err error
 	ret := call + lat
 	if failed {
@@ -297,7 +297,7 @@ func (s *sim) send(opname string, req lin.Request, done func(*lin.Response, erro
 		s.at(call+lat/10+s.rng.Int64N(max(lat*8/10, 1)), func() { resp, err = s.execute(&req) })
 	}
 	s.at(ret, func() {
-		op := lin.Operation{Client: c, Op: opname, Call: call, Return: ret, Request: req}
+		op := history.Operation{Client: c, Op: opname, Call: call, Return: ret, Request: req}
 		switch {
 		case failed:
 			err = fmt.Errorf("context deadline exceeded")
@@ -319,16 +319,16 @@ func (s *sim) send(opname string, req lin.Request, done func(*lin.Response, erro
 	})
 }
 
-func isWrite(r *lin.Request) bool {
-	return r.IsWrite() || r.Kind == lin.KindLeaseGrant || r.Kind == lin.KindCompact
+func isWrite(r *history.Request) bool {
+	return r.IsWrite() || r.Kind == history.KindLeaseGrant || r.Kind == history.KindCompact
 }
 
 // execute applies a request to the store at the current time and notifies watchers of its changes.
-func (s *sim) execute(req *lin.Request) (*lin.Response, error) {
-	var resp *lin.Response
+func (s *sim) execute(req *history.Request) (*history.Response, error) {
+	var resp *history.Response
 	var err error
 	switch req.Kind {
-	case lin.KindLeaseGrant:
+	case history.KindLeaseGrant:
 		s.st.nextLease++
 		id := s.st.nextLease
 		s.st.leases[id] = &slease{id: id, ttl: req.Lease.TTL, expiry: s.now + req.Lease.TTL*sec, keys: map[string]bool{}}
@@ -337,15 +337,15 @@ func (s *sim) execute(req *lin.Request) (*lin.Response, error) {
 			expiry = s.now + 20*sec
 		}
 		s.at(expiry, func() { s.expire(id) })
-		resp = &lin.Response{Revision: s.st.rev, Lease: &lin.LeaseResponse{ID: id, TTL: req.Lease.TTL}}
-	case lin.KindLeaseRevoke:
+		resp = &history.Response{Revision: s.st.rev, Lease: &history.LeaseResponse{ID: id, TTL: req.Lease.TTL}}
+	case history.KindLeaseRevoke:
 		err = s.st.revoke(req.Lease.ID)
-		resp = &lin.Response{Revision: s.st.rev, Lease: &lin.LeaseResponse{ID: req.Lease.ID}}
-	case lin.KindCompact:
+		resp = &history.Response{Revision: s.st.rev, Lease: &history.LeaseResponse{ID: req.Lease.ID}}
+	case history.KindCompact:
 		err = s.st.compact(req.Compact.Revision)
-		resp = &lin.Response{Revision: s.st.rev}
-	case lin.KindRange:
-		var rr *lin.RangeResponse
+		resp = &history.Response{Revision: s.st.rev}
+	case history.KindRange:
+		var rr *history.RangeResponse
 		rev := req.Range.Revision
 		if rev == 0 && req.Range.End == "" && s.st.rev > 20 && s.bug("stale-read", 0.05) {
 			rev = s.st.rev - 20
@@ -361,10 +361,10 @@ func (s *sim) execute(req *lin.Request) (*lin.Response, error) {
 		if err == nil && req.Range.CountOnly && s.bug("wrong-count", 0.5) {
 			rr.Count++
 		}
-		resp = &lin.Response{Revision: s.st.rev, Range: rr}
-	case lin.KindPut:
+		resp = &history.Response{Revision: s.st.rev, Range: rr}
+	case history.KindPut:
 		if s.bug("lost-write", 0.05) {
-			return &lin.Response{Revision: s.st.rev + 1, Put: &lin.PutResponse{}}, nil
+			return &history.Response{Revision: s.st.rev + 1, Put: &history.PutResponse{}}, nil
 		}
 		resp, err = s.st.apply(req)
 		if err == nil && s.bug("revision-back", 0.05) {
@@ -397,7 +397,7 @@ func (s *sim) notify() {
 	}
 	rev := s.st.rev
 	for _, w := range s.watchers {
-		var evs []lin.Event
+		var evs []history.Event
 		for _, e := range s.st.changes {
 			if inRange(e.KV.Key, w.req.Key, w.req.End) {
 				ev := e
@@ -435,9 +435,9 @@ func (s *sim) notify() {
 	s.st.changes = s.st.changes[:0]
 }
 
-func (s *sim) deliver(w *swatcher, t, rev int64, evs []lin.Event) {
+func (s *sim) deliver(w *swatcher, t, rev int64, evs []history.Event) {
 	s.at(t, func() {
-		s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Events: evs})
+		s.w.Watch(&history.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Events: evs})
 		s.stats.WatchRecords++
 		s.stats.WatchEvents += len(evs)
 	})
@@ -463,14 +463,14 @@ func (s *sim) startWatchers() {
 		for _, prefix := range []string{"/registry/pods/", "/registry/events/", "/registry/leases/"} {
 			s.nextWID++
 			w := &swatcher{id: s.nextWID, client: 100000 + s.nextWID, apiserver: a,
-				req: lin.WatchRequest{Key: prefix, End: prefixEnd(prefix), PrevKV: true, ProgressNotify: true, RequireLeader: true}}
+				req: history.WatchRequest{Key: prefix, End: prefixEnd(prefix), PrevKV: true, ProgressNotify: true, RequireLeader: true}}
 			s.watchers = append(s.watchers, w)
 			t0 := int64(a)*ms + int64(s.nextWID)*10
 			s.at(t0, func() {
-				s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t0, Request: &w.req})
+				s.w.Watch(&history.WatchResponse{Watcher: w.id, Client: w.client, Time: t0, Request: &w.req})
 				s.at(t0+ms, func() {
 					w.lastT = s.now
-					s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: s.now, Revision: s.st.rev, Created: true})
+					s.w.Watch(&history.WatchResponse{Watcher: w.id, Client: w.client, Time: s.now, Revision: s.st.rev, Created: true})
 				})
 			})
 			s.at(10*sec+s.rng.Int64N(10*sec), func() { s.progress(w, 10*sec) })
@@ -487,7 +487,7 @@ func (s *sim) progress(w *swatcher, every int64) {
 	}
 	w.lastT = max(w.lastT, t)
 	s.at(t, func() {
-		s.w.Watch(&lin.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Progress: true})
+		s.w.Watch(&history.WatchResponse{Watcher: w.id, Client: w.client, Time: t, Revision: rev, Progress: true})
 		s.stats.WatchRecords++
 	})
 	if every > 0 && s.now+every < s.end {
@@ -574,25 +574,25 @@ func (s *sim) known(key string) int64 {
 	return k.live().ModRevision
 }
 
-func put(key string, v lin.Value, lease int64) lin.Request {
-	return lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: key, Value: v, Lease: lease}}
+func put(key string, v history.Value, lease int64) history.Request {
+	return history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: v, Lease: lease}}
 }
 
-func get(key string) lin.Request {
-	return lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: key}}
+func get(key string) history.Request {
+	return history.Request{Kind: history.KindRange, Range: &history.Range{Key: key}}
 }
 
 // guaranteedUpdate is kube-apiserver's update: compare the mod revision it knows, else read the key.
-func guaranteedUpdate(key string, known int64, then lin.Request) lin.Request {
-	return lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-		Compares: []lin.Compare{{Key: key, Target: lin.CompareModRevision, Result: lin.Equal, Operand: known}},
-		Then:     []lin.Request{then}, Else: []lin.Request{get(key)}}}
+func guaranteedUpdate(key string, known int64, then history.Request) history.Request {
+	return history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: key, Target: history.CompareModRevision, Result: history.Equal, Operand: known}},
+		Then:     []history.Request{then}, Else: []history.Request{get(key)}}}
 }
 
-func create(key string, then lin.Request) lin.Request {
-	return lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-		Compares: []lin.Compare{{Key: key, Target: lin.CompareModRevision, Result: lin.Equal, Operand: 0}},
-		Then:     []lin.Request{then}}}
+func create(key string, then history.Request) history.Request {
+	return history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: key, Target: history.CompareModRevision, Result: history.Equal, Operand: 0}},
+		Then:     []history.Request{then}}}
 }
 
 func (s *sim) podGet() {
@@ -631,7 +631,7 @@ func (s *sim) podDelete() {
 	}
 	key := s.randomPod()
 	s.removePod(key)
-	del := lin.Request{Kind: lin.KindDelete, Delete: &lin.Delete{Key: key}}
+	del := history.Request{Kind: history.KindDelete, Delete: &history.Delete{Key: key}}
 	s.send("delete/pods", guaranteedUpdate(key, s.known(key), del), nil)
 }
 
@@ -651,8 +651,8 @@ func (s *sim) list(prefix string, limit int64, opname string, rev int64, all boo
 }
 
 func (s *sim) page(prefix, from string, limit int64, opname string, rev int64, all bool) {
-	r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: from, End: prefixEnd(prefix), Limit: limit, Revision: rev}}
-	s.send(opname, r, func(resp *lin.Response, err error) {
+	r := history.Request{Kind: history.KindRange, Range: &history.Range{Key: from, End: prefixEnd(prefix), Limit: limit, Revision: rev}}
+	s.send(opname, r, func(resp *history.Response, err error) {
 		if !all || err != nil || resp == nil || !resp.Range.More || len(resp.Range.KVs) == 0 {
 			return
 		}
@@ -668,9 +668,9 @@ func (s *sim) page(prefix, from string, limit int64, opname string, rev int64, a
 // cacheList is the consistent list from the watch cache: learn the current revision with a one-key
 // range, then request progress on the pods watchers until they reach it.
 func (s *sim) cacheList() {
-	r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "/registry/pods/", End: prefixEnd("/registry/pods/"), Limit: 1}}
+	r := history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/registry/pods/", End: prefixEnd("/registry/pods/"), Limit: 1}}
 	a := s.rng.IntN(s.o.Apiservers)
-	s.send("list/pods/cache", r, func(*lin.Response, error) {
+	s.send("list/pods/cache", r, func(*history.Response, error) {
 		for _, w := range s.watchers {
 			if w.apiserver == a {
 				s.progress(w, 0)
@@ -689,18 +689,18 @@ func (s *sim) serializableGet() {
 	c := s.client()
 	lag := s.rng.Int64N(5)
 	rev := max(s.st.rev-lag, s.st.compactRev, 1)
-	r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: key, Serializable: true}}
+	r := history.Request{Kind: history.KindRange, Range: &history.Range{Key: key, Serializable: true}}
 	rr, err := s.st.rangeAt(r.Range, rev)
 	if s.bug("future-serializable", 0.05) {
 		rev = s.st.rev + 50
 	}
 	ret := call + s.latency(call)
 	s.at(ret, func() {
-		op := lin.Operation{Client: c, Op: "get/pods/serializable", Call: call, Return: ret, Request: r}
+		op := history.Operation{Client: c, Op: "get/pods/serializable", Call: call, Return: ret, Request: r}
 		if err != nil {
 			op.Error = "other: " + err.Error()
 		} else {
-			op.Response = &lin.Response{Revision: rev, Range: rr}
+			op.Response = &history.Response{Revision: rev, Range: rr}
 		}
 		s.w.Operation(&op)
 		s.stats.Operations++
@@ -709,14 +709,14 @@ func (s *sim) serializableGet() {
 }
 
 func (s *sim) keysOnly() {
-	r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "/registry/pods/ns-1/", End: prefixEnd("/registry/pods/ns-1/"), KeysOnly: true, Limit: 50}}
+	r := history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/registry/pods/ns-1/", End: prefixEnd("/registry/pods/ns-1/"), KeysOnly: true, Limit: 50}}
 	s.send("list/pods/keys", r, nil)
 }
 
 func (s *sim) configMap() {
 	key := fmt.Sprintf("/registry/configmaps/default/cm-%02d", s.rng.IntN(40))
 	if s.rng.IntN(8) == 0 {
-		s.send("delete/configmaps", lin.Request{Kind: lin.KindDelete, Delete: &lin.Delete{Key: key, PrevKV: true}}, nil)
+		s.send("delete/configmaps", history.Request{Kind: history.KindDelete, Delete: &history.Delete{Key: key, PrevKV: true}}, nil)
 		return
 	}
 	r := put(key, s.value(s.nextClient, 1024), 0)
@@ -764,7 +764,7 @@ func (s *sim) masterLease(i int) {
 		return
 	}
 	key := fmt.Sprintf("/registry/masterleases/10.0.0.%d", i+1)
-	s.send("grant/masterleases", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 15}}, func(resp *lin.Response, err error) {
+	s.send("grant/masterleases", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 15}}, func(resp *history.Response, err error) {
 		if err != nil {
 			return
 		}
@@ -783,7 +783,7 @@ func (s *sim) eventLease() {
 	if s.now >= s.end {
 		return
 	}
-	s.send("grant/events", lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: 3660}}, func(resp *lin.Response, err error) {
+	s.send("grant/events", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: 3660}}, func(resp *history.Response, err error) {
 		if err == nil {
 			s.eventLse = resp.Lease.ID
 		}
@@ -805,7 +805,7 @@ func (s *sim) counter() {
 		return
 	}
 	for _, p := range []string{"/registry/pods/", "/registry/events/", "/registry/leases/", "/registry/configmaps/"} {
-		s.send("count", lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}}, nil)
+		s.send("count", history.Request{Kind: history.KindRange, Range: &history.Range{Key: p, End: prefixEnd(p), CountOnly: true}}, nil)
 	}
 	s.at(s.now+30*sec, s.counter)
 }
@@ -823,17 +823,17 @@ func (s *sim) compactor() {
 	}
 	target := s.compactPrev
 	s.compactPrev = s.st.rev
-	txn := lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-		Compares: []lin.Compare{{Key: key, Target: lin.CompareVersion, Result: lin.Equal, Operand: version}},
-		Then:     []lin.Request{put(key, s.value(s.nextClient, 16), 0)}, Else: []lin.Request{get(key)}}}
-	s.send("compact/txn", txn, func(resp *lin.Response, err error) {
+	txn := history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: key, Target: history.CompareVersion, Result: history.Equal, Operand: version}},
+		Then:     []history.Request{put(key, s.value(s.nextClient, 16), 0)}, Else: []history.Request{get(key)}}}
+	s.send("compact/txn", txn, func(resp *history.Response, err error) {
 		if err != nil || !resp.Txn.Succeeded || target == 0 {
 			return
 		}
-		s.send("compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: target}}, func(_ *lin.Response, err error) {
+		s.send("compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: target}}, func(_ *history.Response, err error) {
 			if err == nil && target > 2 && s.bug("compacted-read", 1) {
 				// A read below the compaction just acknowledged: etcd must refuse it.
-				r := lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: "/registry/pods/", End: prefixEnd("/registry/pods/"), Limit: 10, Revision: target - 1}}
+				r := history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/registry/pods/", End: prefixEnd("/registry/pods/"), Limit: 10, Revision: target - 1}}
 				s.at(s.now+ms, func() { s.send("list/pods", r, nil) })
 			}
 		})

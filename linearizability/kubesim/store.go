@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/btree"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 var (
@@ -30,7 +30,7 @@ var (
 type version struct {
 	rev int64
 	del bool
-	kv  lin.KV
+	kv  history.KV
 }
 
 type skey struct {
@@ -38,7 +38,7 @@ type skey struct {
 	versions []version
 }
 
-func (k *skey) at(rev int64) *lin.KV {
+func (k *skey) at(rev int64) *history.KV {
 	lo, hi := 0, len(k.versions)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -54,7 +54,7 @@ func (k *skey) at(rev int64) *lin.KV {
 	return &k.versions[lo-1].kv
 }
 
-func (k *skey) live() *lin.KV {
+func (k *skey) live() *history.KV {
 	if n := len(k.versions); n > 0 && !k.versions[n-1].del {
 		return &k.versions[n-1].kv
 	}
@@ -76,7 +76,7 @@ type store struct {
 	leases     map[int64]*slease
 	nextLease  int64
 	// changes of the write being applied, for watchers.
-	changes []lin.Event
+	changes []history.Event
 	// keepCompacted keeps deleted keys after compaction, for a simulated etcd that reads compacted
 	// revisions (the compacted-read bug).
 	keepCompacted bool
@@ -92,7 +92,7 @@ func (s *store) get(name string) *skey {
 }
 
 // rangeAt answers a range request at revision rev (0: current).
-func (s *store) rangeAt(r *lin.Range, rev int64) (*lin.RangeResponse, error) {
+func (s *store) rangeAt(r *history.Range, rev int64) (*history.RangeResponse, error) {
 	if rev == 0 {
 		rev = s.rev
 	}
@@ -102,15 +102,15 @@ func (s *store) rangeAt(r *lin.Range, rev int64) (*lin.RangeResponse, error) {
 	if rev < s.compactRev {
 		return nil, errCompacted
 	}
-	resp := &lin.RangeResponse{}
-	add := func(kv *lin.KV) {
+	resp := &history.RangeResponse{}
+	add := func(kv *history.KV) {
 		resp.Count++
 		if r.CountOnly || (r.Limit > 0 && int64(len(resp.KVs)) >= r.Limit) {
 			return
 		}
 		out := *kv
 		if r.KeysOnly {
-			out.Value = lin.Value{}
+			out.Value = history.Value{}
 		}
 		resp.KVs = append(resp.KVs, out)
 	}
@@ -137,21 +137,21 @@ func (s *store) rangeAt(r *lin.Range, rev int64) (*lin.RangeResponse, error) {
 
 // apply runs a KV request (range, put, delete, txn) at the current revision, as etcd's applier does: all
 // writes of one request share one new revision.
-func (s *store) apply(req *lin.Request) (*lin.Response, error) {
+func (s *store) apply(req *history.Request) (*history.Response, error) {
 	s.changes = s.changes[:0]
 	if err := s.checkLeases(req); err != nil {
 		return nil, err
 	}
 	next := s.rev + 1
-	var resp *lin.Response
+	var resp *history.Response
 	switch req.Kind {
-	case lin.KindTxn:
+	case history.KindTxn:
 		ok := s.compares(req.Txn.Compares)
 		branch := req.Txn.Else
 		if ok {
 			branch = req.Txn.Then
 		}
-		tr := &lin.TxnResponse{Succeeded: ok}
+		tr := &history.TxnResponse{Succeeded: ok}
 		for i := range branch {
 			r, err := s.one(&branch[i], next)
 			if err != nil {
@@ -159,7 +159,7 @@ func (s *store) apply(req *lin.Request) (*lin.Response, error) {
 			}
 			tr.Results = append(tr.Results, *r)
 		}
-		resp = &lin.Response{Txn: tr}
+		resp = &history.Response{Txn: tr}
 	default:
 		r, err := s.one(req, next)
 		if err != nil {
@@ -174,7 +174,7 @@ func (s *store) apply(req *lin.Request) (*lin.Response, error) {
 	return resp, nil
 }
 
-func setRevision(r *lin.Response, rev int64) {
+func setRevision(r *history.Response, rev int64) {
 	r.Revision = rev
 	if r.Txn != nil {
 		for i := range r.Txn.Results {
@@ -183,15 +183,15 @@ func setRevision(r *lin.Response, rev int64) {
 	}
 }
 
-func (s *store) checkLeases(req *lin.Request) error {
-	var check func(r *lin.Request) error
-	check = func(r *lin.Request) error {
+func (s *store) checkLeases(req *history.Request) error {
+	var check func(r *history.Request) error
+	check = func(r *history.Request) error {
 		switch r.Kind {
-		case lin.KindPut:
+		case history.KindPut:
 			if r.Put.Lease != 0 && s.leases[r.Put.Lease] == nil {
 				return errNoLease
 			}
-		case lin.KindTxn:
+		case history.KindTxn:
 			branch := r.Txn.Else
 			if s.compares(r.Txn.Compares) {
 				branch = r.Txn.Then
@@ -207,24 +207,24 @@ func (s *store) checkLeases(req *lin.Request) error {
 	return check(req)
 }
 
-func (s *store) compares(cmps []lin.Compare) bool {
+func (s *store) compares(cmps []history.Compare) bool {
 	for _, c := range cmps {
-		var kv *lin.KV
+		var kv *history.KV
 		if k := s.get(c.Key); k != nil {
 			kv = k.live()
 		}
 		var have int64
 		if kv != nil {
 			switch c.Target {
-			case lin.CompareModRevision:
+			case history.CompareModRevision:
 				have = kv.ModRevision
-			case lin.CompareVersion:
+			case history.CompareVersion:
 				have = kv.Version
-			case lin.CompareCreate:
+			case history.CompareCreate:
 				have = kv.CreateRevision
 			}
 		}
-		if c.Target == lin.CompareValue {
+		if c.Target == history.CompareValue {
 			if kv == nil || !cmpOK(compareU(kv.Value.ID, c.Value.ID), c.Result) {
 				return false
 			}
@@ -257,24 +257,24 @@ func compareU(a, b uint64) int {
 	return 0
 }
 
-func cmpOK(c int, r lin.CompareResult) bool {
+func cmpOK(c int, r history.CompareResult) bool {
 	switch r {
-	case lin.Equal:
+	case history.Equal:
 		return c == 0
-	case lin.NotEqual:
+	case history.NotEqual:
 		return c != 0
-	case lin.Less:
+	case history.Less:
 		return c < 0
-	case lin.Greater:
+	case history.Greater:
 		return c > 0
 	}
 	return false
 }
 
 // one applies one operation of a request; writes take revision next.
-func (s *store) one(r *lin.Request, next int64) (*lin.Response, error) {
+func (s *store) one(r *history.Request, next int64) (*history.Response, error) {
 	switch r.Kind {
-	case lin.KindRange:
+	case history.KindRange:
 		rev := int64(0)
 		if len(s.changes) > 0 {
 			rev = next // a range after writes of the same transaction sees them
@@ -283,8 +283,8 @@ func (s *store) one(r *lin.Request, next int64) (*lin.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &lin.Response{Range: rr}, nil
-	case lin.KindPut:
+		return &history.Response{Range: rr}, nil
+	case history.KindPut:
 		p := r.Put
 		k := s.get(p.Key)
 		if k == nil {
@@ -292,8 +292,8 @@ func (s *store) one(r *lin.Request, next int64) (*lin.Response, error) {
 			s.keys.ReplaceOrInsert(k)
 		}
 		prev := k.live()
-		kv := lin.KV{Key: p.Key, Value: p.Value, ModRevision: next, CreateRevision: next, Version: 1, Lease: p.Lease}
-		ev := lin.Event{Type: lin.EventPut, IsCreate: true}
+		kv := history.KV{Key: p.Key, Value: p.Value, ModRevision: next, CreateRevision: next, Version: 1, Lease: p.Lease}
+		ev := history.Event{Type: history.EventPut, IsCreate: true}
 		if prev != nil {
 			kv.CreateRevision, kv.Version = prev.CreateRevision, prev.Version+1
 			ev.IsCreate = false
@@ -309,15 +309,15 @@ func (s *store) one(r *lin.Request, next int64) (*lin.Response, error) {
 		ev.KV = kv
 		k.versions = append(k.versions, version{rev: next, kv: kv})
 		s.changes = append(s.changes, ev)
-		resp := &lin.PutResponse{}
+		resp := &history.PutResponse{}
 		if p.PrevKV && prev != nil {
 			pc := *prev
 			resp.PrevKV = &pc
 		}
-		return &lin.Response{Put: resp}, nil
-	case lin.KindDelete:
+		return &history.Response{Put: resp}, nil
+	case history.KindDelete:
 		d := r.Delete
-		dr := &lin.DeleteResponse{}
+		dr := &history.DeleteResponse{}
 		var victims []*skey
 		visit := func(k *skey) bool {
 			if d.End != "\x00" && d.End != "" && k.name >= d.End {
@@ -341,12 +341,12 @@ func (s *store) one(r *lin.Request, next int64) (*lin.Response, error) {
 				dr.PrevKVs = append(dr.PrevKVs, *s.changes[len(s.changes)-1].PrevKV)
 			}
 		}
-		return &lin.Response{Delete: dr}, nil
+		return &history.Response{Delete: dr}, nil
 	}
 	return nil, errors.New("unsupported request " + string(r.Kind))
 }
 
-func (s *store) rangeAtPending(r *lin.Range, rev, next int64) (*lin.RangeResponse, error) {
+func (s *store) rangeAtPending(r *history.Range, rev, next int64) (*history.RangeResponse, error) {
 	if rev == next {
 		// Reads inside a writing transaction see the transaction's writes: temporarily count the new
 		// revision as current.
@@ -361,8 +361,8 @@ func (s *store) deleteKey(k *skey, rev int64) {
 	if prev.Lease != 0 && s.leases[prev.Lease] != nil {
 		delete(s.leases[prev.Lease].keys, k.name)
 	}
-	k.versions = append(k.versions, version{rev: rev, del: true, kv: lin.KV{Key: k.name, ModRevision: rev}})
-	s.changes = append(s.changes, lin.Event{Type: lin.EventDelete, KV: lin.KV{Key: k.name, ModRevision: rev}, PrevKV: &prev})
+	k.versions = append(k.versions, version{rev: rev, del: true, kv: history.KV{Key: k.name, ModRevision: rev}})
+	s.changes = append(s.changes, history.Event{Type: history.EventDelete, KV: history.KV{Key: k.name, ModRevision: rev}, PrevKV: &prev})
 }
 
 // revoke deletes a lease and its keys in one revision.

@@ -20,9 +20,9 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
@@ -346,18 +346,18 @@ func WriteFiles(out string, ws []Worker, series []results.TimeSeriesRow) error {
 // merged timeline, and each operation's interval is widened by its worker's clock uncertainty. It returns
 // the number of operations and watch records written.
 func Histories(out string, ws []Worker) (ops, watches int, err error) {
-	hw, err := lin.NewWriter(out)
+	hw, err := history.NewWriter(out)
 	if err != nil {
 		return 0, 0, err
 	}
 	seen := map[int]int{} // client -> worker, to catch numbering that collides
 	for i, w := range ws {
-		path, err := lin.HistoryPath(w.Dir)
+		path, err := history.HistoryPath(w.Dir)
 		if err != nil {
 			hw.Close()
 			return 0, 0, fmt.Errorf("merge: worker %d recorded no history: %w", i, err)
 		}
-		err = lin.ReadOperations(path, func(op *lin.Operation) error {
+		err = history.ReadOperations(path, func(op *history.Operation) error {
 			if o, ok := seen[op.Client]; ok && o != i {
 				return fmt.Errorf("client %d appears in the histories of workers %d and %d", op.Client, o, i)
 			}
@@ -372,8 +372,8 @@ func Histories(out string, ws []Worker) (ops, watches int, err error) {
 			hw.Close()
 			return 0, 0, fmt.Errorf("merge: worker %d: %w", i, err)
 		}
-		if path, err := lin.WatchPath(w.Dir); err == nil {
-			err = lin.ReadWatches(path, func(r *lin.WatchResponse) error {
+		if path, err := history.WatchPath(w.Dir); err == nil {
+			err = history.ReadWatches(path, func(r *history.WatchResponse) error {
 				r.Time += w.ShiftNs
 				hw.Watch(r)
 				watches++
@@ -415,7 +415,7 @@ func CopyFile(out, from, name string) error {
 // those that failed. The elections stay as the base run observed them. A window without an observation
 // (skipped) is left as it is.
 func Availability(out string, faults []results.FaultWindow) error {
-	path, err := lin.HistoryPath(out)
+	path, err := history.HistoryPath(out)
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func Availability(out string, faults []results.FaultWindow) error {
 	}
 	type counts struct{ writes, reads, ops, errors int64 }
 	cs := make([]counts, len(faults))
-	err = lin.ReadOperations(path, func(op *lin.Operation) error {
+	err = history.ReadOperations(path, func(op *history.Operation) error {
 		for i, f := range faults {
 			a := f.Availability
 			if a == nil || op.Call < f.StartNs || op.Call > a.ObservedToNs {
@@ -437,7 +437,7 @@ func Availability(out string, faults []results.FaultWindow) error {
 				cs[i].errors++
 			case op.Request.IsWrite():
 				cs[i].writes++
-			case op.Request.Kind == lin.KindRange:
+			case op.Request.Kind == history.KindRange:
 				cs[i].reads++
 			}
 		}

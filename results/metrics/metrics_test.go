@@ -181,6 +181,8 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	// The counts are deltas from each member's first sample: the puts go in after it.
+	waitScraped(t, s)
 	const puts = 100
 	for i := range puts {
 		if _, err := cli.Put(ctx, "k", strings.Repeat("v", i)); err != nil {
@@ -342,4 +344,22 @@ func BenchmarkScrape(b *testing.B) {
 			}
 		}
 	})
+}
+
+// waitScraped waits until s has sampled every member once.
+func waitScraped(t *testing.T, s *Scraper) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		n := s.scrapes
+		s.mu.Unlock()
+		if n >= len(s.members) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d members scraped after 10 s", n, len(s.members))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

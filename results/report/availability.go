@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // Gap is the availability of one fault window (or of the measured load, when the run had no faults),
@@ -150,7 +150,7 @@ func availabilityGaps(dir string, faults []results.FaultWindow, series []results
 	var act *results.Activities
 	resolution := "1ms"
 	loadEnd := seconds(measuredTo)
-	if path, err := lin.HistoryPath(dir); err == nil {
+	if path, err := history.HistoryPath(dir); err == nil {
 		act = &results.Activities{}
 		err := scanHistory(path, func(call, ret time.Duration, access results.Access, failed bool) {
 			loadEnd = max(loadEnd, ret)
@@ -205,17 +205,17 @@ func availabilityGaps(dir string, faults []results.FaultWindow, series []results
 // scanHistory calls fn with the times, kind and outcome of every operation of a history file (binary, or
 // a legacy run's JSON lines).
 func scanHistory(path string, fn func(call, ret time.Duration, access results.Access, failed bool)) error {
-	return lin.ReadOperations(path, func(op *lin.Operation) error {
+	return history.ReadOperations(path, func(op *history.Operation) error {
 		fn(time.Duration(op.Call), time.Duration(op.Return), requestAccess(op.Request), op.Error != "")
 		return nil
 	})
 }
 
 // requestAccess classifies a decoded request by results.AccessOf.
-func requestAccess(req lin.Request) results.Access {
+func requestAccess(req history.Request) results.Access {
 	a := results.AccessOf(string(req.Kind))
 	if req.Txn != nil {
-		for _, branch := range [2][]lin.Request{req.Txn.Then, req.Txn.Else} {
+		for _, branch := range [2][]history.Request{req.Txn.Then, req.Txn.Else} {
 			for _, r := range branch {
 				a = a.Branch(string(r.Kind))
 			}

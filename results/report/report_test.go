@@ -10,28 +10,28 @@ import (
 	"testing"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // writeHistory writes a history with the real writer: one operation per entry, (kind, call ms,
 // return ms, error).
 func writeHistory(t *testing.T, dir string, ops []histOp) {
 	t.Helper()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range ops {
-		req := lin.Request{Kind: o.kind}
+		req := history.Request{Kind: o.kind}
 		switch o.kind {
-		case lin.KindPut:
-			req.Put = &lin.Put{Key: "k", Value: lin.Value{ID: uint64(i + 1), Size: 8}}
+		case history.KindPut:
+			req.Put = &history.Put{Key: "k", Value: history.Value{ID: uint64(i + 1), Size: 8}}
 		default:
-			req.Range = &lin.Range{Key: "k"}
+			req.Range = &history.Range{Key: "k"}
 		}
-		w.Operation(&lin.Operation{Client: i % 4, Op: string(o.kind), Call: o.call * 1e6, Return: o.ret * 1e6, Request: req, Error: o.err})
+		w.Operation(&history.Operation{Client: i % 4, Op: string(o.kind), Call: o.call * 1e6, Return: o.ret * 1e6, Request: req, Error: o.err})
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -39,13 +39,13 @@ func writeHistory(t *testing.T, dir string, ops []histOp) {
 }
 
 type histOp struct {
-	kind      lin.Kind
+	kind      history.Kind
 	call, ret int64 // ms
 	err       string
 }
 
 // steady returns successful operations completing every step ms in [from, to), skipping [holeFrom, holeTo).
-func steady(kind lin.Kind, from, to, step, holeFrom, holeTo int64) []histOp {
+func steady(kind history.Kind, from, to, step, holeFrom, holeTo int64) []histOp {
 	var out []histOp
 	for t := from; t < to; t += step {
 		if t >= holeFrom && t < holeTo {
@@ -73,13 +73,13 @@ func TestAvailabilityGaps(t *testing.T) {
 		errors    int64
 		readGap   float64 // seconds, -1: no reads
 	}{
-		{"writes stop during the fault", steady(lin.KindPut, 0, 5000, 10, 1200, 1900), []results.FaultWindow{fault(1000, 2000)}, 0.71, true, "writes", 70, -1},
-		{"the gap reaches past the window", steady(lin.KindPut, 0, 5000, 10, 1500, 2600), []results.FaultWindow{fault(1000, 2000)}, 1.11, true, "writes", 51, -1},
-		{"no outage", steady(lin.KindPut, 0, 5000, 10, 0, 0), []results.FaultWindow{fault(1000, 2000)}, 0.01, true, "writes", 0, -1},
+		{"writes stop during the fault", steady(history.KindPut, 0, 5000, 10, 1200, 1900), []results.FaultWindow{fault(1000, 2000)}, 0.71, true, "writes", 70, -1},
+		{"the gap reaches past the window", steady(history.KindPut, 0, 5000, 10, 1500, 2600), []results.FaultWindow{fault(1000, 2000)}, 1.11, true, "writes", 51, -1},
+		{"no outage", steady(history.KindPut, 0, 5000, 10, 0, 0), []results.FaultWindow{fault(1000, 2000)}, 0.01, true, "writes", 0, -1},
 		// from the last success (1.49 s) to the end of the observation
-		{"never recovers", steady(lin.KindPut, 0, 5000, 10, 1500, 5000), []results.FaultWindow{fault(1000, 2000)}, 2.01, false, "writes", 51, -1},
-		{"reads only", steady(lin.KindRange, 0, 5000, 10, 1200, 1400), []results.FaultWindow{fault(1000, 2000)}, 0.21, true, "reads", 20, 0.21},
-		{"reads do not hide a write outage", append(steady(lin.KindPut, 0, 5000, 10, 1000, 3000), steady(lin.KindRange, 0, 5000, 7, 0, 0)...), []results.FaultWindow{fault(1000, 2000)}, 2.01, true, "writes", 100, 0.007},
+		{"never recovers", steady(history.KindPut, 0, 5000, 10, 1500, 5000), []results.FaultWindow{fault(1000, 2000)}, 2.01, false, "writes", 51, -1},
+		{"reads only", steady(history.KindRange, 0, 5000, 10, 1200, 1400), []results.FaultWindow{fault(1000, 2000)}, 0.21, true, "reads", 20, 0.21},
+		{"reads do not hide a write outage", append(steady(history.KindPut, 0, 5000, 10, 1000, 3000), steady(history.KindRange, 0, 5000, 7, 0, 0)...), []results.FaultWindow{fault(1000, 2000)}, 2.01, true, "writes", 100, 0.007},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,19 +363,19 @@ func TestChartHelpers(t *testing.T) {
 // BenchmarkAvailabilityGaps scans the history of a million operations for the gaps of a run's faults.
 func BenchmarkAvailabilityGaps(b *testing.B) {
 	dir := b.TempDir()
-	w, err := lin.NewWriter(dir)
+	w, err := history.NewWriter(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range int64(1_000_000) {
-		w.Operation(&lin.Operation{Client: int(i % 64), Op: "put", Call: i * 1e6, Return: i*1e6 + 2e6,
-			Request:  lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: "/bench/0001", Value: lin.Value{ID: uint64(i + 1), Size: 256}}},
-			Response: &lin.Response{Revision: i + 2}})
+		w.Operation(&history.Operation{Client: int(i % 64), Op: "put", Call: i * 1e6, Return: i*1e6 + 2e6,
+			Request:  history.Request{Kind: history.KindPut, Put: &history.Put{Key: "/bench/0001", Value: history.Value{ID: uint64(i + 1), Size: 256}}},
+			Response: &history.Response{Revision: i + 2}})
 	}
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	st, _ := os.Stat(filepath.Join(dir, lin.HistoryFile))
+	st, _ := os.Stat(filepath.Join(dir, history.HistoryFile))
 	b.SetBytes(st.Size())
 	faults := []results.FaultWindow{{Fault: "kill", StartNs: 3e11, EndNs: 3.1e11}, {Fault: "pause", StartNs: 6e11, EndNs: 6.2e11}}
 	for b.Loop() {

@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -98,7 +98,7 @@ func (w *Workload) masterLeases(ctx context.Context) {
 		w.updateCached(ctx, a, c, s, ResLeases, key(ResLeases, nsSystem, apiserverLease(i)), w.size(g.rand, ResLeases), 0)
 		if w.refreshLease(ctx, a, c, ResMasterLeases, masterLeaseKey(i), g.rand) {
 			p := prefix(ResMasterLeases)
-			c.Do(ctx, nil, "list/"+ResMasterLeases, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p)}})
+			c.Do(ctx, nil, "list/"+ResMasterLeases, history.Request{Kind: history.KindRange, Range: &history.Range{Key: p, End: prefixEnd(p)}})
 		}
 		w.refreshLease(ctx, a, c, ResPeerServerLeases, key(ResPeerServerLeases, "", apiserverLease(i)), g.rand)
 	})
@@ -113,13 +113,13 @@ func (w *Workload) refreshLease(ctx context.Context, a *apiserver, c *workloads.
 	if err != nil {
 		return false
 	}
-	grant, err := c.Do(ctx, nil, "grant/"+res, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
+	grant, err := c.Do(ctx, nil, "grant/"+res, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: int64(masterLeaseTTL.Seconds())}})
 	if err != nil {
 		return false
 	}
 	lease := grant.Lease.ID
 	var rev int64
-	var v lin.Value
+	var v history.Value
 	if len(cur.Range.KVs) == 0 {
 		v = c.NewValue(w.cfg.Sizes[res].pick(rng))
 		var created bool
@@ -181,7 +181,7 @@ func (w *Workload) listFromCache(ctx context.Context, a *apiserver, c *workloads
 // currentRV reads the current revision as the apiserver's GetCurrentResourceVersion does: a Get (limit 1)
 // of the resource's prefix as a key, which no object has, for the revision in the response's header.
 func currentRV(ctx context.Context, c *workloads.Client, s *workloads.Slot, op, res string) (int64, error) {
-	resp, err := c.Do(ctx, s, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: strings.TrimSuffix(prefix(res), "/"), Limit: 1}})
+	resp, err := c.Do(ctx, s, op, history.Request{Kind: history.KindRange, Range: &history.Range{Key: strings.TrimSuffix(prefix(res), "/"), Limit: 1}})
 	return resp.Revision, err
 }
 
@@ -259,7 +259,7 @@ func (w *Workload) polls(ctx context.Context) {
 				return
 			}
 			p := prefix(res)
-			g.client(i/len(resources)).Do(ctx, s, "count/"+res, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
+			g.client(i/len(resources)).Do(ctx, s, "count/"+res, history.Request{Kind: history.KindRange, Range: &history.Range{Key: p, End: prefixEnd(p), CountOnly: true}})
 		}},
 		{"cache-stats", float64(as*watchedResources) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			if !w.cfg.Active[ActorWatchCache] {
@@ -332,10 +332,10 @@ func (w *Workload) compactor(ctx context.Context) {
 					return
 				}
 				s := &workloads.Slot{N: uint64(n), Intended: at}
-				resp, err := c.Do(ctx, s, "compact-txn", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-					Compares: []lin.Compare{{Key: compactKey, Target: lin.CompareVersion, Result: lin.Equal, Operand: version}},
-					Then:     []lin.Request{{Kind: lin.KindPut, Put: &lin.Put{Key: compactKey, Value: c.NewValue(16)}}},
-					Else:     []lin.Request{{Kind: lin.KindRange, Range: &lin.Range{Key: compactKey}}},
+				resp, err := c.Do(ctx, s, "compact-txn", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+					Compares: []history.Compare{{Key: compactKey, Target: history.CompareVersion, Result: history.Equal, Operand: version}},
+					Then:     []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: compactKey, Value: c.NewValue(16)}}},
+					Else:     []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: compactKey}}},
 				}})
 				if err != nil {
 					continue
@@ -349,7 +349,7 @@ func (w *Workload) compactor(ctx context.Context) {
 				}
 				version++
 				if rev != 0 {
-					if _, err := c.Do(ctx, nil, "compact", lin.Request{Kind: lin.KindCompact, Compact: &lin.Compact{Revision: rev}}); err == nil {
+					if _, err := c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: rev}}); err == nil {
 						w.stats.wins.Add(1)
 					}
 				}

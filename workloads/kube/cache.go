@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -68,11 +68,11 @@ func (c *objectCache) forget(k string) {
 }
 
 // apply applies a watch response: events in order, then the response's revision.
-func (c *objectCache) apply(resp *lin.WatchResponse) {
+func (c *objectCache) apply(resp *history.WatchResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ev := range resp.Events {
-		if ev.Type == lin.EventDelete {
+		if ev.Type == history.EventDelete {
 			delete(c.objects, ev.KV.Key)
 		} else {
 			c.objects[ev.KV.Key] = ev.KV.ModRevision
@@ -123,7 +123,7 @@ type watchCache struct {
 	prefix  string
 	client  *workloads.Client
 	cache   *objectCache
-	onEvent func(*watchCache, *lin.WatchResponse, lin.Event)
+	onEvent func(*watchCache, *history.WatchResponse, history.Event)
 	// started, when set, is called once etcd has confirmed the cache's first watch.
 	started func()
 	// stream is the current watch's stream: progress requests go on it.
@@ -135,7 +135,7 @@ type watchCache struct {
 // list replaces the cache's content with a consistent paged list; it is recorded as list/<resource>.
 func (w *watchCache) list(ctx context.Context) error {
 	objects := map[string]int64{}
-	rev, _, err := list(ctx, w.client, nil, "list/"+w.res, w.prefix, prefixEnd(w.prefix), watchCachePage, func(kv lin.KV) {
+	rev, _, err := list(ctx, w.client, nil, "list/"+w.res, w.prefix, prefixEnd(w.prefix), watchCachePage, func(kv history.KV) {
 		objects[kv.Key] = kv.ModRevision
 	})
 	if err != nil {
@@ -184,7 +184,7 @@ func (w *watchCache) watch(ctx context.Context) (relist bool, err error) {
 	stream := w.client.NewWatchStream()
 	defer stream.Close()
 	w.stream.Store(stream)
-	watch := stream.Watch(wctx, lin.WatchRequest{
+	watch := stream.Watch(wctx, history.WatchRequest{
 		Key: w.prefix, End: prefixEnd(w.prefix), Revision: w.cache.revision() + 1,
 		PrevKV: true, ProgressNotify: true, RequireLeader: true,
 	})
@@ -240,8 +240,8 @@ func (d *deliveries) failed(id uint64) {
 }
 
 // event records the arrival of an event at a watch cache.
-func (d *deliveries) event(w *watchCache, resp *lin.WatchResponse, ev lin.Event) {
-	if ev.Type != lin.EventPut || ev.KV.Value.ID == 0 {
+func (d *deliveries) event(w *watchCache, resp *history.WatchResponse, ev history.Event) {
+	if ev.Type != history.EventPut || ev.KV.Value.ID == 0 {
 		return
 	}
 	at := time.Duration(resp.Time)
@@ -275,7 +275,7 @@ func idleWatch(ctx context.Context, c *workloads.Client, res string, started fun
 	stream := c.NewWatchStream()
 	defer stream.Close()
 	p := prefix(res)
-	watch := stream.Watch(ctx, lin.WatchRequest{Key: p, End: prefixEnd(p), PrevKV: true, ProgressNotify: true, RequireLeader: true})
+	watch := stream.Watch(ctx, history.WatchRequest{Key: p, End: prefixEnd(p), PrevKV: true, ProgressNotify: true, RequireLeader: true})
 	go func() {
 		select {
 		case <-watch.Ready:

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -189,7 +189,7 @@ func (w *Workload) owns(a int) bool { return w.cfg.Share.Owns(a) }
 
 // observe records a successful write of a cached resource: for delivery latency, and in the writing
 // apiserver's cache when no watch keeps the caches current.
-func (w *Workload) observe(a *apiserver, c *workloads.Client, res, k string, v lin.Value, rev int64) {
+func (w *Workload) observe(a *apiserver, c *workloads.Client, res, k string, v history.Value, rev int64) {
 	if w.delivery != nil {
 		w.delivery.acked(c, res, k, v.ID, rev)
 		return

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -28,7 +28,7 @@ type env struct {
 	cluster *clusters.Embedded
 	runner  *workloads.Runner
 	col     *results.Collector
-	hist    *lin.Writer
+	hist    *history.Writer
 	raw     *clientv3.Client // an unrecorded client, to look at etcd's state
 }
 
@@ -42,7 +42,7 @@ func newEnv(t *testing.T, conns int, duration time.Duration) *env {
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	dir := t.TempDir()
-	hist, err := lin.NewWriter(dir)
+	hist, err := history.NewWriter(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestConcurrentCreatesExactlyOneWins(t *testing.T) {
 		if won[1] {
 			winner = ids[1]
 		}
-		if got := lin.DecodeValue(resp.Kvs[0].Value).ID; got != winner || resp.Kvs[0].Version != 1 {
+		if got := history.DecodeValue(resp.Kvs[0].Value).ID; got != winner || resp.Kvs[0].Version != 1 {
 			t.Fatalf("round %d: etcd holds write %d (version %d), the winner wrote %d", round, got, resp.Kvs[0].Version, winner)
 		}
 	}
@@ -136,7 +136,7 @@ func TestStaleUpdateTakesElseBranchAndRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := lin.DecodeValue(resp.Kvs[0].Value).ID; got != v.ID || resp.Kvs[0].ModRevision != rev3 || resp.Kvs[0].Version != 3 {
+	if got := history.DecodeValue(resp.Kvs[0].Value).ID; got != v.ID || resp.Kvs[0].ModRevision != rev3 || resp.Kvs[0].Version != 3 {
 		t.Fatalf("etcd holds write %d at revision %d (version %d); want the retry's write %d at %d, version 3", got, resp.Kvs[0].ModRevision, resp.Kvs[0].Version, v.ID, rev3)
 	}
 	// An update of an object that is gone ends with errNotFound after its conflict.
@@ -179,7 +179,7 @@ func TestPagedListIsOneSnapshotWhileWritesContinue(t *testing.T) {
 	// Slow pages down so that the writer gets in between them.
 	c := e.runner.NewClient(1)
 	seen := map[string]int64{}
-	rev, pages, err := list(ctx, c, nil, "list/pods", p, prefixEnd(p), 100, func(kv lin.KV) {
+	rev, pages, err := list(ctx, c, nil, "list/pods", p, prefixEnd(p), 100, func(kv history.KV) {
 		if _, dup := seen[kv.Key]; dup {
 			t.Errorf("key %s listed twice", kv.Key)
 		}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -54,7 +54,7 @@ func (m *leaseManager) lease(ctx context.Context, c *workloads.Client) (int64, e
 		return m.id, nil
 	}
 	ttl := m.ttl + m.reuse()
-	resp, err := c.Do(ctx, nil, m.op, lin.Request{Kind: lin.KindLeaseGrant, Lease: &lin.Lease{TTL: int64(ttl.Seconds())}})
+	resp, err := c.Do(ctx, nil, m.op, history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: int64(ttl.Seconds())}})
 	if err != nil {
 		return 0, err
 	}

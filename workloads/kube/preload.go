@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"sync"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -68,8 +68,8 @@ const (
 // preloader writes objects in transactions of creates.
 type preloader struct {
 	c     *workloads.Client
-	puts  []lin.Request
-	cmps  []lin.Compare
+	puts  []history.Request
+	cmps  []history.Compare
 	bytes int
 }
 
@@ -79,8 +79,8 @@ func (p *preloader) add(ctx context.Context, k string, size int) error {
 			return err
 		}
 	}
-	p.puts = append(p.puts, lin.Request{Kind: lin.KindPut, Put: &lin.Put{Key: k, Value: p.c.NewValue(size)}})
-	p.cmps = append(p.cmps, lin.Compare{Key: k, Target: lin.CompareModRevision, Result: lin.Equal})
+	p.puts = append(p.puts, history.Request{Kind: history.KindPut, Put: &history.Put{Key: k, Value: p.c.NewValue(size)}})
+	p.cmps = append(p.cmps, history.Compare{Key: k, Target: history.CompareModRevision, Result: history.Equal})
 	p.bytes += size
 	return nil
 }
@@ -90,7 +90,7 @@ func (p *preloader) flush(ctx context.Context) error {
 	if len(p.puts) == 0 {
 		return nil
 	}
-	_, err := p.c.Do(ctx, nil, "preload", lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{Compares: p.cmps, Then: p.puts}})
+	_, err := p.c.Do(ctx, nil, "preload", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Compares: p.cmps, Then: p.puts}})
 	p.puts, p.cmps, p.bytes = p.puts[:0:0], p.cmps[:0:0], 0
 	return err
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
@@ -18,16 +18,16 @@ var errNotFound = errors.New("object not found")
 const maxConflicts = 10
 
 // get is a single-object read: a linearizable Range(key, limit=1).
-func get(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string) (lin.Response, error) {
-	return c.Do(ctx, slot, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: k, Limit: 1}})
+func get(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string) (history.Response, error) {
+	return c.Do(ctx, slot, op, history.Request{Kind: history.KindRange, Range: &history.Range{Key: k, Limit: 1}})
 }
 
 // create is Txn(If ModRevision(key) == 0 Then Put(key, value [, lease])) with no Else branch. It reports
 // whether the object was created (false: it already existed).
-func create(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string, v lin.Value, lease int64) (created bool, rev int64, err error) {
-	resp, err := c.Do(ctx, slot, op, lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-		Compares: []lin.Compare{{Key: k, Target: lin.CompareModRevision, Result: lin.Equal}},
-		Then:     []lin.Request{{Kind: lin.KindPut, Put: &lin.Put{Key: k, Value: v, Lease: lease}}},
+func create(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string, v history.Value, lease int64) (created bool, rev int64, err error) {
+	resp, err := c.Do(ctx, slot, op, history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: k, Target: history.CompareModRevision, Result: history.Equal}},
+		Then:     []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: k, Value: v, Lease: lease}}},
 	}})
 	if err != nil {
 		return false, 0, err
@@ -39,13 +39,13 @@ func create(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, 
 // the current object from the Else branch and tries again with a new value, as the apiserver does after
 // re-running the update function; conflicts counts those retries. size draws each value's size; v is the
 // value of the last attempt.
-func update(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string, known int64, size func() int, lease int64) (rev int64, v lin.Value, conflicts int, err error) {
+func update(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string, known int64, size func() int, lease int64) (rev int64, v history.Value, conflicts int, err error) {
 	for {
 		v = c.NewValue(size())
-		resp, err := c.Do(ctx, slot, op, lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-			Compares: []lin.Compare{{Key: k, Target: lin.CompareModRevision, Result: lin.Equal, Operand: known}},
-			Then:     []lin.Request{{Kind: lin.KindPut, Put: &lin.Put{Key: k, Value: v, Lease: lease}}},
-			Else:     []lin.Request{{Kind: lin.KindRange, Range: &lin.Range{Key: k}}},
+		resp, err := c.Do(ctx, slot, op, history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+			Compares: []history.Compare{{Key: k, Target: history.CompareModRevision, Result: history.Equal, Operand: known}},
+			Then:     []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: k, Value: v, Lease: lease}}},
+			Else:     []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: k}}},
 		}})
 		if err != nil {
 			return 0, v, conflicts, err
@@ -65,10 +65,10 @@ func update(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, 
 // Else branch's revision on a conflict.
 func remove(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, k string, known int64) (conflicts int, err error) {
 	for {
-		resp, err := c.Do(ctx, slot, op, lin.Request{Kind: lin.KindTxn, Txn: &lin.Txn{
-			Compares: []lin.Compare{{Key: k, Target: lin.CompareModRevision, Result: lin.Equal, Operand: known}},
-			Then:     []lin.Request{{Kind: lin.KindDelete, Delete: &lin.Delete{Key: k}}},
-			Else:     []lin.Request{{Kind: lin.KindRange, Range: &lin.Range{Key: k}}},
+		resp, err := c.Do(ctx, slot, op, history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+			Compares: []history.Compare{{Key: k, Target: history.CompareModRevision, Result: history.Equal, Operand: known}},
+			Then:     []history.Request{{Kind: history.KindDelete, Delete: &history.Delete{Key: k}}},
+			Else:     []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: k}}},
 		}})
 		if err != nil {
 			return conflicts, err
@@ -85,7 +85,7 @@ func remove(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, 
 }
 
 // current returns the revision of the object a failed transaction's Else branch read.
-func current(resp lin.Response) (int64, error) {
+func current(resp history.Response) (int64, error) {
 	if len(resp.Txn.Results) == 0 || resp.Txn.Results[0].Range == nil || len(resp.Txn.Results[0].Range.KVs) == 0 {
 		return 0, errNotFound
 	}
@@ -95,9 +95,9 @@ func current(resp lin.Response) (int64, error) {
 // list is a paged consistent list of [from, end): pages of limit keys, the first at the current revision
 // and the others pinned to it, each starting after the last key of the one before. It calls page for every
 // key-value and returns the revision of the snapshot and the number of pages.
-func list(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, from, end string, limit int64, page func(lin.KV)) (rev int64, pages int, err error) {
+func list(ctx context.Context, c *workloads.Client, slot *workloads.Slot, op, from, end string, limit int64, page func(history.KV)) (rev int64, pages int, err error) {
 	for {
-		resp, err := c.Do(ctx, slot, op, lin.Request{Kind: lin.KindRange, Range: &lin.Range{Key: from, End: end, Limit: limit, Revision: rev}})
+		resp, err := c.Do(ctx, slot, op, history.Request{Kind: history.KindRange, Range: &history.Range{Key: from, End: end, Limit: limit, Revision: rev}})
 		if err != nil {
 			return rev, pages, err
 		}

@@ -1,4 +1,4 @@
-package linearizability_test
+package history_test
 
 import (
 	"os"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // BenchmarkHistory measures the history format on a kube-shaped history from the simulated etcd (5
@@ -19,12 +19,12 @@ func BenchmarkHistory(b *testing.B) {
 	if _, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: 5 * time.Minute, Rate: 500}); err != nil {
 		b.Fatal(err)
 	}
-	var ops []*lin.Operation
-	var watches []*lin.WatchResponse
-	if err := lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(op *lin.Operation) error { ops = append(ops, op); return nil }); err != nil {
+	var ops []*history.Operation
+	var watches []*history.WatchResponse
+	if err := history.ReadOperations(filepath.Join(dir, history.HistoryFile), func(op *history.Operation) error { ops = append(ops, op); return nil }); err != nil {
 		b.Fatal(err)
 	}
-	if err := lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(r *lin.WatchResponse) error { watches = append(watches, r); return nil }); err != nil {
+	if err := history.ReadWatches(filepath.Join(dir, history.WatchFile), func(r *history.WatchResponse) error { watches = append(watches, r); return nil }); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("write", func(b *testing.B) { benchmarkHistoryWrite(b, ops, watches) })
@@ -34,19 +34,19 @@ func BenchmarkHistory(b *testing.B) {
 // benchmarkHistoryWrite measures the history writer on the kube workload's records, as the load
 // generator's clients call it: time and allocations per record, and the bytes each record takes in the
 // file (file-B/op). The records are replayed in order, cycling; the file keeps growing.
-func benchmarkHistoryWrite(b *testing.B, ops []*lin.Operation, watches []*lin.WatchResponse) {
+func benchmarkHistoryWrite(b *testing.B, ops []*history.Operation, watches []*history.WatchResponse) {
 	for _, tc := range []struct {
 		name  string
 		n     int
-		write func(w *lin.Writer, i int)
+		write func(w *history.Writer, i int)
 		file  string
 	}{
-		{"operations", len(ops), func(w *lin.Writer, i int) { w.Operation(ops[i]) }, lin.HistoryFile},
-		{"watches", len(watches), func(w *lin.Writer, i int) { w.Watch(watches[i]) }, lin.WatchFile},
+		{"operations", len(ops), func(w *history.Writer, i int) { w.Operation(ops[i]) }, history.HistoryFile},
+		{"watches", len(watches), func(w *history.Writer, i int) { w.Watch(watches[i]) }, history.WatchFile},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir := b.TempDir()
-			w, err := lin.NewWriter(dir)
+			w, err := history.NewWriter(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,14 +85,14 @@ func benchmarkHistoryRead(b *testing.B, dir string, nops, nwatches int) {
 		bytes float64
 		read  func() error
 	}{
-		{"operations", nops, size(lin.HistoryFile), func() error {
-			return lin.ReadOperations(filepath.Join(dir, lin.HistoryFile), func(*lin.Operation) error { return nil })
+		{"operations", nops, size(history.HistoryFile), func() error {
+			return history.ReadOperations(filepath.Join(dir, history.HistoryFile), func(*history.Operation) error { return nil })
 		}},
-		{"watches", nwatches, size(lin.WatchFile), func() error {
-			return lin.ReadWatches(filepath.Join(dir, lin.WatchFile), func(*lin.WatchResponse) error { return nil })
+		{"watches", nwatches, size(history.WatchFile), func() error {
+			return history.ReadWatches(filepath.Join(dir, history.WatchFile), func(*history.WatchResponse) error { return nil })
 		}},
-		{"load", nops + nwatches, size(lin.HistoryFile) + size(lin.WatchFile), func() error {
-			_, err := lin.LoadHistory(dir)
+		{"load", nops + nwatches, size(history.HistoryFile) + size(history.WatchFile), func() error {
+			_, err := history.Load(dir)
 			return err
 		}},
 	} {

@@ -1,4 +1,4 @@
-package linearizability
+package history
 
 // WatchRequest is what a watcher asked for: changes to [Key, End) (or Key alone) from Revision on.
 // Revision 0 means "from the revision after the current one".

@@ -1,4 +1,4 @@
-package linearizability
+package history
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package linearizability
+package history
 
 import (
 	"encoding/json"
@@ -232,7 +232,7 @@ func TestFormatRoundTrip(t *testing.T) {
 			t.Fatalf("seed %d: read %d of %d watch records: %v", seed, i, len(watches), err)
 		}
 		// Loaded whole, as the checker does: the same records, list pages packed.
-		h, err := LoadHistory(dir)
+		h, err := Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

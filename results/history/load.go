@@ -1,6 +1,8 @@
-package linearizability
+package history
 
-import "errors"
+import (
+	"errors"
+)
 
 // History is a recorded run, loaded for checking: every operation and every watch record, in file order.
 // A loaded history is read-only: to keep a long run's history in memory, large range answers hold their
@@ -10,10 +12,10 @@ type History struct {
 	Watches    []WatchResponse
 }
 
-// LoadHistory reads the history files of run directory dir (binary, or a legacy run's JSON lines). A run
+// Load reads the history files of run directory dir (binary, or a legacy run's JSON lines). A run
 // without watches has no watch file. The two files are decoded concurrently, each straight into its slice;
 // the key-values of large range answers are held packed (see RangeResponse).
-func LoadHistory(dir string) (*History, error) {
+func Load(dir string) (*History, error) {
 	opsPath, err := HistoryPath(dir)
 	if err != nil {
 		return nil, err

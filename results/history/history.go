@@ -3,7 +3,7 @@
 // with a unique 8-byte write id (see EncodeValue), so a history records the id and the size, and a read is
 // matched to the write it observed.
 
-package linearizability
+package history
 
 import (
 	"encoding/binary"
@@ -143,7 +143,7 @@ type Response struct {
 
 // RangeResponse holds the key-values read, the total count of the range, and whether more remain.
 //
-// A history loaded whole for checking (LoadHistory) holds the key-values of its large answers (list
+// A history loaded whole for checking (Load) holds the key-values of its large answers (list
 // pages) packed instead of in KVs: most of them are the same key-values again, page after page, so
 // each answer refers to one shared copy of each. KeyValues returns them either way.
 type RangeResponse struct {
@@ -179,16 +179,16 @@ func (t *kvTable) at(ref uint32) *KV {
 	return &t.chunks[ref>>kvChunkBits][ref&(1<<kvChunkBits-1)]
 }
 
-// len returns the number of key-values of the answer.
-func (r *RangeResponse) len() int {
+// Len returns the number of key-values of the answer.
+func (r *RangeResponse) Len() int {
 	if r.packed != nil {
 		return len(r.packed.refs)
 	}
 	return len(r.KVs)
 }
 
-// kv returns the answer's i-th key-value, which the caller must not change.
-func (r *RangeResponse) kv(i int) *KV {
+// At returns the answer's i-th key-value, which the caller must not change.
+func (r *RangeResponse) At(i int) *KV {
 	if r.packed != nil {
 		return r.packed.table.at(r.packed.refs[i])
 	}
@@ -202,7 +202,7 @@ func (r *RangeResponse) KeyValues() []KV {
 	}
 	out := make([]KV, len(r.packed.refs))
 	for i := range out {
-		out[i] = *r.kv(i)
+		out[i] = *r.At(i)
 	}
 	return out
 }

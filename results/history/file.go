@@ -1,4 +1,4 @@
-package linearizability
+package history
 
 import (
 	"bufio"
