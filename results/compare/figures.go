@@ -119,6 +119,9 @@ func Collect(variants []Variant) ([]Metric, []Figures) {
 	return metrics, out
 }
 
+// extractors lists every figure the runs of the variants have, in the order comparisons show them: per
+// operation (sorted by name) its latency, throughput and error rate; the totals; each fault's
+// availability; etcd's own metrics. Figures no run has are left out.
 func extractors(variants []Variant) []extractor {
 	var sums []*results.Summary
 	for _, v := range variants {
@@ -128,10 +131,22 @@ func extractors(variants []Variant) []extractor {
 			}
 		}
 	}
+	var exs []extractor
+	for _, op := range operationNames(sums) {
+		exs = append(exs, latencyExtractors(op)...)
+		exs = append(exs, operationLoadExtractors(op)...)
+	}
+	exs = append(exs, totalExtractors()...)
+	exs = append(exs, availabilityExtractors(faultLabels(sums))...)
+	exs = append(exs, serverExtractors()...)
+	return dropAbsent(exs, sums)
+}
+
+// operationNames returns the operations any of the summaries has, sorted: a variant that never ran an
+// operation still gets its figures, as missing ones.
+func operationNames(sums []*results.Summary) []string {
 	seen := map[string]bool{}
 	var ops []string
-	faults := 0
-	var faultLabels []string
 	for _, s := range sums {
 		for op := range s.Operations {
 			if !seen[op] {
@@ -139,149 +154,181 @@ func extractors(variants []Variant) []extractor {
 				ops = append(ops, op)
 			}
 		}
+	}
+	sort.Strings(ops)
+	return ops
+}
+
+// faultLabels names the faults by position, as far as the longest schedule goes, each from the first
+// summary that has it: the same seed injects the same schedule, so fault i of every run is the same fault.
+func faultLabels(sums []*results.Summary) []string {
+	var labels []string
+	for _, s := range sums {
 		for i, w := range s.Faults {
-			if i >= faults {
-				faults = i + 1
+			if i >= len(labels) {
 				label := fmt.Sprintf("fault %d: %s", i+1, w.Fault)
 				if len(w.Targets) > 0 {
 					label += " " + strings.Join(w.Targets, ",")
 				}
-				faultLabels = append(faultLabels, label)
+				labels = append(labels, label)
 			}
 		}
 	}
-	sort.Strings(ops)
+	return labels
+}
+
+// measuredOperation returns the summary's figures of operation op, if it completed any request: an
+// operation without one has no latency, throughput or error rate to compare.
+func measuredOperation(s *results.Summary, op string) (*results.Operation, bool) {
+	o, ok := s.Operations[op]
+	return o, ok && o != nil && o.Count > 0
+}
+
+// operationSamples returns f of each of the time series' rows of operation op for which f has a sample.
+func operationSamples(series []results.TimeSeriesRow, op string, f func(results.TimeSeriesRow) (float64, bool)) []float64 {
+	var out []float64
+	for _, r := range series {
+		if r.Op != op {
+			continue
+		}
+		if x, ok := f(r); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// latencyExtractors are operation op's response time percentiles: p50, p99 and p99.9, in ms.
+func latencyExtractors(op string) []extractor {
 	var exs []extractor
-	for _, op := range ops {
-		opOf := func(s *results.Summary) (*results.Operation, bool) {
-			o, ok := s.Operations[op]
-			return o, ok && o != nil && o.Count > 0
-		}
-		rows := func(series []results.TimeSeriesRow, f func(results.TimeSeriesRow) (float64, bool)) []float64 {
-			var out []float64
-			for _, r := range series {
-				if r.Op != op {
-					continue
-				}
-				if x, ok := f(r); ok {
-					out = append(out, x)
-				}
-			}
-			return out
-		}
-		for _, q := range []struct {
-			name string
-			get  func(results.Latency) float64
-			row  func(results.TimeSeriesRow) float64
-		}{
-			{"p50", func(l results.Latency) float64 { return l.P50 }, func(r results.TimeSeriesRow) float64 { return r.P50 }},
-			{"p99", func(l results.Latency) float64 { return l.P99 }, func(r results.TimeSeriesRow) float64 { return r.P99 }},
-			{"p99.9", func(l results.Latency) float64 { return l.P999 }, func(r results.TimeSeriesRow) float64 { return r.P999 }},
-		} {
-			ex := extractor{
-				metric: Metric{ID: op + ":" + q.name, Unit: "ms", Direction: LowerIsBetter, Scale: Ratio},
-				value: func(s *results.Summary) (float64, bool) {
-					o, ok := opOf(s)
-					if !ok {
-						return 0, false
-					}
-					return q.get(o.Response), true
-				},
-			}
-			if q.row != nil {
-				ex.intervals = func(series []results.TimeSeriesRow) []float64 {
-					// Runs recorded before p99.9 was kept per second have none (0).
-					return rows(series, func(r results.TimeSeriesRow) (float64, bool) { return q.row(r), r.Count > 0 && q.row(r) > 0 })
-				}
-			}
-			exs = append(exs, ex)
-		}
+	for _, q := range []struct {
+		name string
+		get  func(results.Latency) float64
+		row  func(results.TimeSeriesRow) float64
+	}{
+		{"p50", func(l results.Latency) float64 { return l.P50 }, func(r results.TimeSeriesRow) float64 { return r.P50 }},
+		{"p99", func(l results.Latency) float64 { return l.P99 }, func(r results.TimeSeriesRow) float64 { return r.P99 }},
+		{"p99.9", func(l results.Latency) float64 { return l.P999 }, func(r results.TimeSeriesRow) float64 { return r.P999 }},
+	} {
 		exs = append(exs, extractor{
-			metric: Metric{ID: op + ":throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio},
+			metric: Metric{ID: op + ":" + q.name, Unit: "ms", Direction: LowerIsBetter, Scale: Ratio},
 			value: func(s *results.Summary) (float64, bool) {
-				o, ok := opOf(s)
+				o, ok := measuredOperation(s, op)
 				if !ok {
 					return 0, false
 				}
-				return o.Throughput, true
+				return q.get(o.Response), true
 			},
 			intervals: func(series []results.TimeSeriesRow) []float64 {
-				// timeseries.jsonl has no line for a second in which the operation completed nothing:
-				// in the seconds the run recorded, that is a throughput of zero.
-				byT := map[float64]float64{}
-				for _, r := range series {
-					if r.Op == op {
-						byT[r.T] = r.Throughput
-					}
-				}
-				var out []float64
-				for _, t := range seconds(series) {
-					out = append(out, byT[t])
-				}
-				return out
-			},
-		}, extractor{
-			metric: Metric{ID: op + ":errors", Label: "error rate", Unit: "%", Direction: LowerIsBetter, Scale: Difference, Floor: errorRateFloor},
-			value: func(s *results.Summary) (float64, bool) {
-				o, ok := opOf(s)
-				if !ok {
-					return 0, false
-				}
-				return 100 * float64(o.Errors) / float64(o.Count), true
-			},
-			intervals: func(series []results.TimeSeriesRow) []float64 {
-				return rows(series, func(r results.TimeSeriesRow) (float64, bool) {
-					return 100 * float64(r.Errors) / float64(max(r.Count, 1)), r.Count > 0
-				})
+				// Runs recorded before p99.9 was kept per second have none (0).
+				return operationSamples(series, op, func(r results.TimeSeriesRow) (float64, bool) { return q.row(r), r.Count > 0 && q.row(r) > 0 })
 			},
 		})
 	}
-	totals := func(series []results.TimeSeriesRow, f func(count, errs int64, tput float64) (float64, bool)) []float64 {
-		type agg struct {
-			count, errs int64
-			tput        float64
-		}
-		byT := map[float64]*agg{}
-		var ts []float64
-		for _, r := range series {
-			a := byT[r.T]
-			if a == nil {
-				a = &agg{}
-				byT[r.T] = a
-				ts = append(ts, r.T)
+	return exs
+}
+
+// operationLoadExtractors are what operation op carried: its throughput and its error rate.
+func operationLoadExtractors(op string) []extractor {
+	return []extractor{{
+		metric: Metric{ID: op + ":throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio},
+		value: func(s *results.Summary) (float64, bool) {
+			o, ok := measuredOperation(s, op)
+			if !ok {
+				return 0, false
 			}
-			a.count, a.errs, a.tput = a.count+r.Count, a.errs+r.Errors, a.tput+r.Throughput
-		}
-		sort.Float64s(ts)
-		var out []float64
-		for _, t := range ts {
-			a := byT[t]
-			if x, ok := f(a.count, a.errs, a.tput); ok {
-				out = append(out, x)
+			return o.Throughput, true
+		},
+		intervals: func(series []results.TimeSeriesRow) []float64 {
+			// timeseries.jsonl has no line for a second in which the operation completed nothing:
+			// in the seconds the run recorded, that is a throughput of zero.
+			byT := map[float64]float64{}
+			for _, r := range series {
+				if r.Op == op {
+					byT[r.T] = r.Throughput
+				}
 			}
-		}
-		return out
+			var out []float64
+			for _, t := range seconds(series) {
+				out = append(out, byT[t])
+			}
+			return out
+		},
+	}, {
+		metric: Metric{ID: op + ":errors", Label: "error rate", Unit: "%", Direction: LowerIsBetter, Scale: Difference, Floor: errorRateFloor},
+		value: func(s *results.Summary) (float64, bool) {
+			o, ok := measuredOperation(s, op)
+			if !ok {
+				return 0, false
+			}
+			return 100 * float64(o.Errors) / float64(o.Count), true
+		},
+		intervals: func(series []results.TimeSeriesRow) []float64 {
+			return operationSamples(series, op, func(r results.TimeSeriesRow) (float64, bool) {
+				return 100 * float64(r.Errors) / float64(max(r.Count, 1)), r.Count > 0
+			})
+		},
+	}}
+}
+
+// totalSamples returns f of each second of the time series, over all its operations, for the seconds f
+// has a sample for.
+func totalSamples(series []results.TimeSeriesRow, f func(count, errs int64, tput float64) (float64, bool)) []float64 {
+	type agg struct {
+		count, errs int64
+		tput        float64
 	}
-	exs = append(exs, extractor{
+	byT := map[float64]*agg{}
+	var ts []float64
+	for _, r := range series {
+		a := byT[r.T]
+		if a == nil {
+			a = &agg{}
+			byT[r.T] = a
+			ts = append(ts, r.T)
+		}
+		a.count, a.errs, a.tput = a.count+r.Count, a.errs+r.Errors, a.tput+r.Throughput
+	}
+	sort.Float64s(ts)
+	var out []float64
+	for _, t := range ts {
+		a := byT[t]
+		if x, ok := f(a.count, a.errs, a.tput); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// totalExtractors are what the whole run carried: its throughput and its error rate over all operations.
+func totalExtractors() []extractor {
+	return []extractor{{
 		metric: Metric{ID: "total:throughput", Unit: "ops/s", Direction: HigherIsBetter, Scale: Ratio},
 		value:  func(s *results.Summary) (float64, bool) { return s.Total.Throughput, s.Total.Count > 0 },
 		intervals: func(series []results.TimeSeriesRow) []float64 {
-			return totals(series, func(_, _ int64, tput float64) (float64, bool) { return tput, true })
+			return totalSamples(series, func(_, _ int64, tput float64) (float64, bool) { return tput, true })
 		},
-	}, extractor{
+	}, {
 		metric: Metric{ID: "total:errors", Label: "error rate", Unit: "%", Direction: LowerIsBetter, Scale: Difference, Floor: errorRateFloor},
 		value: func(s *results.Summary) (float64, bool) {
 			return 100 * float64(s.Total.Errors) / float64(max(s.Total.Count, 1)), s.Total.Count > 0
 		},
 		intervals: func(series []results.TimeSeriesRow) []float64 {
-			return totals(series, func(count, errs int64, _ float64) (float64, bool) {
+			return totalSamples(series, func(count, errs int64, _ float64) (float64, bool) {
 				return 100 * float64(errs) / float64(max(count, 1)), count > 0
 			})
 		},
-	})
-	for i := range faults {
+	}}
+}
+
+// availabilityExtractors are each fault's longest gaps without a successful write and read, as the run
+// measured them (results.LongestGap), the faults matched by position. They have no per-interval samples:
+// a gap happens once per fault.
+func availabilityExtractors(labels []string) []extractor {
+	var exs []extractor
+	for i, label := range labels {
 		exs = append(exs, extractor{
-			metric: Metric{ID: fmt.Sprintf("fault%d:write_gap", i+1), Label: faultLabels[i], Unit: "ms",
+			metric: Metric{ID: fmt.Sprintf("fault%d:write_gap", i+1), Label: label, Unit: "ms",
 				Direction: LowerIsBetter, Scale: Difference, Floor: gapFloorMs},
 			value: func(s *results.Summary) (float64, bool) {
 				if i >= len(s.Faults) || s.Faults[i].Availability == nil {
@@ -290,7 +337,7 @@ func extractors(variants []Variant) []extractor {
 				return s.Faults[i].Availability.WriteGapMs, true
 			},
 		}, extractor{
-			metric: Metric{ID: fmt.Sprintf("fault%d:read_gap", i+1), Label: faultLabels[i] + " (reads)", Unit: "ms",
+			metric: Metric{ID: fmt.Sprintf("fault%d:read_gap", i+1), Label: label + " (reads)", Unit: "ms",
 				Direction: LowerIsBetter, Scale: Difference, Floor: gapFloorMs},
 			value: func(s *results.Summary) (float64, bool) {
 				if i >= len(s.Faults) || s.Faults[i].Availability == nil || s.Faults[i].Availability.Reads == 0 {
@@ -300,39 +347,46 @@ func extractors(variants []Variant) []extractor {
 			},
 		})
 	}
-	server := func(s *results.Summary) (*results.ClusterMetrics, bool) {
-		if s.Server == nil || len(s.Server.Members) == 0 {
-			return nil, false
-		}
-		return &s.Server.Cluster, true
+	return exs
+}
+
+// clusterMetrics returns etcd's own metrics of the run's cluster (the worst member's), if it scraped any.
+func clusterMetrics(s *results.Summary) (*results.ClusterMetrics, bool) {
+	if s.Server == nil || len(s.Server.Members) == 0 {
+		return nil, false
 	}
-	exs = append(exs, extractor{
+	return &s.Server.Cluster, true
+}
+
+// serverExtractors are etcd's own figures of the worst member: WAL fsync and backend commit p99, read
+// from bucketed histograms (hence their Resolution), and the cluster's leader changes.
+func serverExtractors() []extractor {
+	return []extractor{{
 		metric: Metric{ID: "etcd:wal_fsync_p99", Label: "worst member", Unit: "ms", Direction: LowerIsBetter, Scale: Ratio, Resolution: etcdBuckets},
 		value: func(s *results.Summary) (float64, bool) {
-			if c, ok := server(s); ok && c.WALFsync.Count > 0 {
+			if c, ok := clusterMetrics(s); ok && c.WALFsync.Count > 0 {
 				return c.WALFsync.P99, true
 			}
 			return 0, false
 		},
-	}, extractor{
+	}, {
 		metric: Metric{ID: "etcd:backend_commit_p99", Label: "worst member", Unit: "ms", Direction: LowerIsBetter, Scale: Ratio, Resolution: etcdBuckets},
 		value: func(s *results.Summary) (float64, bool) {
-			if c, ok := server(s); ok && c.BackendCommit.Count > 0 {
+			if c, ok := clusterMetrics(s); ok && c.BackendCommit.Count > 0 {
 				return c.BackendCommit.P99, true
 			}
 			return 0, false
 		},
-	}, extractor{
+	}, {
 		metric: Metric{ID: "etcd:leader_changes", Unit: "", Direction: LowerIsBetter, Scale: Difference, Floor: leaderChangesFloor},
 		value: func(s *results.Summary) (float64, bool) {
-			c, ok := server(s)
+			c, ok := clusterMetrics(s)
 			if !ok {
 				return 0, false
 			}
 			return float64(c.LeaderChanges), true
 		},
-	})
-	return dropAbsent(exs, sums)
+	}}
 }
 
 // seconds returns the times (T) of the run's time series, in order: the seconds some operation completed

@@ -15,124 +15,190 @@ import (
 func WriteMarkdown(w io.Writer, r *Run) error {
 	v := buildView(r)
 	b := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("# chaosbench report: %s\n\n", v.Name)
+	// The sections, in the HTML report's order less its charts; each writes nothing when the run has nothing
+	// for it. The writer keeps its first error, which Flush returns.
+	for _, section := range []func(*bufio.Writer, *view){
+		markdownHeadline,
+		markdownVerdicts,
+		markdownDiagnosis,
+		markdownThresholds,
+		markdownOperations,
+		markdownKube,
+		markdownAvailability,
+		markdownChecks,
+		markdownMembers,
+		markdownExtra,
+		markdownEnvironment,
+		markdownWarnings,
+	} {
+		section(b, v)
+	}
+	return b.Flush()
+}
+
+// markdownHeadline writes the title, the banner (what the report is a part of, linked to it) and the
+// outcome with its reasons: what a reader of a CI log must see first.
+func markdownHeadline(b *bufio.Writer, v *view) {
+	fmt.Fprintf(b, "# chaosbench report: %s\n\n", v.Name)
 	if bn := v.Banner; bn != nil {
-		p("> **%s**: %s", bn.Title, bn.Text)
+		fmt.Fprintf(b, "> **%s**: %s", bn.Title, bn.Text)
 		link := bn.MarkdownLink
 		if link == "" {
 			link = bn.Link
 		}
 		if link != "" {
-			p(" ([%s](%s))", filepath.Base(link), link)
+			fmt.Fprintf(b, " ([%s](%s))", filepath.Base(link), link)
 		}
-		p("\n\n")
+		fmt.Fprintf(b, "\n\n")
 	}
-	p("**%s** — %s\n\n", v.Overall, v.Headline)
+	fmt.Fprintf(b, "**%s** — %s\n\n", v.Overall, v.Headline)
 	for _, rs := range v.Reasons {
-		p("- %s: %s\n", rs.Key, rs.Value)
+		fmt.Fprintf(b, "- %s: %s\n", rs.Key, rs.Value)
 	}
 	if len(v.Reasons) > 0 {
-		p("\n")
+		fmt.Fprintf(b, "\n")
 	}
+}
 
+// markdownVerdicts writes the verdict table, one row per area, right under the outcome and without a
+// heading of its own.
+func markdownVerdicts(b *bufio.Writer, v *view) {
 	table(b, []string{"", "verdict", "detail"}, func(row func(...string)) {
 		for _, vr := range v.Verdicts {
 			row("**"+vr.Area+"**", vr.Verdict, vr.Detail)
 		}
 	})
+}
 
-	if len(v.Diagnosis) > 0 {
-		p("\n## Diagnosis\n\n")
-		for _, f := range v.Diagnosis {
-			p("- %s (%s): %s\n", severityWord(f.Severity), f.Topic, f.Message)
-		}
+// markdownDiagnosis writes the diagnosis' findings as a list, the problems marked.
+func markdownDiagnosis(b *bufio.Writer, v *view) {
+	if len(v.Diagnosis) == 0 {
+		return
 	}
+	fmt.Fprintf(b, "\n## Diagnosis\n\n")
+	for _, f := range v.Diagnosis {
+		fmt.Fprintf(b, "- %s (%s): %s\n", severityWord(f.Severity), f.Topic, f.Message)
+	}
+}
 
-	if len(v.Thresholds) > 0 {
-		p("\n## Thresholds\n\n")
-		table(b, []string{"threshold", "set", "observed", "verdict", "detail"}, func(row func(...string)) {
-			for _, t := range v.Thresholds {
-				obs := t.Observed
-				if t.Subject != "" {
-					obs += " (" + t.Subject + ")"
-				}
-				row("`"+t.Expr+"`", t.Set, obs, verdictWord(t.Verdict), t.Detail)
+// markdownThresholds writes each threshold with what was observed and by whom (the worst operation or
+// member), so that a failure names its culprit.
+func markdownThresholds(b *bufio.Writer, v *view) {
+	if len(v.Thresholds) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Thresholds\n\n")
+	table(b, []string{"threshold", "set", "observed", "verdict", "detail"}, func(row func(...string)) {
+		for _, t := range v.Thresholds {
+			obs := t.Observed
+			if t.Subject != "" {
+				obs += " (" + t.Subject + ")"
 			}
-		})
-	}
+			row("`"+t.Expr+"`", t.Set, obs, verdictWord(t.Verdict), t.Detail)
+		}
+	})
+}
 
-	p("\n## Operations\n\n")
+// markdownOperations writes the latency of each operation. An open loop has two tables, since response
+// time (from the intended start) and service time (from the actual send) differ exactly when the
+// generator fell behind; a closed loop has one, and says why.
+func markdownOperations(b *bufio.Writer, v *view) {
+	fmt.Fprintf(b, "\n## Operations\n\n")
 	title := "Response time (from the intended start, the latency a user of the cluster sees)"
 	if !v.OpenLoop {
 		title = "Latency (closed loop: response time equals service time)"
 	}
-	p("%s:\n\n", title)
+	fmt.Fprintf(b, "%s:\n\n", title)
 	opTable(b, v.Ops, &v.Totals, true)
 	if len(v.ServiceOps) > 0 {
-		p("\nService time (from the actual send):\n\n")
+		fmt.Fprintf(b, "\nService time (from the actual send):\n\n")
 		opTable(b, v.ServiceOps, nil, false)
 	}
+}
 
-	if k := v.Kube; k != nil {
-		p("\n## Kubernetes\n\n%s. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: **%s**.\n\n", k.Cluster, k.Verdict)
-		table(b, []string{"class", "operation", "count", "p99", "limit", "verdict"}, func(row func(...string)) {
-			for _, s := range k.SLO {
-				row(s.Class, s.Op, s.Count, s.P99, s.Limit, s.Verdict)
-			}
-		})
-		p("\nOperation mix against the plan (%s):\n\n", k.Counters)
-		table(b, []string{"operation", "actors", "planned/s", "measured/s", "difference", "conflicts"}, func(row func(...string)) {
-			for _, m := range k.Mix {
-				row(m.Op, m.Actors, m.Planned, m.Measured, m.Diff, m.Conflicts)
-			}
-		})
+// markdownKube writes, for a kube workload run, the Kubernetes SLOs applied to the etcd requests behind
+// the API calls and the operation mix against the plan.
+func markdownKube(b *bufio.Writer, v *view) {
+	k := v.Kube
+	if k == nil {
+		return
 	}
-
-	if len(v.Gaps) > 0 {
-		p("\n## Availability\n\n")
-		cols := append([]string{"fault", "window", "write gap", "read gap", "recovered", "requests", "errors", "outcome"}, v.GapColumns...)
-		table(b, cols, func(row func(...string)) {
-			for _, g := range v.Gaps {
-				row(append([]string{g.Fault, g.Window, g.Gap, g.ReadGap, g.Recovered, g.Requests, g.Errors, g.Outcome}, g.Extra...)...)
-			}
-		})
-		p("\n%s\n", v.GapNote())
-	}
-
-	if len(v.Checks) > 0 {
-		p("\n## Consistency checks\n\n")
-		table(b, []string{"check", "verdict", "detail", "seconds"}, func(row func(...string)) {
-			for _, c := range v.Checks {
-				row(c.Name, c.Verdict, c.Detail, fmt.Sprintf("%.1f", c.Seconds))
-			}
-		})
-	}
-
-	if len(v.Members) > 0 {
-		p("\n## etcd metrics (measured window, p99)\n\n")
-		cols := []string{"member", "role", "WAL fsync", "backend commit", "apply", "peer RTT", "leader changes", "failed proposals", "pending max", "db size", "CPU", "RSS max", "scrapes"}
-		table(b, cols, func(row func(...string)) {
-			for _, m := range v.Members {
-				row(m.Name, m.Role, markFailed(m.Fsync, m.FsyncClass), markFailed(m.Commit, m.CommitClass), m.Apply, m.RTT, m.LeaderChanges, m.ProposalsFailed, m.Pending, m.DB, m.CPU, m.RSS, m.Scrapes)
-			}
-			if c := v.Cluster; c != nil {
-				row("**"+c.Name+"**", "", markFailed(c.Fsync, c.FsyncClass), markFailed(c.Commit, c.CommitClass), c.Apply, c.RTT, c.LeaderChanges, c.ProposalsFailed, c.Pending, c.DB, "", "", "")
-			}
-		})
-		p("\netcd's guidance: WAL fsync p99 < 10ms, backend commit p99 < 25ms.\n")
-		if len(v.Generator) > 0 {
-			p("\n")
-			table(b, []string{"generator and machine", ""}, func(row func(...string)) {
-				for _, g := range v.Generator {
-					row(g.Key, g.Value)
-				}
-			})
+	fmt.Fprintf(b, "\n## Kubernetes\n\n%s. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: **%s**.\n\n", k.Cluster, k.Verdict)
+	table(b, []string{"class", "operation", "count", "p99", "limit", "verdict"}, func(row func(...string)) {
+		for _, s := range k.SLO {
+			row(s.Class, s.Op, s.Count, s.P99, s.Limit, s.Verdict)
 		}
-	}
+	})
+	fmt.Fprintf(b, "\nOperation mix against the plan (%s):\n\n", k.Counters)
+	table(b, []string{"operation", "actors", "planned/s", "measured/s", "difference", "conflicts"}, func(row func(...string)) {
+		for _, m := range k.Mix {
+			row(m.Op, m.Actors, m.Planned, m.Measured, m.Diff, m.Conflicts)
+		}
+	})
+}
 
+// markdownAvailability writes each fault's gaps without a successful write and read, whether the cluster
+// recovered, and the fields of the fault this version does not know as extra columns.
+func markdownAvailability(b *bufio.Writer, v *view) {
+	if len(v.Gaps) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Availability\n\n")
+	cols := append([]string{"fault", "window", "write gap", "read gap", "recovered", "requests", "errors", "outcome"}, v.GapColumns...)
+	table(b, cols, func(row func(...string)) {
+		for _, g := range v.Gaps {
+			row(append([]string{g.Fault, g.Window, g.Gap, g.ReadGap, g.Recovered, g.Requests, g.Errors, g.Outcome}, g.Extra...)...)
+		}
+	})
+	fmt.Fprintf(b, "\n%s\n", v.GapNote())
+}
+
+// markdownChecks writes each consistency check's own verdict, which the verdict table only sums up.
+func markdownChecks(b *bufio.Writer, v *view) {
+	if len(v.Checks) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Consistency checks\n\n")
+	table(b, []string{"check", "verdict", "detail", "seconds"}, func(row func(...string)) {
+		for _, c := range v.Checks {
+			row(c.Name, c.Verdict, c.Detail, fmt.Sprintf("%.1f", c.Seconds))
+		}
+	})
+}
+
+// markdownMembers writes etcd's own metrics per member and for the cluster's worst, against etcd's
+// hardware guidance, then the load of the generator and its machine: a saturated generator explains
+// latencies that etcd's figures do not.
+func markdownMembers(b *bufio.Writer, v *view) {
+	if len(v.Members) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## etcd metrics (measured window, p99)\n\n")
+	cols := []string{"member", "role", "WAL fsync", "backend commit", "apply", "peer RTT", "leader changes", "failed proposals", "pending max", "db size", "CPU", "RSS max", "scrapes"}
+	table(b, cols, func(row func(...string)) {
+		for _, m := range v.Members {
+			row(m.Name, m.Role, markFailed(m.Fsync, m.FsyncClass), markFailed(m.Commit, m.CommitClass), m.Apply, m.RTT, m.LeaderChanges, m.ProposalsFailed, m.Pending, m.DB, m.CPU, m.RSS, m.Scrapes)
+		}
+		if c := v.Cluster; c != nil {
+			row("**"+c.Name+"**", "", markFailed(c.Fsync, c.FsyncClass), markFailed(c.Commit, c.CommitClass), c.Apply, c.RTT, c.LeaderChanges, c.ProposalsFailed, c.Pending, c.DB, "", "", "")
+		}
+	})
+	fmt.Fprintf(b, "\netcd's guidance: WAL fsync p99 < 10ms, backend commit p99 < 25ms.\n")
+	if len(v.Generator) > 0 {
+		fmt.Fprintf(b, "\n")
+		table(b, []string{"generator and machine", ""}, func(row func(...string)) {
+			for _, g := range v.Generator {
+				row(g.Key, g.Value)
+			}
+		})
+	}
+}
+
+// markdownExtra writes the summary's fields this version has no section for, so that a newer run's
+// figures are shown rather than dropped.
+func markdownExtra(b *bufio.Writer, v *view) {
 	for _, sec := range v.Extra {
-		p("\n## %s\n\n", sec.Title)
+		fmt.Fprintf(b, "\n## %s\n\n", sec.Title)
 		switch {
 		case len(sec.Columns) > 0:
 			table(b, sec.Columns, func(row func(...string)) {
@@ -147,11 +213,15 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 				}
 			})
 		default:
-			p("%s\n", sec.Value)
+			fmt.Fprintf(b, "%s\n", sec.Value)
 		}
 	}
+}
 
-	p("\n## Environment and configuration\n\n")
+// markdownEnvironment writes what the run measured on and with; every setting of the run goes in a
+// collapsed block, long and needed only to run it again.
+func markdownEnvironment(b *bufio.Writer, v *view) {
+	fmt.Fprintf(b, "\n## Environment and configuration\n\n")
 	table(b, []string{"", ""}, func(row func(...string)) {
 		for _, e := range v.Env {
 			val := e.Value
@@ -162,21 +232,26 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 		}
 	})
 	if len(v.Config) > 0 {
-		p("\n<details><summary>Every setting of the run</summary>\n\n")
+		fmt.Fprintf(b, "\n<details><summary>Every setting of the run</summary>\n\n")
 		table(b, []string{"setting", "value"}, func(row func(...string)) {
 			for _, c := range v.Config {
 				row(c.Key, c.Value)
 			}
 		})
-		p("\n</details>\n")
+		fmt.Fprintf(b, "\n</details>\n")
 	}
-	if len(v.Warnings) > 0 {
-		p("\n## Files that could not be read\n\n")
-		for _, w := range v.Warnings {
-			p("- %s\n", w)
-		}
+}
+
+// markdownWarnings lists the run's files that could not be read, last: the report above is missing what
+// they held.
+func markdownWarnings(b *bufio.Writer, v *view) {
+	if len(v.Warnings) == 0 {
+		return
 	}
-	return b.Flush()
+	fmt.Fprintf(b, "\n## Files that could not be read\n\n")
+	for _, w := range v.Warnings {
+		fmt.Fprintf(b, "- %s\n", w)
+	}
 }
 
 func markFailed(v, class string) string {

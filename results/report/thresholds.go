@@ -1,10 +1,10 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +59,12 @@ func serverSubject(name string) (string, bool) {
 		return name, true
 	}
 	return "", false
+}
+
+// isServerSubject reports whether s names one of etcd's own histograms, by any of its names.
+func isServerSubject(s string) bool {
+	_, ok := serverSubject(s)
+	return ok
 }
 
 const subjectAvailability = "availability_gap"
@@ -126,23 +132,45 @@ func ParseThresholds(exprs []string) ([]Threshold, error) {
 	return out, nil
 }
 
+// parseThreshold parses one expression of ThresholdGrammar: the comparison, then the subject and its
+// statistic, then the limit in the statistic's unit. Each step says what is wrong in its own words; the
+// usage error around it quotes the expression and the grammar.
 func parseThreshold(expr string) (Threshold, error) {
-	bad := func(format string, args ...any) error {
-		return outcome.Usagef("--threshold %q: %s (grammar: %s)", expr, fmt.Sprintf(format, args...), ThresholdGrammar)
+	bad := func(err error) error {
+		return outcome.Usagef("--threshold %q: %w (grammar: %s)", expr, err, ThresholdGrammar)
 	}
-	s := strings.ReplaceAll(expr, " ", "")
+	lhs, cmp, value, err := splitComparison(strings.ReplaceAll(expr, " ", ""))
+	if err != nil {
+		return Threshold{}, bad(err)
+	}
+	t := Threshold{Expr: expr, Cmp: cmp}
+	if t.Subject, t.Stat, err = splitStatistic(lhs); err != nil {
+		return Threshold{}, bad(err)
+	}
+	if err := checkStatistic(t.Subject, t.Stat); err != nil {
+		return Threshold{}, bad(err)
+	}
+	if t.Value, t.Unit, err = parseLimit(t.Subject, t.Stat, value); err != nil {
+		return Threshold{}, bad(err)
+	}
+	return t, nil
+}
+
+// splitComparison splits a threshold without spaces at its comparison: "put:p99<25ms" is "put:p99", "<"
+// and "25ms". A word without a comparison was meant as a named set, and is answered as one.
+func splitComparison(s string) (lhs, cmp, value string, err error) {
 	if s == "" {
-		return Threshold{}, bad("empty")
+		return "", "", "", errors.New("empty")
 	}
 	i := strings.IndexAny(s, "<>=")
 	if i < 0 {
 		if sug := outcome.Suggest(s, strings.Split(setNames, ", ")); sug != "" {
-			return Threshold{}, bad("unknown named set (did you mean %s?)", sug)
+			return "", "", "", fmt.Errorf("unknown named set (did you mean %s?)", sug)
 		}
-		return Threshold{}, bad("no comparison")
+		return "", "", "", errors.New("no comparison")
 	}
 	lhs, rest := s[:i], s[i:]
-	var cmp string
+	// The two-character comparisons first, so that "<=" is not read as "<" followed by a value "=...".
 	for _, c := range []string{"<=", ">=", "==", "<", ">"} {
 		if strings.HasPrefix(rest, c) {
 			cmp = c
@@ -150,91 +178,108 @@ func parseThreshold(expr string) (Threshold, error) {
 		}
 	}
 	if cmp == "" {
-		return Threshold{}, bad("comparison must be <, <=, >, >= or ==")
+		return "", "", "", errors.New("comparison must be <, <=, >, >= or ==")
 	}
-	value := rest[len(cmp):]
+	value = rest[len(cmp):]
 	if value == "" {
-		return Threshold{}, bad("no value after %s", cmp)
+		return "", "", "", fmt.Errorf("no value after %s", cmp)
 	}
-	t := Threshold{Expr: expr, Cmp: cmp}
-	if j := strings.LastIndex(lhs, ":"); j >= 0 {
-		t.Subject, t.Stat = lhs[:j], lhs[j+1:]
-		if t.Subject == "" {
-			return Threshold{}, bad("empty subject before ':'")
-		}
-		if _, err := path.Match(t.Subject, ""); err != nil {
-			return Threshold{}, bad("subject %q is not a valid glob", t.Subject)
-		}
-	} else {
-		t.Stat = lhs
-	}
-	t.Stat = strings.ToLower(t.Stat)
-	if t.Stat == "p999" {
-		t.Stat = "p99.9"
-	}
-	if t.Stat == "" {
-		return Threshold{}, bad("no statistic")
-	}
+	return lhs, cmp, value, nil
+}
 
-	server, isServer := serverSubject(t.Subject)
-	switch {
-	case isServer:
-		t.Subject = server
-		if !slicesContains([]string{"p50", "p90", "p99", "p99.9", "mean"}, t.Stat) {
-			return Threshold{}, bad("%s takes p50, p90, p99, p99.9 or mean", t.Subject)
+// splitStatistic splits "[SUBJECT:]STAT" at its last colon: a statistic never holds one, so a subject
+// may. The statistic is read case-insensitively, p999 being p99.9; a server subject is given
+// its canonical name.
+func splitStatistic(lhs string) (subject, stat string, err error) {
+	stat = lhs
+	if j := strings.LastIndex(lhs, ":"); j >= 0 {
+		subject, stat = lhs[:j], lhs[j+1:]
+		if subject == "" {
+			return "", "", errors.New("empty subject before ':'")
 		}
-	case t.Subject == subjectAvailability:
-		if t.Stat != "max" {
-			return Threshold{}, bad("availability_gap takes max (the longest gap)")
+		if _, err := path.Match(subject, ""); err != nil {
+			return "", "", fmt.Errorf("subject %q is not a valid glob", subject)
+		}
+	}
+	stat = strings.ToLower(stat)
+	if stat == "p999" {
+		stat = "p99.9"
+	}
+	if stat == "" {
+		return "", "", errors.New("no statistic")
+	}
+	if server, ok := serverSubject(subject); ok {
+		subject = server
+	}
+	return subject, stat, nil
+}
+
+// checkStatistic says whether a subject has the statistic: etcd's histograms have percentiles and a mean
+// (no max: their buckets do not record one), an availability gap only its longest, operations every
+// statistic, and the schedule's and the leader's statistics belong to the whole run.
+func checkStatistic(subject, stat string) error {
+	switch {
+	case isServerSubject(subject):
+		if !slicesContains([]string{"p50", "p90", "p99", "p99.9", "mean"}, stat) {
+			return fmt.Errorf("%s takes p50, p90, p99, p99.9 or mean", subject)
+		}
+	case subject == subjectAvailability:
+		if stat != "max" {
+			return errors.New("availability_gap takes max (the longest gap)")
 		}
 	default:
-		if !slicesContains(allStats(), t.Stat) {
-			if sug := outcome.Suggest(t.Stat, allStats()); sug != "" {
-				return Threshold{}, bad("unknown statistic %q (did you mean %s?)", t.Stat, sug)
+		if !slicesContains(allStats(), stat) {
+			if sug := outcome.Suggest(stat, allStats()); sug != "" {
+				return fmt.Errorf("unknown statistic %q (did you mean %s?)", stat, sug)
 			}
-			return Threshold{}, bad("unknown statistic %q", t.Stat)
+			return fmt.Errorf("unknown statistic %q", stat)
 		}
-		if t.Subject != "" && (t.Stat == "missed" || t.Stat == "leader_changes") {
-			return Threshold{}, bad("%s is a whole-run statistic: write it without a subject", t.Stat)
+		if subject != "" && (stat == "missed" || stat == "leader_changes") {
+			return fmt.Errorf("%s is a whole-run statistic: write it without a subject", stat)
 		}
 	}
+	return nil
+}
 
-	var err error
+// parseLimit reads a threshold's value in the unit of its statistic: a duration for latencies and gaps,
+// a count or a percentage for errors, a percentage of the schedule for missed starts, ops/s for
+// throughput, a count otherwise. A limit no observation can have (negative, a percentage above 100) is
+// refused rather than left to pass or fail every run.
+func parseLimit(subject, stat, value string) (limit float64, unit string, err error) {
 	switch {
-	case isServer || t.Subject == subjectAvailability || isLatencyStat(t.Stat):
-		t.Unit = unitMs
-		t.Value, err = parseDurationMs(value)
-	case t.Stat == "errors":
+	case isServerSubject(subject) || subject == subjectAvailability || isLatencyStat(stat):
+		unit = unitMs
+		limit, err = parseDurationMs(value)
+	case stat == "errors":
 		if strings.HasSuffix(value, "%") {
-			t.Unit = unitPercent
-			t.Value, err = parseNumber(strings.TrimSuffix(value, "%"))
+			unit = unitPercent
+			limit, err = parseNumber(strings.TrimSuffix(value, "%"))
 		} else {
-			t.Unit = unitCount
-			t.Value, err = parseNumber(value)
+			unit = unitCount
+			limit, err = parseNumber(value)
 		}
-	case t.Stat == "missed":
+	case stat == "missed":
 		if !strings.HasSuffix(value, "%") {
-			return Threshold{}, bad("missed is a percentage of the schedule, e.g. missed<1%%")
+			return 0, "", errors.New("missed is a percentage of the schedule, e.g. missed<1%")
 		}
-		t.Unit = unitPercent
-		t.Value, err = parseNumber(strings.TrimSuffix(value, "%"))
-	case t.Stat == "throughput":
-		t.Unit = unitOps
-		t.Value, err = parseNumber(strings.TrimSuffix(strings.TrimSuffix(value, "/s"), "ops"))
+		unit = unitPercent
+		limit, err = parseNumber(strings.TrimSuffix(value, "%"))
+	case stat == "throughput":
+		unit = unitOps
+		limit, err = parseNumber(strings.TrimSuffix(strings.TrimSuffix(value, "/s"), "ops"))
 	default: // count, leader_changes
-		t.Unit = unitCount
-		t.Value, err = parseNumber(value)
+		unit = unitCount
+		limit, err = parseNumber(value)
 	}
-	if err != nil {
-		return Threshold{}, bad("%v", err)
+	switch {
+	case err != nil:
+		return 0, "", err
+	case limit < 0:
+		return 0, "", errors.New("negative value")
+	case unit == unitPercent && limit > 100:
+		return 0, "", errors.New("a percentage above 100")
 	}
-	if t.Value < 0 {
-		return Threshold{}, bad("negative value")
-	}
-	if t.Unit == unitPercent && t.Value > 100 {
-		return Threshold{}, bad("a percentage above 100")
-	}
-	return t, nil
+	return limit, unit, nil
 }
 
 func parseDurationMs(v string) (float64, error) {
@@ -263,304 +308,4 @@ func slicesContains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func (t Threshold) holds(v float64) bool {
-	switch t.Cmp {
-	case "<":
-		return v < t.Value
-	case "<=":
-		return v <= t.Value
-	case ">":
-		return v > t.Value
-	case ">=":
-		return v >= t.Value
-	}
-	return v == t.Value
-}
-
-// worse reports whether a is a worse observation than b for this threshold: larger for upper bounds,
-// smaller for lower bounds.
-func (t Threshold) worse(a, b float64) bool {
-	if t.Cmp == ">" || t.Cmp == ">=" {
-		return a < b
-	}
-	return a > b
-}
-
-// Evaluate judges every threshold against a run. Thresholds of a named set whose glob matches no operation
-// are not applicable, unless no threshold of the set matches anything: then the set itself fails, since it
-// judged nothing.
-func Evaluate(ts []Threshold, r *Run) []results.ThresholdResult {
-	out := make([]results.ThresholdResult, len(ts))
-	for i, t := range ts {
-		out[i] = evaluate(t, r)
-	}
-	sets := map[string]bool{} // set -> some threshold applied
-	for i, t := range ts {
-		if t.Set != "" {
-			sets[t.Set] = sets[t.Set] || out[i].Verdict != results.ThresholdNotApplicable
-		}
-	}
-	for i, t := range ts {
-		if t.Set != "" && !sets[t.Set] {
-			out[i].Verdict = results.ThresholdFail
-			out[i].Detail = fmt.Sprintf("no operation of this run matches any threshold of %s (operations: %s)", t.Set, strings.Join(r.OperationNames(), ", "))
-		}
-	}
-	return out
-}
-
-// Failed counts failed verdicts.
-func Failed(rs []results.ThresholdResult) int {
-	n := 0
-	for _, r := range rs {
-		if r.Verdict == results.ThresholdFail {
-			n++
-		}
-	}
-	return n
-}
-
-func evaluate(t Threshold, r *Run) results.ThresholdResult {
-	res := results.ThresholdResult{Expr: t.Expr, Set: t.Set, Unit: t.Unit}
-	fail := func(detail string) results.ThresholdResult {
-		res.Verdict, res.Detail, res.Observed = results.ThresholdFail, detail, "no data"
-		return res
-	}
-	judge := func(v float64, subject string) results.ThresholdResult {
-		res.Value, res.Subject = round3(v), subject
-		res.Observed = formatValue(v, t.Unit)
-		if t.holds(v) {
-			res.Verdict = results.ThresholdPass
-		} else {
-			res.Verdict = results.ThresholdFail
-			who := ""
-			if subject != "" {
-				who = subject + " "
-			}
-			res.Detail = fmt.Sprintf("%s%s %s, limit %s %s", who, statLabel(t), res.Observed, cmpText(t.Cmp), formatValue(t.Value, t.Unit))
-		}
-		return res
-	}
-	s := r.Summary
-
-	if _, ok := serverSubject(t.Subject); ok {
-		if s.Server == nil || len(s.Server.Members) == 0 {
-			return fail("no server metrics in this run (scraping was off or every scrape failed)")
-		}
-		best, who, found := 0.0, "", false
-		for _, m := range s.Server.Members {
-			b := serverHistogram(m, t.Subject)
-			if b.Count == 0 {
-				continue
-			}
-			v := bucketedStat(b, t.Stat)
-			if !found || t.worse(v, best) {
-				best, who, found = v, m.Name, true
-			}
-		}
-		if !found {
-			return fail(fmt.Sprintf("no member observed %s during the measured window", t.Subject))
-		}
-		return judge(best, who)
-	}
-
-	if t.Subject == subjectAvailability {
-		g, ok := r.LongestGap()
-		if !ok {
-			return fail("no request history or time series to measure availability from")
-		}
-		return judge(g.Seconds*1000, g.Label())
-	}
-
-	switch t.Stat {
-	case "missed":
-		return judge(s.Schedule.MissedPercent, "")
-	case "leader_changes":
-		if s.Server == nil {
-			return fail("no server metrics in this run")
-		}
-		return judge(float64(s.Server.Cluster.LeaderChanges), "")
-	}
-
-	if t.Subject == "" && !isLatencyStat(t.Stat) {
-		total := &results.Operation{Count: s.Total.Count, Errors: s.Total.Errors, Throughput: s.Total.Throughput}
-		if s.Total.Count == 0 {
-			return fail("no operations recorded")
-		}
-		return judge(opStat(total, t), "")
-	}
-
-	ops := matchOps(t.Subject, s.Operations)
-	if len(ops) == 0 {
-		if t.Subject != "" && strings.ContainsAny(t.Subject, "*?[") && t.Set != "" {
-			res.Verdict, res.Observed = results.ThresholdNotApplicable, "-"
-			res.Detail = "no operation matches " + t.Subject
-			return res
-		}
-		names := r.OperationNames()
-		detail := fmt.Sprintf("no operation matches %q (operations: %s)", t.Subject, strings.Join(names, ", "))
-		if t.Subject == "" {
-			detail = "no operations recorded"
-		} else if sug := outcome.Suggest(t.Subject, names); sug != "" {
-			detail += fmt.Sprintf("; did you mean %s?", sug)
-		}
-		return fail(detail)
-	}
-	best, who := 0.0, ""
-	for i, name := range ops {
-		v := opStat(s.Operations[name], t)
-		if i == 0 || t.worse(v, best) {
-			best, who = v, name
-		}
-	}
-	return judge(best, who)
-}
-
-func matchOps(subject string, ops map[string]*results.Operation) []string {
-	var out []string
-	for name := range ops {
-		ok := subject == "" || subject == "*" || subject == name
-		if !ok {
-			ok, _ = path.Match(subject, name)
-		}
-		if ok {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func opStat(op *results.Operation, t Threshold) float64 {
-	switch t.Stat {
-	case "throughput":
-		return op.Throughput
-	case "count":
-		return float64(op.Count)
-	case "errors":
-		if t.Unit == unitPercent {
-			if op.Count == 0 {
-				return 0
-			}
-			return 100 * float64(op.Errors) / float64(op.Count)
-		}
-		return float64(op.Errors)
-	}
-	l := op.Response
-	stat := t.Stat
-	if strings.HasPrefix(stat, "service_") {
-		l, stat = op.Service, strings.TrimPrefix(stat, "service_")
-	}
-	return latencyStat(l, stat)
-}
-
-func latencyStat(l results.Latency, stat string) float64 {
-	switch stat {
-	case "p50":
-		return l.P50
-	case "p90":
-		return l.P90
-	case "p99":
-		return l.P99
-	case "p99.9":
-		return l.P999
-	case "max":
-		return l.Max
-	case "mean":
-		return l.Mean
-	}
-	return l.Min
-}
-
-func serverHistogram(m results.MemberMetrics, subject string) results.Bucketed {
-	switch subject {
-	case "wal_fsync":
-		return m.WALFsync
-	case "backend_commit":
-		return m.BackendCommit
-	case "apply":
-		return m.Apply
-	}
-	return m.PeerRTT
-}
-
-func bucketedStat(b results.Bucketed, stat string) float64 {
-	switch stat {
-	case "p50":
-		return b.P50
-	case "p90":
-		return b.P90
-	case "p99.9":
-		return b.P999
-	case "mean":
-		return b.Mean
-	}
-	return b.P99
-}
-
-func statLabel(t Threshold) string {
-	switch {
-	case isServerSubject(t.Subject):
-		names := map[string]string{"wal_fsync": "WAL fsync", "backend_commit": "backend commit", "apply": "apply", "peer_rtt": "peer round-trip"}
-		return names[t.Subject] + " " + t.Stat
-	case t.Subject == subjectAvailability:
-		return "longest availability gap"
-	case strings.HasPrefix(t.Stat, "service_"):
-		return "service " + strings.TrimPrefix(t.Stat, "service_")
-	}
-	return t.Stat
-}
-
-func isServerSubject(s string) bool {
-	_, ok := serverSubject(s)
-	return ok
-}
-
-func cmpText(c string) string {
-	switch c {
-	case "<":
-		return "<"
-	case "<=":
-		return "≤"
-	case ">":
-		return ">"
-	case ">=":
-		return "≥"
-	}
-	return "="
-}
-
-func formatValue(v float64, unit string) string {
-	switch unit {
-	case unitMs:
-		return fmtMs(v)
-	case unitPercent:
-		return strconv.FormatFloat(round3(v), 'f', -1, 64) + "%"
-	case unitOps:
-		return fmt.Sprintf("%.1f ops/s", v)
-	}
-	return strconv.FormatFloat(round3(v), 'f', -1, 64)
-}
-
-func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
-
-// fmtMs formats milliseconds with a unit that keeps three significant figures.
-func fmtMs(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v < 1:
-		return fmt.Sprintf("%.0fµs", v*1000)
-	case v < 10:
-		return fmt.Sprintf("%.2fms", v)
-	case v < 100:
-		return fmt.Sprintf("%.1fms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0fms", v)
-	case v < 10000:
-		return fmt.Sprintf("%.2fs", v/1000)
-	}
-	return fmt.Sprintf("%.1fs", v/1000)
 }
