@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // keyspace is every key a history mentions, sorted, so that the checker can name keys by rank (an int32)
@@ -23,6 +25,80 @@ func newKeyspace(keys map[string]struct{}) keyspace {
 		ks.rank[k] = int32(i)
 	}
 	return ks
+}
+
+// collectKeys builds the keyspace from every key the history names: single keys of requests (a range's
+// bounds need not be keys), and every key of answers and watch events.
+func (c *checker) collectKeys() {
+	keys := map[string]struct{}{}
+	add := func(k string) { keys[k] = struct{}{} }
+	addKVs := func(kvs []history.KV) {
+		for i := range kvs {
+			add(kvs[i].Key)
+		}
+	}
+	var addReq func(r *history.Request)
+	addReq = func(r *history.Request) {
+		switch r.Kind {
+		case history.KindRange:
+			if r.Range != nil && r.Range.End == "" {
+				add(r.Range.Key)
+			}
+		case history.KindPut:
+			if r.Put != nil {
+				add(r.Put.Key)
+			}
+		case history.KindDelete:
+			if r.Delete != nil && r.Delete.End == "" {
+				add(r.Delete.Key)
+			}
+		case history.KindTxn:
+			if r.Txn != nil {
+				for _, cmp := range r.Txn.Compares {
+					add(cmp.Key)
+				}
+				for i := range r.Txn.Then {
+					addReq(&r.Txn.Then[i])
+				}
+				for i := range r.Txn.Else {
+					addReq(&r.Txn.Else[i])
+				}
+			}
+		}
+	}
+	var addResp func(r *history.Response)
+	addResp = func(r *history.Response) {
+		if r.Range != nil {
+			for i := range r.Range.Len() {
+				add(r.Range.At(i).Key)
+			}
+		}
+		if r.Put != nil && r.Put.PrevKV != nil {
+			add(r.Put.PrevKV.Key)
+		}
+		if r.Delete != nil {
+			addKVs(r.Delete.PrevKVs)
+		}
+		if r.Txn != nil {
+			for i := range r.Txn.Results {
+				addResp(&r.Txn.Results[i])
+			}
+		}
+	}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		addReq(&op.Request)
+		if op.Response != nil {
+			addResp(op.Response)
+		}
+	}
+	for i := range c.h.Watches {
+		for _, e := range c.h.Watches[i].Events {
+			add(e.KV.Key)
+		}
+	}
+	c.ks = newKeyspace(keys)
+	c.stats.Keys = len(c.ks.keys)
 }
 
 // interval returns the ranks [lo, hi) of the keys in etcd range [key, end): end "" is the key alone and

@@ -45,131 +45,186 @@ func describeWatch(w *watcher) string {
 	return s
 }
 
+// checkWatcher checks one watcher: its responses one by one in arrival order, then what it received,
+// revision by revision, against the replay's changes to its range.
 func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
 	var lo, hi int32 = 0, int32(len(c.ks.keys))
 	if w.hasReq {
 		lo, hi = c.ks.interval(w.req.Key, w.req.End)
 	}
-	// The first revision the watcher must deliver: the one asked for. A watch from revision 0 starts after
-	// the revision of the member that registered it, at most the revision its created response carries
-	// (etcd reads that one after registering the watcher, so writes in between are delivered too; and the
-	// etcd client resumes such a watch at that revision, not the one after), and at least... nothing: a
-	// member catching up after a restart or a pause may be far behind the cluster. So events up to the
-	// created revision are optional, but once one is delivered, every later one is due.
-	start, earliest := int64(0), int64(0)
-	compactedBefore, _ := c.compactedBefore(w.requested)
+	st := c.newWatchStream(w)
+	for n, idx := range w.recs {
+		st.response(n, idx)
+	}
+	if !w.hasReq || st.start == 0 {
+		return // what the watcher should have received is unknown
+	}
+	end := min(max(st.lastEv, st.lastProg), c.maxRev)
+	c.checkDelivered(s, w, st.got, lo, hi, st.start, end, compactions)
+}
+
+// watchStream is one watcher's responses as they arrived: each response is checked against what came
+// before it (order, uniqueness, atomicity, progress), which only the arrival order shows; what the
+// watcher received is then compared with the replay as a whole.
+type watchStream struct {
+	c *checker
+	w *watcher
+	// start is the first revision the watcher must deliver, earliest the first it may (see newWatchStream).
+	start, earliest int64
+	compactedBefore int64 // compacted by a compaction acknowledged before the watch was requested
+
+	got              []delivered
+	lastEv, lastProg int64 // the highest event revision and progress notification so far
+	lastRespLast     int64 // the revision of the last event of the latest response with events (-1: none)
+
+	// Events of the current revision seen so far, to catch a duplicate: events arrive in revision order
+	// or the order check already fails, so remembering one revision's keys is enough.
+	curRev  int64
+	curKeys []int32
+	curSet  map[int32]bool // curKeys as a set, once a revision has many events (a revoke of a shared lease)
+}
+
+// newWatchStream starts the stream of watcher w at the first revision it must deliver: the one asked
+// for. A watch from revision 0 starts after the revision of the member that registered it, at most the
+// revision its created response carries (etcd reads that one after registering the watcher, so writes in
+// between are delivered too; and the etcd client resumes such a watch at that revision, not the one
+// after), and at least... nothing: a member catching up after a restart or a pause may be far behind the
+// cluster. So events up to the created revision are optional, but once one is delivered, every later one
+// is due.
+func (c *checker) newWatchStream(w *watcher) *watchStream {
+	st := &watchStream{c: c, w: w, lastRespLast: -1, curRev: -1}
+	st.compactedBefore, _ = c.compactedBefore(w.requested)
 	if w.hasReq && w.req.Revision > 0 {
-		start, earliest = w.req.Revision, w.req.Revision
+		st.start, st.earliest = w.req.Revision, w.req.Revision
 	} else {
 		for _, ri := range w.recs {
 			if r := &c.h.Watches[ri]; r.Created {
-				start, earliest = r.Revision+1, c.base+1
+				st.start, st.earliest = r.Revision+1, c.base+1
 				break
 			}
 		}
 	}
+	return st
+}
 
-	var got []delivered
-	var lastEv, lastProg int64
-	var lastRespLast int64 = -1
-	// Events of the current revision seen so far, to catch a duplicate: events arrive in revision order
-	// or the order check already fails, so remembering one revision's keys is enough.
-	var curRev int64 = -1
-	var curKeys []int32
-	var curSet map[int32]bool // curKeys as a set, once a revision has many events (a revoke of a shared lease)
-	for n, idx := range w.recs {
-		r := &c.h.Watches[idx]
-		if len(r.Events) > 0 {
-			first := r.Events[0].KV.ModRevision
-			if first == lastRespLast {
-				c.watchViolation(w, "watch not atomic", r.Events[0].KV.Key, first, r.Time,
-					"the events of revision %d were split across two responses", first)
-			}
-			lastRespLast = r.Events[len(r.Events)-1].KV.ModRevision
+// response checks the stream's n-th response, record idx of the history: a revision's events all in
+// one response (atomic), then each event, a progress notification, a cancellation for compaction.
+func (st *watchStream) response(n int, idx int32) {
+	c, w := st.c, st.w
+	r := &c.h.Watches[idx]
+	if len(r.Events) > 0 {
+		first := r.Events[0].KV.ModRevision
+		if first == st.lastRespLast {
+			c.watchViolation(w, "watch not atomic", r.Events[0].KV.Key, first, r.Time,
+				"the events of revision %d were split across two responses", first)
 		}
-		for j := range r.Events {
-			e := &r.Events[j]
-			rev := e.KV.ModRevision
-			k := c.rank(e.KV.Key)
-			if w.hasReq && !inRange(e.KV.Key, w.req.Key, w.req.End) {
-				c.watchViolation(w, "watch filter", e.KV.Key, rev, r.Time, "received %s, outside the watched range", describeEvent(e))
-				continue
-			}
-			if rev != curRev {
-				curRev, curKeys, curSet = rev, curKeys[:0], nil
-			}
-			var seen bool
-			switch {
-			case curSet != nil:
-				seen = curSet[k]
-			case len(curKeys) >= 32:
-				curSet = make(map[int32]bool, 2*len(curKeys))
-				for _, x := range curKeys {
-					curSet[x] = true
-				}
-				seen = curSet[k]
-			default:
-				seen = slices.Contains(curKeys, k)
-			}
-			dup := seen || (rev < lastEv && c.deliveredBefore(got, rev, k))
-			curKeys = append(curKeys, k)
-			if curSet != nil {
-				curSet[k] = true
-			}
-			switch {
-			case dup:
-				c.watchViolation(w, "watch event duplicated", e.KV.Key, rev, r.Time, "received %s twice", describeEvent(e))
-				continue
-			case rev < lastEv:
-				c.watchViolation(w, "watch not ordered", e.KV.Key, rev, r.Time, "received %s after an event of revision %d", describeEvent(e), lastEv)
-			case rev <= lastProg:
-				c.watchViolation(w, "watch not bookmarkable", e.KV.Key, rev, r.Time,
-					"received %s after a progress notification for revision %d, which promised every event up to it", describeEvent(e), lastProg)
-			}
-			if start > 0 && rev < earliest {
-				c.watchViolation(w, "watch not resumable", e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), earliest)
-			}
-			if len(got) == 0 && rev < start && rev >= earliest {
-				start = rev // the watch started earlier than its created response says: from here on, all is due
-			}
-			if w.req.Revision > 0 && rev < compactedBefore {
-				c.watchViolation(w, "watch of compacted revision", e.KV.Key, rev, r.Time,
-					"received %s, but compaction to %d had been acknowledged before the watch was requested (etcd cancels such watches)", describeEvent(e), compactedBefore)
-			}
-			if rev > c.base && rev <= c.maxRev {
-				if wi := c.writer[c.rev(rev)]; wi >= 0 && c.h.Operations[wi].Call > r.Time {
-					c.watchViolation(w, "watch event from the future", e.KV.Key, rev, r.Time,
-						"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.h.Operations[wi].Call))
-				}
-			}
-			lastEv = max(lastEv, rev)
-			got = append(got, delivered{rank: k, rec: int32(idx), ev: int32(j), rev: rev, time: r.Time})
-		}
-		if r.Progress {
-			p := r.Revision
-			switch {
-			case p < lastProg:
-				c.watchViolation(w, "watch not bookmarkable", w.req.Key, p, r.Time, "progress notification for revision %d after one for %d", p, lastProg)
-			case p < lastEv:
-				c.watchViolation(w, "watch not bookmarkable", w.req.Key, p, r.Time, "progress notification for revision %d after an event of revision %d", p, lastEv)
-			}
-			lastProg = max(lastProg, p)
-		}
-		if r.CompactRevision > 0 {
-			// etcd cancels a watch for compaction when the next revision it needs is below the compacted
-			// one; before the first event a watch from revision 0 may need revisions from its earliest start.
-			next := max(earliest, lastEv+1, lastProg+1)
-			if r.CompactRevision <= next-1 && n > 0 {
-				c.watchViolation(w, "watch canceled without compaction", w.req.Key, r.CompactRevision, r.Time,
-					"canceled for compaction to %d, but it had delivered everything up to %d and needed only later revisions", r.CompactRevision, next-1)
-			}
+		st.lastRespLast = r.Events[len(r.Events)-1].KV.ModRevision
+	}
+	for j := range r.Events {
+		st.event(r, idx, j)
+	}
+	if r.Progress {
+		st.progress(r)
+	}
+	if r.CompactRevision > 0 {
+		st.canceledForCompaction(n, r)
+	}
+}
+
+// event checks the j-th event of response r (record idx) against the events before it: within the
+// watched range, not twice, in revision order, after no progress notification that covered it, not
+// before the watch's start or a compaction it could not have outlived, not before its write was sent.
+// An event that passes the range and duplicate checks counts as delivered.
+func (st *watchStream) event(r *history.WatchResponse, idx int32, j int) {
+	c, w := st.c, st.w
+	e := &r.Events[j]
+	rev := e.KV.ModRevision
+	k := c.rank(e.KV.Key)
+	if w.hasReq && !inRange(e.KV.Key, w.req.Key, w.req.End) {
+		c.watchViolation(w, "watch filter", e.KV.Key, rev, r.Time, "received %s, outside the watched range", describeEvent(e))
+		return
+	}
+	dup := st.seenInRevision(rev, k) || (rev < st.lastEv && c.deliveredBefore(st.got, rev, k))
+	switch {
+	case dup:
+		c.watchViolation(w, "watch event duplicated", e.KV.Key, rev, r.Time, "received %s twice", describeEvent(e))
+		return
+	case rev < st.lastEv:
+		c.watchViolation(w, "watch not ordered", e.KV.Key, rev, r.Time, "received %s after an event of revision %d", describeEvent(e), st.lastEv)
+	case rev <= st.lastProg:
+		c.watchViolation(w, "watch not bookmarkable", e.KV.Key, rev, r.Time,
+			"received %s after a progress notification for revision %d, which promised every event up to it", describeEvent(e), st.lastProg)
+	}
+	if st.start > 0 && rev < st.earliest {
+		c.watchViolation(w, "watch not resumable", e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), st.earliest)
+	}
+	if len(st.got) == 0 && rev < st.start && rev >= st.earliest {
+		st.start = rev // the watch started earlier than its created response says: from here on, all is due
+	}
+	if w.req.Revision > 0 && rev < st.compactedBefore {
+		c.watchViolation(w, "watch of compacted revision", e.KV.Key, rev, r.Time,
+			"received %s, but compaction to %d had been acknowledged before the watch was requested (etcd cancels such watches)", describeEvent(e), st.compactedBefore)
+	}
+	if rev > c.base && rev <= c.maxRev {
+		if wi := c.writer[c.rev(rev)]; wi >= 0 && c.h.Operations[wi].Call > r.Time {
+			c.watchViolation(w, "watch event from the future", e.KV.Key, rev, r.Time,
+				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.h.Operations[wi].Call))
 		}
 	}
-	if !w.hasReq || start == 0 {
-		return // what the watcher should have received is unknown
+	st.lastEv = max(st.lastEv, rev)
+	st.got = append(st.got, delivered{rank: k, rec: idx, ev: int32(j), rev: rev, time: r.Time})
+}
+
+// seenInRevision reports whether an event of key k came earlier in revision rev's events, and remembers
+// this one. A set replaces the list once a revision has many events, so that a revoke of a lease shared
+// by thousands of keys does not cost the square of them.
+func (st *watchStream) seenInRevision(rev int64, k int32) bool {
+	if rev != st.curRev {
+		st.curRev, st.curKeys, st.curSet = rev, st.curKeys[:0], nil
 	}
-	end := min(max(lastEv, lastProg), c.maxRev)
-	c.checkDelivered(s, w, got, lo, hi, start, end, compactions)
+	var seen bool
+	switch {
+	case st.curSet != nil:
+		seen = st.curSet[k]
+	case len(st.curKeys) >= 32:
+		st.curSet = make(map[int32]bool, 2*len(st.curKeys))
+		for _, x := range st.curKeys {
+			st.curSet[x] = true
+		}
+		seen = st.curSet[k]
+	default:
+		seen = slices.Contains(st.curKeys, k)
+	}
+	st.curKeys = append(st.curKeys, k)
+	if st.curSet != nil {
+		st.curSet[k] = true
+	}
+	return seen
+}
+
+// progress checks a progress notification: it never goes back, and never comes after an event of a
+// later revision, which it would claim is not there yet.
+func (st *watchStream) progress(r *history.WatchResponse) {
+	c, w := st.c, st.w
+	p := r.Revision
+	switch {
+	case p < st.lastProg:
+		c.watchViolation(w, "watch not bookmarkable", w.req.Key, p, r.Time, "progress notification for revision %d after one for %d", p, st.lastProg)
+	case p < st.lastEv:
+		c.watchViolation(w, "watch not bookmarkable", w.req.Key, p, r.Time, "progress notification for revision %d after an event of revision %d", p, st.lastEv)
+	}
+	st.lastProg = max(st.lastProg, p)
+}
+
+// canceledForCompaction checks the stream's n-th response, a cancellation for compaction: etcd cancels a
+// watch for compaction when the next revision it needs is below the compacted one; before the first event
+// a watch from revision 0 may need revisions from its earliest start.
+func (st *watchStream) canceledForCompaction(n int, r *history.WatchResponse) {
+	next := max(st.earliest, st.lastEv+1, st.lastProg+1)
+	if r.CompactRevision <= next-1 && n > 0 {
+		st.c.watchViolation(st.w, "watch canceled without compaction", st.w.req.Key, r.CompactRevision, r.Time,
+			"canceled for compaction to %d, but it had delivered everything up to %d and needed only later revisions", r.CompactRevision, next-1)
+	}
 }
 
 // checkDelivered compares what a watcher received, revision by revision, with the replay's changes to its

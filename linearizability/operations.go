@@ -1,0 +1,101 @@
+package linearizability
+
+// What each operation is: whether it was answered, may have written, or can be ignored, and what the
+// history says about leases (how long each must live, when it was revoked) and compactions.
+
+import (
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
+
+// compaction is an answered or failed compaction request.
+type compaction struct {
+	rev       int64
+	call, ret int64 // ret is infinity when it failed
+	acked     bool
+}
+
+// leaseSlack is how much earlier than the history's clock allows a lease may expire without a violation:
+// etcd times leases with its own clock, and clocks tick at slightly different rates.
+const leaseSlack = int64(100 * time.Millisecond)
+
+// leaseInfo is what the history says about one lease.
+type leaseInfo struct {
+	// minExpiry is the earliest moment etcd may expire the lease: every answered grant or keep-alive sent
+	// at call with TTL ttl proves the lease lives until at least call+ttl (leader changes only extend it).
+	minExpiry int64
+	revoked   int64 // return time of the first answered revoke; 0 when never revoked
+	revokeOp  int32
+	// expired is when the lease's expiry (or a failed revoke) was known to have deleted its keys: the
+	// first revision only watchers saw that deleted every key attached to it, with nothing else to
+	// explain the deletions. 0 when never.
+	expired    int64
+	expiredRev int64
+}
+
+// classify fills opInfo for every operation and collects leases and compactions.
+func (c *checker) classify() {
+	c.ops = make([]opInfo, len(c.h.Operations))
+	c.leases = map[int64]*leaseInfo{}
+	c.revokes = map[int64][]int32{}
+	c.stats.Operations = len(c.ops)
+	lease := func(id int64) *leaseInfo {
+		l := c.leases[id]
+		if l == nil {
+			l = &leaseInfo{}
+			c.leases[id] = l
+		}
+		return l
+	}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		oi := &c.ops[i]
+		oi.call, oi.ret, oi.taken = op.Call, op.Return, -1
+		oi.writes = canWrite(&op.Request)
+		failed := op.Response == nil
+		if failed {
+			oi.ret = infinity
+			oi.state = opIgnored
+			if oi.writes {
+				oi.state = opUnresolved
+				c.stats.FailedWrites++
+			}
+		} else {
+			oi.state = opAcked
+			oi.hdr = op.Response.Revision
+			oi.taken = takenBranch(op)
+		}
+		switch op.Request.Kind {
+		case history.KindLeaseGrant:
+			if !failed && op.Response.Lease != nil {
+				l := lease(op.Response.Lease.ID)
+				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
+			}
+		case history.KindLeaseKeepAlive:
+			if !failed && op.Response.Lease != nil && op.Request.Lease != nil && op.Response.Lease.TTL > 0 {
+				l := lease(op.Request.Lease.ID)
+				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
+			}
+		case history.KindLeaseRevoke:
+			if op.Request.Lease == nil {
+				oi.state = opIgnored
+				continue
+			}
+			l := lease(op.Request.Lease.ID)
+			if !failed {
+				if l.revoked == 0 || op.Return < l.revoked {
+					l.revoked, l.revokeOp = op.Return, int32(i)
+				}
+				c.revokes[oi.hdr] = append(c.revokes[oi.hdr], int32(i))
+			}
+		case history.KindCompact:
+			if op.Request.Compact != nil {
+				c.compactions = append(c.compactions, compaction{rev: op.Request.Compact.Revision, call: op.Call, ret: oi.ret, acked: !failed})
+			}
+			if failed {
+				oi.state = opIgnored
+			}
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package linearizability
+
+// Who wrote each revision: an answered write took its header's revision; a failed write whose unique
+// value any answer or watch event shows took effect at the revision it was seen with. Two writes cannot
+// share a revision.
+
+import (
+	"fmt"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
+
+// valueRef locates the write of a value id: which operation, branch and branch position wrote it.
+type valueRef struct {
+	op     int32
+	branch int8
+	key    string
+	dup    bool // written by more than one request: useless as evidence
+}
+
+// indexValues maps every written value id to the request that wrote it.
+func (c *checker) indexValues() {
+	c.values = map[uint64]valueRef{}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		v, ok := viewOf(op)
+		if !ok {
+			continue
+		}
+		for b := range 2 {
+			for _, sub := range v.branches[b] {
+				if sub.Kind != history.KindPut || sub.Put == nil || sub.Put.Value.ID == 0 {
+					continue
+				}
+				id := sub.Put.Value.ID
+				if ref, ok := c.values[id]; ok {
+					ref.dup = ref.dup || ref.op != int32(i) || ref.key != sub.Put.Key
+					c.values[id] = ref
+					continue
+				}
+				c.values[id] = valueRef{op: int32(i), branch: int8(b), key: sub.Put.Key}
+			}
+		}
+	}
+}
+
+// claim records that operation i wrote revision r. Two writes cannot share a revision.
+func (c *checker) claim(i int32, r int64) {
+	if r <= c.base || r > c.maxRev {
+		return
+	}
+	if w := c.writer[c.rev(r)]; w >= 0 && w != i {
+		a, b := &c.h.Operations[w], &c.h.Operations[i]
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "duplicate revision", Revision: r, Key: opKey(b),
+			Ops: []int{int(w), int(i)}, Time: min(a.Call, b.Call),
+			Message: fmt.Sprintf("two writes took revision %d: %s and %s", r, c.describe(int(w)), c.describe(int(i)))})
+		return
+	}
+	c.writer[c.rev(r)] = i
+}
+
+// claimAnswered gives every answered write its revision: the response header's.
+func (c *checker) claimAnswered() {
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		oi := &c.ops[i]
+		if oi.state != opAcked {
+			continue
+		}
+		v, ok := viewOf(op)
+		if !ok {
+			continue
+		}
+		wrote, ok := answeredWrote(op, v, oi.taken)
+		if !ok {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "malformed response", Key: opKey(op), Ops: []int{i}, Time: op.Call,
+				Message: fmt.Sprintf("the response does not match the request: %s", c.describe(i))})
+			oi.state = opIgnored
+			continue
+		}
+		if wrote {
+			oi.wrote, oi.rev = true, oi.hdr
+			c.claim(int32(i), oi.hdr)
+		}
+	}
+}
+
+// resolveFromEvidence matches every value seen (in reads, previous values and watch events) with its write.
+// An answered write must be seen at its own revision and key; a failed write whose value was seen took
+// effect, at the revision it was seen with.
+func (c *checker) resolveFromEvidence() {
+	see := func(kv *history.KV, at int64, who string, ops []int) {
+		if kv.Value.ID == 0 || kv.ModRevision <= c.base {
+			return // not a value of this run (keys-only reads, foreign or earlier writes)
+		}
+		ref, ok := c.values[kv.Value.ID]
+		if !ok {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: ops, Time: at,
+				Message: fmt.Sprintf("%s value #%d at revision %d, which no request of the run wrote", who, kv.Value.ID, kv.ModRevision)})
+			return
+		}
+		if ref.dup {
+			return
+		}
+		if ref.key != kv.Key {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "value under wrong key", Key: kv.Key, Revision: kv.ModRevision,
+				Ops: append([]int{int(ref.op)}, ops...), Time: at,
+				Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
+			return
+		}
+		oi := &c.ops[ref.op]
+		switch oi.state {
+		case opAcked:
+			if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
+				c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
+					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+					Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
+			}
+			if oi.taken != ref.branch {
+				c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
+					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+					Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
+			}
+		case opUnresolved:
+			oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
+			c.stats.ResolvedWrites++
+		case opResolved:
+			if oi.rev != kv.ModRevision {
+				c.vs.add(Violation{Check: CheckLinearizability, Kind: "value at two revisions", Key: kv.Key, Revision: kv.ModRevision,
+					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.seen),
+					Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
+			}
+			oi.seen = min(oi.seen, at)
+		}
+	}
+	for i := range c.h.Operations {
+		op := &c.h.Operations[i]
+		if op.Response == nil {
+			continue
+		}
+		forEachKV(op.Response, func(kv *history.KV) { see(kv, op.Return, "a read returned", []int{i}) })
+	}
+	for i := range c.h.Watches {
+		r := &c.h.Watches[i]
+		for j := range r.Events {
+			e := &r.Events[j]
+			see(&e.KV, r.Time, fmt.Sprintf("watcher %d received", r.Watcher), nil)
+			if e.PrevKV != nil {
+				see(e.PrevKV, r.Time, fmt.Sprintf("watcher %d received as previous value", r.Watcher), nil)
+			}
+		}
+	}
+	for i := range c.ops {
+		if c.ops[i].state == opResolved {
+			c.claim(int32(i), c.ops[i].rev)
+		}
+	}
+}
