@@ -231,6 +231,24 @@ func lastLogError(path string) string {
 
 // layout picks ports, starts the peer proxies and builds each member's command line.
 func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
+	as, initial, err := c.listen(dir)
+	if err != nil {
+		return err
+	}
+	for i, a := range as {
+		c.members = append(c.members, c.newMember(dir, i, a, initial, serverTLS))
+	}
+	return nil
+}
+
+// memberAddrs are the loopback addresses of one embedded member: where it listens, and the client address
+// it advertises (its client proxy's, when there is one).
+type memberAddrs struct{ client, peer, metrics, advertised, failpoints string }
+
+// listen picks every member's ports and starts the proxies in front of them. It returns the members'
+// addresses and the --initial-cluster entries, which name the peer proxies: peers reach each other only
+// through them, so that network faults can cut, slow and reset every link.
+func (c *Embedded) listen(dir string) (as []memberAddrs, initial []string, err error) {
 	n := c.opts.Members
 	perMember := 3
 	if c.opts.Failpoints {
@@ -238,17 +256,11 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 	}
 	ports, err := freePorts(perMember * n)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	type addrs struct{ client, peer, metrics, advertised, failpoints string }
-	as := make([]addrs, n)
-	var initial []string
-	scheme := "http"
-	if c.opts.TLS {
-		scheme = "https"
-	}
+	as = make([]memberAddrs, n)
 	for i := range n {
-		as[i] = addrs{
+		as[i] = memberAddrs{
 			client:  fmt.Sprintf("127.0.0.1:%d", ports[perMember*i]),
 			peer:    fmt.Sprintf("127.0.0.1:%d", ports[perMember*i+1]),
 			metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[perMember*i+2]),
@@ -260,78 +272,85 @@ func (c *Embedded) layout(dir string, serverTLS TLSFiles) error {
 		// Connections without X-Server-From are told apart by the process that opened them.
 		pxLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.proxy.log", i+1))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		p, err := proxy.Listen("127.0.0.1:0", as[i].peer, proxy.Options{Identify: c.identifySender, Seed: c.opts.Seed + uint64(i), Log: pxLog})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		c.proxies = append(c.proxies, p)
 		initial = append(initial, fmt.Sprintf("m%d=http://%s", i+1, p.Addr()))
 		if c.opts.ClientProxies {
 			cpLog, err := c.proxyLog(dir, fmt.Sprintf("m%d.client-proxy.log", i+1))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			cp, err := proxy.Listen("127.0.0.1:0", as[i].client, proxy.Options{Seed: c.opts.Seed + 100 + uint64(i), Log: cpLog})
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			c.clientPx = append(c.clientPx, cp)
 			as[i].advertised = cp.Addr()
 		}
 	}
-	for i := range n {
-		name := fmt.Sprintf("m%d", i+1)
-		m := &procMember{
-			name:       name,
-			clientURL:  scheme + "://" + as[i].advertised,
-			peerURL:    "http://" + c.proxies[i].Addr(),
-			metricsURL: as[i].metrics,
-			dataDir:    filepath.Join(dir, name+".etcd"),
-			logPath:    filepath.Join(dir, name+".log"),
-			spawner:    c.spawner,
-			onExit:     c.exited,
-			env:        os.Environ(),
-		}
-		if as[i].failpoints != "" {
-			m.env = append(m.env, "GOFAIL_HTTP="+as[i].failpoints)
-			m.failpointURL = "http://" + as[i].failpoints
-		}
-		args := []string{
-			"--name=" + name,
-			"--data-dir=" + m.dataDir,
-			"--listen-client-urls=" + scheme + "://" + as[i].client,
-			"--advertise-client-urls=" + m.clientURL,
-			"--listen-peer-urls=http://" + as[i].peer,
-			"--initial-advertise-peer-urls=" + m.peerURL,
-			"--listen-metrics-urls=" + m.metricsURL,
-			"--initial-cluster=" + strings.Join(initial, ","),
-			"--initial-cluster-state=new",
-			"--initial-cluster-token=" + c.opts.Token,
-			"--log-outputs=stderr",
-		}
-		if c.opts.TLS {
-			args = append(args, "--cert-file="+serverTLS.Cert, "--key-file="+serverTLS.Key,
-				"--trusted-ca-file="+serverTLS.CA, "--client-cert-auth=true")
-		}
-		for _, f := range c.opts.EtcdFlags {
-			args = append(args, f.Arg())
-		}
-		command := c.opts.Command
-		if len(c.opts.MemberCommands) > 0 {
-			command = c.opts.MemberCommands[i]
-		}
-		m.argv = append(append([]string{}, command...), args...)
-		// etcd derives a new cluster's member ids from the peer URLs and the cluster token; knowing them
-		// before the members start lets the proxies attribute every connection from the first one on
-		// (connections opened at start-up, such as version probes, are kept alive and reused).
-		if urls, err := types.NewURLs([]string{m.peerURL}); err == nil {
-			m.setID(uint64(membership.NewMember(name, urls, c.opts.Token, nil).ID))
-		}
-		c.members = append(c.members, m)
+	return as, initial, nil
+}
+
+// newMember builds member i's process: its command line (its own command when members run mixed
+// versions), its environment (GOFAIL_HTTP for a failpoint build) and its raft id. It starts nothing.
+func (c *Embedded) newMember(dir string, i int, a memberAddrs, initial []string, serverTLS TLSFiles) *procMember {
+	name := fmt.Sprintf("m%d", i+1)
+	scheme := "http"
+	if c.opts.TLS {
+		scheme = "https"
 	}
-	return nil
+	m := &procMember{
+		name:       name,
+		clientURL:  scheme + "://" + a.advertised,
+		peerURL:    "http://" + c.proxies[i].Addr(),
+		metricsURL: a.metrics,
+		dataDir:    filepath.Join(dir, name+".etcd"),
+		logPath:    filepath.Join(dir, name+".log"),
+		spawner:    c.spawner,
+		onExit:     c.exited,
+		env:        os.Environ(),
+	}
+	if a.failpoints != "" {
+		m.env = append(m.env, "GOFAIL_HTTP="+a.failpoints)
+		m.failpointURL = "http://" + a.failpoints
+	}
+	args := []string{
+		"--name=" + name,
+		"--data-dir=" + m.dataDir,
+		"--listen-client-urls=" + scheme + "://" + a.client,
+		"--advertise-client-urls=" + m.clientURL,
+		"--listen-peer-urls=http://" + a.peer,
+		"--initial-advertise-peer-urls=" + m.peerURL,
+		"--listen-metrics-urls=" + m.metricsURL,
+		"--initial-cluster=" + strings.Join(initial, ","),
+		"--initial-cluster-state=new",
+		"--initial-cluster-token=" + c.opts.Token,
+		"--log-outputs=stderr",
+	}
+	if c.opts.TLS {
+		args = append(args, "--cert-file="+serverTLS.Cert, "--key-file="+serverTLS.Key,
+			"--trusted-ca-file="+serverTLS.CA, "--client-cert-auth=true")
+	}
+	for _, f := range c.opts.EtcdFlags {
+		args = append(args, f.Arg())
+	}
+	command := c.opts.Command
+	if len(c.opts.MemberCommands) > 0 {
+		command = c.opts.MemberCommands[i]
+	}
+	m.argv = append(append([]string{}, command...), args...)
+	// etcd derives a new cluster's member ids from the peer URLs and the cluster token; knowing them
+	// before the members start lets the proxies attribute every connection from the first one on
+	// (connections opened at start-up, such as version probes, are kept alive and reused).
+	if urls, err := types.NewURLs([]string{m.peerURL}); err == nil {
+		m.setID(uint64(membership.NewMember(name, urls, c.opts.Token, nil).ID))
+	}
+	return m
 }
 
 // proxyLog opens a proxy's connection log in the members directory.

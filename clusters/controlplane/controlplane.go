@@ -146,84 +146,111 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	for i := range opts.Apiservers {
-		port := ports[i]
+	if err := c.startAPIServers(ctx, ports[:opts.Apiservers], server, saKey, saPub); err != nil {
+		return nil, err
+	}
+	if err := c.startComponents(server.CA, saKey, ports[opts.Apiservers], ports[opts.Apiservers+1]); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// startAPIServers starts one kube-apiserver per port, all on the etcd cluster under test, and waits until
+// every one is ready: the other components and the load talk to them from the start, and an apiserver that
+// never becomes ready is better reported now, with its last log line, than as a failing load.
+func (c *ControlPlane) startAPIServers(ctx context.Context, ports []int, server clusters.TLSFiles, saKey, saPub string) error {
+	for i, port := range ports {
 		c.urls = append(c.urls, "https://127.0.0.1:"+strconv.Itoa(port))
-		args := []string{
-			"--etcd-servers=" + strings.Join(opts.Etcd.Endpoints, ","),
-			"--storage-backend=etcd3",
-			"--watch-cache=true",
-			"--etcd-compaction-interval=" + opts.CompactionInterval.String(),
-			"--event-ttl=" + opts.EventTTL.String(),
-			"--bind-address=127.0.0.1",
-			// A distinct address per apiserver, as in a real cluster: each keeps its own master lease. It is
-			// only advertised (the kubernetes service's endpoints), never dialled, and must not be loopback:
-			// TEST-NET-1 addresses.
-			"--advertise-address=192.0.2." + strconv.Itoa(i+1),
-			"--secure-port=" + strconv.Itoa(port),
-			"--tls-cert-file=" + server.Cert, "--tls-private-key-file=" + server.Key,
-			"--client-ca-file=" + server.CA,
-			"--authorization-mode=AlwaysAllow",
-			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-account-key-file=" + saPub,
-			"--service-account-signing-key-file=" + saKey,
-			"--service-cluster-ip-range=10.96.0.0/16",
-			"--cert-dir=" + filepath.Join(opts.Dir, "apiserver-"+strconv.Itoa(i)),
-			"--profiling=false",
-		}
-		if opts.Etcd.TLS.CA != "" {
-			args = append(args, "--etcd-cafile="+opts.Etcd.TLS.CA, "--etcd-certfile="+opts.Etcd.TLS.Cert, "--etcd-keyfile="+opts.Etcd.TLS.Key)
-		}
-		args = append(args, opts.APIServerArgs...)
-		if _, err := c.start(fmt.Sprintf("kube-apiserver-%d", i), opts.Binaries.APIServer, args); err != nil {
-			return nil, err
+		args := c.apiserverArgs(i, port, server, saKey, saPub)
+		if _, err := c.start(fmt.Sprintf("kube-apiserver-%d", i), c.opts.Binaries.APIServer, args); err != nil {
+			return err
 		}
 	}
-	for i := range opts.Apiservers {
+	for i := range ports {
 		if err := c.waitReady(ctx, i); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	fmt.Fprintf(opts.Log, "control plane: %d kube-apiserver(s) ready at %s\n", opts.Apiservers, strings.Join(c.urls, ", "))
+	fmt.Fprintf(c.opts.Log, "control plane: %d kube-apiserver(s) ready at %s\n", c.opts.Apiservers, strings.Join(c.urls, ", "))
+	return nil
+}
+
+// apiserverArgs returns the flags of apiserver i, serving on port with the run's certificates and
+// service-account keys; Options.APIServerArgs come last.
+func (c *ControlPlane) apiserverArgs(i, port int, server clusters.TLSFiles, saKey, saPub string) []string {
+	opts := c.opts
+	args := []string{
+		"--etcd-servers=" + strings.Join(opts.Etcd.Endpoints, ","),
+		"--storage-backend=etcd3",
+		"--watch-cache=true",
+		"--etcd-compaction-interval=" + opts.CompactionInterval.String(),
+		"--event-ttl=" + opts.EventTTL.String(),
+		"--bind-address=127.0.0.1",
+		// A distinct address per apiserver, as in a real cluster: each keeps its own master lease. It is
+		// only advertised (the kubernetes service's endpoints), never dialled, and must not be loopback:
+		// TEST-NET-1 addresses.
+		"--advertise-address=192.0.2." + strconv.Itoa(i+1),
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + server.Cert, "--tls-private-key-file=" + server.Key,
+		"--client-ca-file=" + server.CA,
+		"--authorization-mode=AlwaysAllow",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + saPub,
+		"--service-account-signing-key-file=" + saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--cert-dir=" + filepath.Join(opts.Dir, "apiserver-"+strconv.Itoa(i)),
+		"--profiling=false",
+	}
+	if opts.Etcd.TLS.CA != "" {
+		args = append(args, "--etcd-cafile="+opts.Etcd.TLS.CA, "--etcd-certfile="+opts.Etcd.TLS.Cert, "--etcd-keyfile="+opts.Etcd.TLS.Key)
+	}
+	return append(args, opts.APIServerArgs...)
+}
+
+// startComponents starts the components that run against the apiservers: kube-controller-manager,
+// kube-scheduler and KWOK (its --server-address on kwokServerPort, its --node-port kwokNodePort, free
+// loopback ports as every process here shares the host's network). They are not waited for: each finds
+// its apiserver on its own once started.
+func (c *ControlPlane) startComponents(rootCA, saKey string, kwokServerPort, kwokNodePort int) error {
 	// The other components each talk to one apiserver, spread over them as a load balancer would.
 	kubeconfig := func(name string, i int) (string, error) {
 		return c.writeKubeconfig(name, c.urls[i%len(c.urls)])
 	}
 	kcm, err := kubeconfig("kube-controller-manager", 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.start("kube-controller-manager", opts.Binaries.ControllerManager, []string{
+	if _, err := c.start("kube-controller-manager", c.opts.Binaries.ControllerManager, []string{
 		"--kubeconfig=" + kcm, "--leader-elect=true", "--secure-port=0",
-		"--service-account-private-key-file=" + saKey, "--root-ca-file=" + server.CA,
+		"--service-account-private-key-file=" + saKey, "--root-ca-file=" + rootCA,
 		"--use-service-account-credentials=false", "--controllers=*",
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	sched, err := kubeconfig("kube-scheduler", 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.start("kube-scheduler", opts.Binaries.Scheduler, []string{
+	if _, err := c.start("kube-scheduler", c.opts.Binaries.Scheduler, []string{
 		"--kubeconfig=" + sched, "--leader-elect=true", "--secure-port=0",
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	kwok, err := kubeconfig("kwok", 2)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if _, err := c.start("kwok", opts.Binaries.KWOK, []string{
-		"--kubeconfig=" + kwok, "--config=" + opts.Binaries.KWOKStages,
+	if _, err := c.start("kwok", c.opts.Binaries.KWOK, []string{
+		"--kubeconfig=" + kwok, "--config=" + c.opts.Binaries.KWOKStages,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + KWOKNodeAnnotation + "=fake",
 		"--node-lease-duration-seconds=40", "--cidr=10.0.0.1/16", "--node-ip=10.1.0.1",
-		"--server-address=127.0.0.1:" + strconv.Itoa(ports[opts.Apiservers]),
-		"--node-port=" + strconv.Itoa(ports[opts.Apiservers+1]),
+		"--server-address=127.0.0.1:" + strconv.Itoa(kwokServerPort),
+		"--node-port=" + strconv.Itoa(kwokNodePort),
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	fmt.Fprintf(opts.Log, "control plane: kube-controller-manager, kube-scheduler and kwok started\n")
-	return c, nil
+	fmt.Fprintf(c.opts.Log, "control plane: kube-controller-manager, kube-scheduler and kwok started\n")
+	return nil
 }
 
 // KWOKNodeAnnotation marks the nodes KWOK manages (value "fake").
