@@ -130,19 +130,19 @@ type run struct {
 	loadCPU    time.Duration // the generator's CPU time during the load
 	liveHeap   int64         // the generator's live heap at the end of the load
 	wl         workloads.Workload
-	// live exports the run as Prometheus metrics while it runs (live.go); nil without --metrics-addr
+	// live exports the run as Prometheus metrics while it runs (scenario_live.go); nil without --metrics-addr
 	// or --prometheus-remote-write.
 	live        *live.Exporter
 	remoteWrite *live.RemoteWriter
 
-	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
+	// Reports (run_report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
 	report      *report.Run
 	faults      *faultRun   // the fault schedule (run_faults.go)
-	checkReport *lin.Report // consistency checks of the history (check.go)
+	checkReport *lin.Report // consistency checks of the history (run_check.go)
 	checkNote   string      // why they did not run
 
-	members memberAgreement // whether the members hold the same data (memberagree.go)
+	members memberAgreement // whether the members hold the same data (run_memberagree.go)
 	// split is the worker's part in a split load (split.go); nil for a whole load.
 	split *splitRun
 	// shapes are the counting proxies the clients go through (Env.RequestShapes).
@@ -598,7 +598,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(n)
 	}
 
-	// Consistency checks of the recorded history (check.go).
+	// Consistency checks of the recorded history (run_check.go).
 	r.checkHistory(ctx, interrupted)
 	r.addMembersCheck()
 
