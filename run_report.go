@@ -48,7 +48,7 @@ func (r *run) startScraper(ctx context.Context) error {
 	}
 	var err error
 	r.scraper, err = metrics.Start(ctx, metrics.Options{
-		Targets:     metrics.TargetsOf(r.cluster),
+		Targets:     metricsTargets(r.cluster),
 		TLS:         r.cluster.TLS(),
 		Interval:    r.s.ScrapeInterval,
 		Dir:         r.dir,
@@ -56,6 +56,24 @@ func (r *run) startScraper(ctx context.Context) error {
 		MeasureFrom: r.collector.MeasureFrom,
 	})
 	return err
+}
+
+// metricsTargets returns the metrics endpoints of c's members: the separate metrics listener of the members
+// chaosbench runs, the client URL (which serves /metrics too) of the others. Members without either
+// (learners, members not started yet) have none.
+func metricsTargets(c clusters.Cluster) []metrics.Target {
+	var out []metrics.Target
+	for _, m := range c.Members() {
+		base := m.ClientURL()
+		if p, ok := m.(clusters.Process); ok && p.MetricsURL() != "" {
+			base = p.MetricsURL()
+		}
+		if base == "" {
+			continue
+		}
+		out = append(out, metrics.Target{Member: m.Name(), URL: strings.TrimSuffix(base, "/") + "/metrics"})
+	}
+	return out
 }
 
 // stopScraper takes the last scrape and stores the summary; call it before the cluster stops.
