@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,96 +111,29 @@ func dirName(label string) string {
 // bad input starts nothing. A variant that fails is reported in its column and the others still run; an
 // interrupt stops the comparison after writing what it has.
 func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, error) {
+	dir, err := opts.setDefaults()
+	if err != nil {
+		return nil, err
+	}
 	s := opts.Scenario
-	if s.Seed == 0 {
-		s.Seed = newSeed()
-	}
-	opts.Scenario = s
-	dir := s.Out
-	if dir == "" {
-		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare-"+s.DisplayName())
-	}
-	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
-		return nil, outcome.Usagef("--out %s: already holds a comparison; choose another directory", dir)
-	}
-	if opts.Rounds == 0 {
-		opts.Rounds = 1
-	}
-	if opts.Rounds < 0 {
-		return nil, outcome.Usagef("--rounds %d: at least 1", opts.Rounds)
-	}
-	if opts.Cooldown < 0 {
-		return nil, outcome.Usagef("--cooldown %s: 0 or more", opts.Cooldown)
-	}
-	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
-		return nil, outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*opts.MinEffect)
-	}
 	vs, err := opts.variants(dir)
 	if err != nil {
 		return nil, err
 	}
-	// Everything that can be checked without a build first, then the builds (and the flags each
-	// release accepts): a typo in the last variant must not wait for the first one's build.
-	for _, v := range vs {
-		v.scenario.Out = v.dir
-		if err := v.scenario.validate(); err != nil {
-			return nil, fmt.Errorf("variant %s: %w", v.label, err)
-		}
-	}
-	for _, v := range vs {
-		if _, _, err := v.scenario.resolveMembers(ctx, env.Out); err != nil {
-			return nil, fmt.Errorf("variant %s: %w", v.label, err)
-		}
+	if err := checkVariants(ctx, vs, env.Out); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", dir, err)
 	}
 	fmt.Fprintf(env.Out, "comparing %d variants of %s, %d round(s), seed %d: %s\n", len(vs), s.DisplayName(), opts.Rounds, s.Seed, dir)
 
-	runs := make([]VariantDirs, len(vs))
-	for i, v := range vs {
-		runs[i].Label = v.label
-	}
 	labels := make([]string, len(vs))
 	for i, v := range vs {
 		labels[i] = v.label
 	}
 	plan := roundPlan(labels, opts.Rounds, s.Seed)
-	var errs []error
-	n := 0
-rounds:
-	for round, rp := range plan {
-		for _, label := range rp.Order {
-			i := slices.Index(labels, label)
-			if ctx.Err() != nil {
-				break rounds
-			}
-			if n > 0 && opts.Cooldown > 0 {
-				fmt.Fprintf(env.Out, "cooling down for %s\n", opts.Cooldown)
-				select {
-				case <-ctx.Done():
-					break rounds
-				case <-time.After(opts.Cooldown):
-				}
-			}
-			v := vs[i]
-			n++
-			sc := v.scenario
-			sc.Out = v.dir
-			sc.Seed = rp.Seed
-			what := v.label
-			if opts.Rounds > 1 {
-				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
-				what = fmt.Sprintf("%s, round %d/%d, seed %d", v.label, round+1, opts.Rounds, rp.Seed)
-			}
-			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*opts.Rounds, what)
-			_, err := Run(ctx, sc, env)
-			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", what, err))
-			}
-		}
-	}
+	runs, errs := opts.runRounds(ctx, vs, plan, env)
 	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts}
 	cmp := CompareRuns(runs, copts)
 	cmp.Rounds = plan
@@ -221,6 +155,97 @@ rounds:
 		errs = append(errs, compare.Gate(cmp.Effects, opts.RegressionFigures))
 	}
 	return cmp, errors.Join(errs...)
+}
+
+// setDefaults picks the seed and the comparison's directory and checks the comparison's own settings; it
+// returns the directory.
+func (o *CompareOptions) setDefaults() (string, error) {
+	if o.Scenario.Seed == 0 {
+		o.Scenario.Seed = newSeed()
+	}
+	dir := o.Scenario.Out
+	if dir == "" {
+		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare-"+o.Scenario.DisplayName())
+	}
+	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
+		return "", outcome.Usagef("--out %s: already holds a comparison; choose another directory", dir)
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
+	if o.Rounds < 0 {
+		return "", outcome.Usagef("--rounds %d: at least 1", o.Rounds)
+	}
+	if o.Cooldown < 0 {
+		return "", outcome.Usagef("--cooldown %s: 0 or more", o.Cooldown)
+	}
+	if o.MinEffect < 0 || o.MinEffect >= 1 {
+		return "", outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*o.MinEffect)
+	}
+	return dir, nil
+}
+
+// checkVariants checks every variant before the first run starts: everything that can be checked without
+// a build first, then the builds (and the flags each release accepts), so that a typo in the last variant
+// does not wait for the first one's build.
+func checkVariants(ctx context.Context, vs []variant, log io.Writer) error {
+	for _, v := range vs {
+		v.scenario.Out = v.dir
+		if err := v.scenario.validate(); err != nil {
+			return fmt.Errorf("variant %s: %w", v.label, err)
+		}
+	}
+	for _, v := range vs {
+		if _, _, err := v.scenario.resolveMembers(ctx, log); err != nil {
+			return fmt.Errorf("variant %s: %w", v.label, err)
+		}
+	}
+	return nil
+}
+
+// runRounds runs the variants of every round in the round's order and with its seed, each into a
+// directory of its own, pausing between runs when asked. A variant that fails is recorded in its column
+// and the others still run; an interrupt stops the rounds between runs.
+func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []CompareRound, env Env) ([]VariantDirs, []error) {
+	runs := make([]VariantDirs, len(vs))
+	for i, v := range vs {
+		runs[i].Label = v.label
+	}
+	var errs []error
+	n := 0
+	for round, rp := range plan {
+		for _, label := range rp.Order {
+			i := slices.IndexFunc(vs, func(v variant) bool { return v.label == label })
+			if ctx.Err() != nil {
+				return runs, errs
+			}
+			if n > 0 && o.Cooldown > 0 {
+				fmt.Fprintf(env.Out, "cooling down for %s\n", o.Cooldown)
+				select {
+				case <-ctx.Done():
+					return runs, errs
+				case <-time.After(o.Cooldown):
+				}
+			}
+			v := vs[i]
+			n++
+			sc := v.scenario
+			sc.Out = v.dir
+			sc.Seed = rp.Seed
+			what := v.label
+			if o.Rounds > 1 {
+				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
+				what = fmt.Sprintf("%s, round %d/%d, seed %d", v.label, round+1, o.Rounds, rp.Seed)
+			}
+			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*o.Rounds, what)
+			_, err := Run(ctx, sc, env)
+			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
+		}
+	}
+	return runs, errs
 }
 
 // roundPlan returns the rounds of a comparison: the variants' order, ABBA (every other round reversed), and

@@ -8,16 +8,11 @@ import (
 	"html"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
@@ -65,17 +60,37 @@ type FidelityReport struct {
 	Matching   int     `json:"matching"`
 }
 
-// etcdSample is what fidelity reads from etcd at the start and the end of a load.
-type etcdSample struct {
-	at       time.Time
-	families []map[string]*dto.MetricFamily
-	// prefixes counts keys and value bytes per /registry/<resource> at the sample (end only).
-	keys, bytes map[string]float64
-}
-
 // Fidelity runs the kube workload and the real control plane with the same preset, one after the other on
 // fresh clusters without faults, and compares what reached etcd during each load.
 func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityReport, error) {
+	opts.setDefaults()
+	if env.Out == nil {
+		env.Out = io.Discard
+	}
+	var sides [2]*fidelitySide
+	for i, wl := range []string{"kube", kubeapi.Name} {
+		side, err := runFidelitySide(ctx, opts, env, wl)
+		if err != nil {
+			return nil, err
+		}
+		sides[i] = side
+	}
+	emu, real := sides[0], sides[1]
+	rep, err := compareFidelity(opts.Preset, emu, real)
+	if err != nil {
+		return nil, err
+	}
+	if err := rep.write(opts.Out, []string{emu.dir, real.dir}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(env.Out, "fidelity score %.0f%%: %d of %d quantities within ±%.0f%%; table in %s\n",
+		100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance, filepath.Join(opts.Out, "fidelity.md"))
+	return rep, nil
+}
+
+// setDefaults fills in what the options leave out: the small preset, two minutes on one member, a
+// directory of the time and the preset, a fresh seed.
+func (opts *FidelityOptions) setDefaults() {
 	if opts.Preset == "" {
 		opts.Preset = "small"
 	}
@@ -91,112 +106,136 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 	if opts.Seed == 0 {
 		opts.Seed = newSeed()
 	}
-	if env.Out == nil {
-		env.Out = io.Discard
-	}
-	samples := map[string][2]*etcdSample{}
-	mids := map[string]*etcdSample{}
-	var runs []string
-	for _, wl := range []string{"kube", kubeapi.Name} {
-		s := DefaultScenario()
-		s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
-		s.KubeVersion = opts.KubeVersion
-		s.Faults.Schedule = []string{"none"}
-		s.History, s.Check = false, false
-		s.Progress = "none"
-		s.Out = filepath.Join(opts.Out, wl)
-		var pair [2]*etcdSample
-		// Watchers are counted halfway through the load, while both sides hold their watches (the
-		// emulation closes its own when the load ends).
-		var mid *etcdSample
-		midDone := make(chan struct{})
-		runEnv := env
-		runEnv.RequestShapes = true
-		runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) {
-			pair[0] = sampleEtcd(ctx, c, false)
-			go func() {
-				defer close(midDone)
-				select {
-				case <-time.After(opts.Duration / 2):
-					mid = sampleEtcd(ctx, c, false)
-				case <-ctx.Done():
-				}
-			}()
-		}
-		runEnv.LoadEnded = func(ctx context.Context, c clusters.Cluster) { pair[1] = sampleEtcd(ctx, c, true) }
-		fmt.Fprintf(env.Out, "fidelity: %s workload, preset %s, %s\n", wl, opts.Preset, opts.Duration)
-		_, err := Run(ctx, s, runEnv)
-		if pair[0] != nil {
-			<-midDone
-		}
-		if err != nil {
-			return nil, fmt.Errorf("fidelity: the %s run: %w", wl, err)
-		}
-		if pair[0] == nil || pair[1] == nil || mid == nil {
-			return nil, fmt.Errorf("fidelity: the %s run did not sample etcd", wl)
-		}
-		samples[wl] = pair
-		mids[wl] = mid
-		runs = append(runs, s.Out)
-	}
-	emu, real := samples["kube"], samples[kubeapi.Name]
-	rep := &FidelityReport{Preset: opts.Preset}
-	add := func(group, name string, e, r float64) {
-		if e == 0 && r == 0 {
-			return // neither run used it (most gRPC methods)
-		}
-		row := FidelityRow{Group: group, Name: name, Emulated: e, Real: r, Ratio: math.NaN()}
-		if e > 0 && r > 0 {
-			row.Ratio = r / e
-			row.Match = math.Abs(row.Ratio-1) <= FidelityTolerance
-			rep.Comparable++
-			if row.Match {
-				rep.Matching++
+}
+
+// fidelitySide is one side of the comparison: its run's directory and what was read from etcd during its
+// load.
+type fidelitySide struct {
+	dir  string
+	load [2]*etcdSample // at the start and at the end of the load
+	mid  *etcdSample    // halfway through the load
+}
+
+// runFidelitySide runs workload wl for the comparison, reading etcd's counters where the load begins and
+// ends, so that they cover the load alone.
+func runFidelitySide(ctx context.Context, opts FidelityOptions, env Env, wl string) (*fidelitySide, error) {
+	s := DefaultScenario()
+	s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
+	s.KubeVersion = opts.KubeVersion
+	s.Faults.Schedule = []string{"none"}
+	s.History, s.Check = false, false
+	s.Progress = "none"
+	s.Out = filepath.Join(opts.Out, wl)
+	side := &fidelitySide{dir: s.Out}
+	// Watchers are counted halfway through the load, while both sides hold their watches (the
+	// emulation closes its own when the load ends).
+	midDone := make(chan struct{})
+	runEnv := env
+	runEnv.RequestShapes = true
+	runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) {
+		side.load[0] = sampleEtcd(ctx, c, false)
+		go func() {
+			defer close(midDone)
+			select {
+			case <-time.After(opts.Duration / 2):
+				side.mid = sampleEtcd(ctx, c, false)
+			case <-ctx.Done():
 			}
-		}
-		rep.Rows = append(rep.Rows, row)
+		}()
 	}
-	// Per gRPC method, and etcd's own MVCC counters, per second of load.
+	runEnv.LoadEnded = func(ctx context.Context, c clusters.Cluster) { side.load[1] = sampleEtcd(ctx, c, true) }
+	fmt.Fprintf(env.Out, "fidelity: %s workload, preset %s, %s\n", wl, opts.Preset, opts.Duration)
+	_, err := Run(ctx, s, runEnv)
+	if side.load[0] != nil {
+		<-midDone
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fidelity: the %s run: %w", wl, err)
+	}
+	if side.load[0] == nil || side.load[1] == nil || side.mid == nil {
+		return nil, fmt.Errorf("fidelity: the %s run did not sample etcd", wl)
+	}
+	return side, nil
+}
+
+// compareFidelity compares the emulated side with the real one, row by row: etcd's own counters, the
+// requests' shapes, the key space at the end, and the apiservers' etcd requests.
+func compareFidelity(preset string, emu, real *fidelitySide) (*FidelityReport, error) {
+	rep := &FidelityReport{Preset: preset}
+	rep.addEtcdCounters(emu, real)
+	if err := rep.addShapes(emu, real); err != nil {
+		return nil, err
+	}
+	rep.addKeySpace(emu.load[1], real.load[1])
+	if err := rep.addApiserverOps(emu.dir, real.dir); err != nil {
+		return nil, err
+	}
+	if rep.Comparable > 0 {
+		rep.Score = float64(rep.Matching) / float64(rep.Comparable)
+	}
+	return rep, nil
+}
+
+// add adds a row, unless neither side used the quantity (most gRPC methods). Only a quantity both sides
+// measured counts towards the score.
+func (rep *FidelityReport) add(group, name string, e, r float64) {
+	if e == 0 && r == 0 {
+		return
+	}
+	row := FidelityRow{Group: group, Name: name, Emulated: e, Real: r, Ratio: math.NaN()}
+	if e > 0 && r > 0 {
+		row.Ratio = r / e
+		row.Match = math.Abs(row.Ratio-1) <= FidelityTolerance
+		rep.Comparable++
+		if row.Match {
+			rep.Matching++
+		}
+	}
+	rep.Rows = append(rep.Rows, row)
+}
+
+// addEtcdCounters adds what etcd counted: requests per gRPC method, its own MVCC counters and client bytes
+// per second of load, the mean request size, and the watchers halfway through the load.
+func (rep *FidelityReport) addEtcdCounters(emu, real *fidelitySide) {
 	methods := map[string]bool{}
-	for _, p := range [][2]*etcdSample{emu, real} {
+	for _, p := range [][2]*etcdSample{emu.load, real.load} {
 		for m := range counterBy(p[1], "grpc_server_handled_total", "grpc_method") {
 			methods[m] = true
 		}
 	}
 	for _, m := range sortedKeys(methods) {
-		add("gRPC requests/s", m, rateBy(emu, "grpc_server_handled_total", "grpc_method")[m], rateBy(real, "grpc_server_handled_total", "grpc_method")[m])
+		rep.add("gRPC requests/s", m, rateBy(emu.load, "grpc_server_handled_total", "grpc_method")[m], rateBy(real.load, "grpc_server_handled_total", "grpc_method")[m])
 	}
 	for _, c := range []string{"etcd_mvcc_range_total", "etcd_mvcc_put_total", "etcd_mvcc_txn_total", "etcd_mvcc_delete_total",
 		"etcd_debugging_mvcc_events_total"} {
-		add("etcd counters/s", strings.TrimPrefix(c, "etcd_"), rateBy(emu, c, "")[""], rateBy(real, c, "")[""])
+		rep.add("etcd counters/s", strings.TrimPrefix(c, "etcd_"), rateBy(emu.load, c, "")[""], rateBy(real.load, c, "")[""])
 	}
-	add("etcd counters/s", "client bytes received", rateBy(emu, "etcd_network_client_grpc_received_bytes_total", "")[""], rateBy(real, "etcd_network_client_grpc_received_bytes_total", "")[""])
-	add("etcd counters/s", "client bytes sent", rateBy(emu, "etcd_network_client_grpc_sent_bytes_total", "")[""], rateBy(real, "etcd_network_client_grpc_sent_bytes_total", "")[""])
-	meanReq := func(p [2]*etcdSample) float64 {
-		msgs := rateBy(p, "grpc_server_msg_received_total", "")[""]
-		if msgs == 0 {
-			return 0
-		}
-		return rateBy(p, "etcd_network_client_grpc_received_bytes_total", "")[""] / msgs
-	}
-	add("sizes", "mean request message bytes", meanReq(emu), meanReq(real))
+	rep.add("etcd counters/s", "client bytes received", rateBy(emu.load, "etcd_network_client_grpc_received_bytes_total", "")[""], rateBy(real.load, "etcd_network_client_grpc_received_bytes_total", "")[""])
+	rep.add("etcd counters/s", "client bytes sent", rateBy(emu.load, "etcd_network_client_grpc_sent_bytes_total", "")[""], rateBy(real.load, "etcd_network_client_grpc_sent_bytes_total", "")[""])
+	rep.add("sizes", "mean request message bytes", meanRequestBytes(emu.load), meanRequestBytes(real.load))
 	for _, g := range []string{"etcd_debugging_mvcc_watcher_total", "etcd_debugging_mvcc_watch_stream_total", "etcd_debugging_mvcc_slow_watcher_total"} {
-		add("watch (halfway)", strings.TrimPrefix(g, "etcd_debugging_mvcc_"), gaugeAt(mids["kube"], g), gaugeAt(mids[kubeapi.Name], g))
+		rep.add("watch (halfway)", strings.TrimPrefix(g, "etcd_debugging_mvcc_"), gaugeAt(emu.mid, g), gaugeAt(real.mid, g))
 	}
-	// Per request shape (clusters/shapes): what the requests ask, per second of load.
-	emuShapes, realShapes := map[string]float64{}, map[string]float64{}
-	for i, wl := range []string{"kube", kubeapi.Name} {
-		counts, err := readShapes(runs[i])
-		if err != nil {
-			return nil, err
-		}
-		p := samples[wl]
-		secs := p[1].at.Sub(p[0].at).Seconds()
-		for k, v := range counts {
-			if secs > 0 {
-				[]map[string]float64{emuShapes, realShapes}[i][k] = float64(v) / secs
-			}
-		}
+}
+
+// meanRequestBytes is the mean size of the request messages etcd received over the load.
+func meanRequestBytes(p [2]*etcdSample) float64 {
+	msgs := rateBy(p, "grpc_server_msg_received_total", "")[""]
+	if msgs == 0 {
+		return 0
+	}
+	return rateBy(p, "etcd_network_client_grpc_received_bytes_total", "")[""] / msgs
+}
+
+// addShapes adds the requests per shape (clusters/shapes), per second of load: what the requests ask.
+func (rep *FidelityReport) addShapes(emu, real *fidelitySide) error {
+	emuShapes, err := emu.shapeRates()
+	if err != nil {
+		return err
+	}
+	realShapes, err := real.shapeRates()
+	if err != nil {
+		return err
 	}
 	shapeNames := map[string]bool{}
 	for _, m := range []map[string]float64{emuShapes, realShapes} {
@@ -205,18 +244,38 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		}
 	}
 	for _, k := range sortedKeys(shapeNames) {
-		add("request shapes/s", k, emuShapes[k], realShapes[k])
+		rep.add("request shapes/s", k, emuShapes[k], realShapes[k])
 	}
-	// Per key prefix at the end of the load: objects and mean value size.
+	return nil
+}
+
+// shapeRates reads the request shapes the side's run counted, per second of its load.
+func (side *fidelitySide) shapeRates() (map[string]float64, error) {
+	counts, err := readShapes(side.dir)
+	if err != nil {
+		return nil, err
+	}
+	rates := map[string]float64{}
+	secs := side.load[1].at.Sub(side.load[0].at).Seconds()
+	for k, v := range counts {
+		if secs > 0 {
+			rates[k] = float64(v) / secs
+		}
+	}
+	return rates, nil
+}
+
+// addKeySpace adds, per key prefix at the end of the load, the objects and their mean value size.
+func (rep *FidelityReport) addKeySpace(emu, real *etcdSample) {
 	prefixes := map[string]bool{}
-	for k := range emu[1].keys {
+	for k := range emu.keys {
 		prefixes[k] = true
 	}
-	for k := range real[1].keys {
+	for k := range real.keys {
 		prefixes[k] = true
 	}
 	for _, p := range sortedKeys(prefixes) {
-		add("keys (at the end)", p, emu[1].keys[p], real[1].keys[p])
+		rep.add("keys (at the end)", p, emu.keys[p], real.keys[p])
 	}
 	for _, p := range sortedKeys(prefixes) {
 		mean := func(s *etcdSample) float64 {
@@ -225,17 +284,20 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 			}
 			return s.bytes[p] / s.keys[p]
 		}
-		add("mean value bytes", p, mean(emu[1]), mean(real[1]))
+		rep.add("mean value bytes", p, mean(emu), mean(real))
 	}
-	// Per apiserver operation and resource: the emulation's recorded requests against the apiservers'
-	// own etcd request metrics.
-	emuOps, err := emulatedOps(runs[0])
+}
+
+// addApiserverOps adds the etcd requests per apiserver operation and resource: the emulation's recorded
+// requests against the apiservers' own etcd request metrics.
+func (rep *FidelityReport) addApiserverOps(emuDir, realDir string) error {
+	emuOps, err := emulatedOps(emuDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	realOps, err := realOps(runs[1])
+	realOps, err := realOps(realDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ops := map[string]bool{}
 	for k := range emuOps {
@@ -245,131 +307,10 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		ops[k] = true
 	}
 	for _, k := range sortedKeys(ops) {
-		add("apiserver etcd requests/s", k, emuOps[k], realOps[k])
+		rep.add("apiserver etcd requests/s", k, emuOps[k], realOps[k])
 	}
-	if rep.Comparable > 0 {
-		rep.Score = float64(rep.Matching) / float64(rep.Comparable)
-	}
-	if err := rep.write(opts.Out, runs); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(env.Out, "fidelity score %.0f%%: %d of %d quantities within ±%.0f%%; table in %s\n",
-		100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance, filepath.Join(opts.Out, "fidelity.md"))
-	return rep, nil
+	return nil
 }
-
-// sampleEtcd scrapes every member's metrics and, at the end, counts keys and bytes per prefix.
-func sampleEtcd(ctx context.Context, c clusters.Cluster, prefixes bool) *etcdSample {
-	s := &etcdSample{at: time.Now()}
-	for _, p := range clusters.Processes(c) {
-		if fams, err := scrapeMetrics(ctx, p.MetricsURL()+"/metrics"); err == nil {
-			s.families = append(s.families, fams)
-		}
-	}
-	if prefixes {
-		s.keys, s.bytes = registryPrefixes(ctx, c)
-	}
-	return s
-}
-
-func scrapeMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	var p expfmt.TextParser
-	return p.TextToMetricFamilies(resp.Body)
-}
-
-// registryPrefixes reads the whole key space in pages and counts keys and value bytes per resource:
-// /registry/<resource>/..., compact_rev_key and anything else under their own names.
-func registryPrefixes(ctx context.Context, c clusters.Cluster) (keys, size map[string]float64) {
-	keys, size = map[string]float64{}, map[string]float64{}
-	cli, err := clientv3.New(clusters.ClientConfig(c))
-	if err != nil {
-		return keys, size
-	}
-	defer cli.Close()
-	from := "\x00"
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err := cli.Get(rctx, from, clientv3.WithRange("\x00"), clientv3.WithLimit(1000), clientv3.WithSerializable())
-		cancel()
-		if err != nil {
-			return keys, size
-		}
-		for _, kv := range resp.Kvs {
-			p := prefixOf(string(kv.Key))
-			keys[p]++
-			size[p] += float64(len(kv.Value))
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return keys, size
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
-// prefixOf names a key's resource: "/registry/pods/ns/name" -> "/registry/pods"; the apiserver's
-// /registry/<group>/<plural> keys of API groups keep two levels when the first has a dot.
-func prefixOf(k string) string {
-	parts := strings.SplitN(k, "/", 5)
-	if len(parts) < 3 || parts[1] != "registry" {
-		return k
-	}
-	if len(parts) > 3 && strings.Contains(parts[2], ".") {
-		return "/registry/" + parts[2] + "/" + parts[3]
-	}
-	return "/registry/" + parts[2]
-}
-
-// counterBy sums a family's values per label value (label "" sums everything).
-func counterBy(s *etcdSample, name, label string) map[string]float64 {
-	out := map[string]float64{}
-	for _, fams := range s.families {
-		f := fams[name]
-		if f == nil {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			k := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label {
-					k = l.GetValue()
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				out[k] += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[k] += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
-}
-
-// rateBy is the per-second increase of a counter between a pair of samples, per label value.
-func rateBy(p [2]*etcdSample, name, label string) map[string]float64 {
-	secs := p[1].at.Sub(p[0].at).Seconds()
-	before, after := counterBy(p[0], name, label), counterBy(p[1], name, label)
-	out := map[string]float64{}
-	for k, v := range after {
-		if secs > 0 {
-			out[k] = (v - before[k]) / secs
-		}
-	}
-	return out
-}
-
-func gaugeAt(s *etcdSample, name string) float64 { return counterBy(s, name, "")[""] }
 
 // emulatedOps reads a kube run's request rates per operation/resource from its summary.
 func emulatedOps(dir string) (map[string]float64, error) {

@@ -79,74 +79,12 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base m
 	sum.Command = os.Args
 	sum.Errors = append([]string(nil), o.Problems...)
 	sum.GeneratorLoad = nil
-	for _, w := range ws {
-		sum.Start = minTime(sum.Start, w.Summary.Start)
-		if w.Summary.End.After(sum.End) {
-			sum.End = w.Summary.End
-		}
-		sum.MeasuredSeconds = max(sum.MeasuredSeconds, w.Summary.MeasuredSeconds)
-		if w.Summary.Incomplete && !sum.Incomplete {
-			sum.Incomplete, sum.IncompleteReason = true, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, w.Summary.IncompleteReason)
-		}
-		sum.Interrupted = sum.Interrupted || w.Summary.Interrupted
-		for _, e := range w.Summary.Errors {
-			sum.Errors = append(sum.Errors, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, e))
-		}
-	}
-	if o.Observer != "" {
-		for _, e := range w0.Errors {
-			sum.Errors = append(sum.Errors, "coordinator: "+e)
-		}
-		if w0.Incomplete && !sum.Incomplete {
-			sum.Incomplete, sum.IncompleteReason = true, "coordinator: "+w0.IncompleteReason
-		}
-	}
-	sum.DurationSeconds = sum.End.Sub(sum.Start).Seconds()
-	series, err := merge.Series(ws)
-	if err != nil {
+	mergeStates(&sum, ws, w0, o.Observer != "")
+	if err := mergeFigures(&sum, o.Out, ws, base.Dir); err != nil {
 		return nil, err
 	}
-	if sum.Operations, err = merge.Operations(ws, sum.MeasuredSeconds, series); err != nil {
+	if err := mergeSchedule(&sum, ws, s, o.Observer != ""); err != nil {
 		return nil, err
-	}
-	sum.Total = results.Totals(sum.Operations)
-	if err := merge.WriteFiles(o.Out, ws, series); err != nil {
-		return nil, err
-	}
-	if err := merge.WriteHGRM(o.Out, ws); err != nil {
-		return nil, err
-	}
-	for _, name := range []string{results.FaultsFile, results.ServerMetricsFile} {
-		if err := merge.CopyFile(o.Out, base.Dir, name); err != nil {
-			return nil, err
-		}
-	}
-	sum.Schedule = results.Schedule{Mode: ws[0].Summary.Schedule.Mode}
-	sum.Split = &results.Split{Workers: len(ws), Worker: -1, StartAt: w0.Split.StartAt, Observer: o.Observer != ""}
-	var kubes []*results.Kube
-	for _, w := range ws {
-		ws := w.Summary
-		sum.Schedule.TargetRate += ws.Schedule.TargetRate
-		sum.Schedule.Clients += ws.Schedule.Clients
-		sum.Schedule.Conns += ws.Schedule.Conns
-		sum.Schedule.MissedBacklog += ws.Schedule.MissedBacklog
-		sum.Schedule.MissedLag += ws.Schedule.MissedLag
-		kubes = append(kubes, ws.Kube)
-		dir, _ := filepath.Abs(w.Dir)
-		sum.Split.Members = append(sum.Split.Members, results.SplitWorker{
-			Worker: ws.Split.Worker, Dir: dir, Outcome: ws.Outcome, Clock: ws.Split.Clock,
-			Requests: results.Requests(ws.Operations), Throughput: ws.Total.Throughput, GeneratorLoad: ws.GeneratorLoad,
-		})
-	}
-	if n := results.Requests(sum.Operations); n > 0 {
-		sum.Schedule.MissedPercent = 100 * float64(sum.Schedule.MissedBacklog+sum.Schedule.MissedLag) / float64(n)
-	}
-	if ws[0].Summary.Kube != nil {
-		cfg, err := s.Kube.Resolve(s.Duration)
-		if err != nil {
-			return nil, outcome.Usagef("merge: worker 0's kube settings: %v", err)
-		}
-		sum.Kube = kube.MergeSummaries(cfg, kubes, sum.Operations, sum.MeasuredSeconds, s.endpointCount())
 	}
 	// The phase tables file every worker's requests under the base run's fault windows.
 	phases, why, err := merge.Phases(ws, sum.Faults)
@@ -171,37 +109,134 @@ func mergeSummary(ctx context.Context, o MergeOptions, ws []merge.Worker, base m
 		}
 	}
 	sum.Checks = checks
+	if err := checkMergedHistory(ctx, &sum, o.Out, ws, s, out); err != nil {
+		return nil, err
+	}
+	return &sum, nil
+}
+
+// mergeStates folds every worker's state into the merged run's: its span, what it measured, whether it
+// was incomplete or interrupted, and its errors, named by worker; then the coordinator's own, when it
+// observed worker containers.
+func mergeStates(sum *results.Summary, ws []merge.Worker, w0 *results.Summary, observer bool) {
+	for _, w := range ws {
+		sum.Start = minTime(sum.Start, w.Summary.Start)
+		if w.Summary.End.After(sum.End) {
+			sum.End = w.Summary.End
+		}
+		sum.MeasuredSeconds = max(sum.MeasuredSeconds, w.Summary.MeasuredSeconds)
+		if w.Summary.Incomplete && !sum.Incomplete {
+			sum.Incomplete, sum.IncompleteReason = true, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, w.Summary.IncompleteReason)
+		}
+		sum.Interrupted = sum.Interrupted || w.Summary.Interrupted
+		for _, e := range w.Summary.Errors {
+			sum.Errors = append(sum.Errors, fmt.Sprintf("worker %d: %s", w.Summary.Split.Worker, e))
+		}
+	}
+	if observer {
+		for _, e := range w0.Errors {
+			sum.Errors = append(sum.Errors, "coordinator: "+e)
+		}
+		if w0.Incomplete && !sum.Incomplete {
+			sum.Incomplete, sum.IncompleteReason = true, "coordinator: "+w0.IncompleteReason
+		}
+	}
+	sum.DurationSeconds = sum.End.Sub(sum.Start).Seconds()
+}
+
+// mergeFigures merges the workers' time series and histograms into the merged run's operations and files
+// in dir, and copies what only the base run has (the fault windows, etcd's metrics) from baseDir.
+func mergeFigures(sum *results.Summary, dir string, ws []merge.Worker, baseDir string) error {
+	series, err := merge.Series(ws)
+	if err != nil {
+		return err
+	}
+	if sum.Operations, err = merge.Operations(ws, sum.MeasuredSeconds, series); err != nil {
+		return err
+	}
+	sum.Total = results.Totals(sum.Operations)
+	if err := merge.WriteFiles(dir, ws, series); err != nil {
+		return err
+	}
+	if err := merge.WriteHGRM(dir, ws); err != nil {
+		return err
+	}
+	for _, name := range []string{results.FaultsFile, results.ServerMetricsFile} {
+		if err := merge.CopyFile(dir, baseDir, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergeSchedule sums the workers' schedules (rates, clients, late starts), lists each worker's part of the
+// split, and merges the kube workload's figures against the whole scenario's plan.
+func mergeSchedule(sum *results.Summary, ws []merge.Worker, s Scenario, observer bool) error {
+	sum.Schedule = results.Schedule{Mode: ws[0].Summary.Schedule.Mode}
+	// The split replaces the base run's own (sum began as a copy of its summary), keeping its start time.
+	sum.Split = &results.Split{Workers: len(ws), Worker: -1, StartAt: sum.Split.StartAt, Observer: observer}
+	var kubes []*results.Kube
+	for _, w := range ws {
+		ws := w.Summary
+		sum.Schedule.TargetRate += ws.Schedule.TargetRate
+		sum.Schedule.Clients += ws.Schedule.Clients
+		sum.Schedule.Conns += ws.Schedule.Conns
+		sum.Schedule.MissedBacklog += ws.Schedule.MissedBacklog
+		sum.Schedule.MissedLag += ws.Schedule.MissedLag
+		kubes = append(kubes, ws.Kube)
+		dir, _ := filepath.Abs(w.Dir)
+		sum.Split.Members = append(sum.Split.Members, results.SplitWorker{
+			Worker: ws.Split.Worker, Dir: dir, Outcome: ws.Outcome, Clock: ws.Split.Clock,
+			Requests: results.Requests(ws.Operations), Throughput: ws.Total.Throughput, GeneratorLoad: ws.GeneratorLoad,
+		})
+	}
+	if n := results.Requests(sum.Operations); n > 0 {
+		sum.Schedule.MissedPercent = 100 * float64(sum.Schedule.MissedBacklog+sum.Schedule.MissedLag) / float64(n)
+	}
+	if ws[0].Summary.Kube != nil {
+		cfg, err := s.Kube.Resolve(s.Duration)
+		if err != nil {
+			return outcome.Usagef("merge: worker 0's kube settings: %v", err)
+		}
+		sum.Kube = kube.MergeSummaries(cfg, kubes, sum.Operations, sum.MeasuredSeconds, s.endpointCount())
+	}
+	return nil
+}
+
+// checkMergedHistory merges the workers' histories into dir, measures again what each fault did to
+// clients, now over every worker's requests, and runs the consistency checks on the merged history,
+// adding their verdicts to the summary's checks. It says why when it does not run them.
+func checkMergedHistory(ctx context.Context, sum *results.Summary, dir string, ws []merge.Worker, s Scenario, out io.Writer) error {
 	if !s.History {
 		fmt.Fprintln(out, "consistency checks skipped: the workers recorded no history (--history=false)")
-		return &sum, nil
+		return nil
 	}
-	ops, watches, err := merge.Histories(o.Out, ws)
+	ops, watches, err := merge.Histories(dir, ws)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(out, "merged history: %d operations and %d watch records from %d workers\n", ops, watches, len(ws))
-	// What each fault did to clients is measured again over every worker's requests.
 	sum.Faults = append([]results.FaultWindow(nil), sum.Faults...)
-	if err := merge.Availability(o.Out, sum.Faults); err != nil {
-		return nil, err
+	if err := merge.Availability(dir, sum.Faults); err != nil {
+		return err
 	}
-	if err := merge.WriteFaults(o.Out, sum.Faults); err != nil {
-		return nil, err
+	if err := merge.WriteFaults(dir, sum.Faults); err != nil {
+		return err
 	}
 	if !s.Check || sum.Interrupted {
-		fmt.Fprintf(out, "consistency checks skipped; run them with `chaosbench check %s`\n", o.Out)
-		return &sum, nil
+		fmt.Fprintf(out, "consistency checks skipped; run them with `chaosbench check %s`\n", dir)
+		return nil
 	}
 	fmt.Fprintln(out, "checking the merged history (linearizability, watches, serializable reads)...")
 	defer checkMemory()()
-	rep, err := lin.CheckDir(ctx, o.Out, lin.Options{Timeout: s.CheckTimeout})
+	rep, err := lin.CheckDir(ctx, dir, lin.Options{Timeout: s.CheckTimeout})
 	if rep == nil {
 		sum.Checks = append(sum.Checks, results.Check{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: fmt.Sprintf("check history: %v", err)})
-		return &sum, nil
+		return nil
 	}
 	sum.Checks = append(sum.Checks, rep.Checks...)
 	lin.WriteVerdicts(out, rep)
-	return &sum, nil
+	return nil
 }
 
 // judgeMerged evaluates the scenario's thresholds on the merged run, decides its outcome, writes

@@ -202,73 +202,25 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	if o.Scenario.Seed == 0 {
 		o.Scenario.Seed = newSeed()
 	}
-	start := time.Now()
-	dir := o.Out
-	if dir == "" {
-		dir = filepath.Join("results", start.Format("20060102-150405")+"-qualify")
+	q, dir, err := o.begin()
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, outcome.Usagef("--out %s: %v", dir, err)
-	}
-	q := &Qualification{
-		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start,
-		Cluster: QualifiedCluster{
-			Backend: o.Scenario.Cluster, Members: o.Scenario.Members, EtcdFlags: o.Scenario.EtcdFlags,
-			Endpoints: o.Scenario.Endpoints, MemberCPUs: o.Scenario.MemberCPUs, MemberMemory: o.Scenario.MemberMemory,
-			DataRoot: o.DataRoot,
-		},
-		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
-	}
-	if o.EtcdctlCompat {
-		fmt.Fprintf(o.Log, "chaosbench qualify --etcdctl-compat: %s cluster, etcdctl check perf's loads, %s each, seed %d\nresults: %s\n",
-			o.Scenario.clusterDescription(), o.CompatDuration, q.Seed, dir)
-	} else {
-		fmt.Fprintf(o.Log, "chaosbench qualify: %s cluster, classes %s, %s per step after %s warm-up, seed %d\nresults: %s\n",
-			o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
-	}
-
 	if err := o.probeDisks(ctx, dir, q); err != nil {
 		return nil, err
 	}
-
-	var stepErr error
-	for i, class := range o.classes() {
-		if ctx.Err() != nil || o.EtcdctlCompat {
-			break
-		}
-		st, err := o.runStep(ctx, dir, class, q.Seed+int64(i), q.Disk)
+	stepErr := o.climbLadder(ctx, dir, q)
+	if outcome.IsUsage(stepErr) {
+		// Found by Run before it started anything (an etcd build that cannot run in a container, ...).
+		return nil, stepErr
+	}
+	if o.WithFaults && stepErr == nil && ctx.Err() == nil && len(q.Steps) > 0 {
+		err := o.qualifyUnderFaults(ctx, dir, q)
 		if outcome.IsUsage(err) {
-			// Found by Run before it started anything (an etcd build that cannot run in a container, ...).
 			return nil, err
 		}
 		if err != nil {
 			stepErr = err
-			break
-		}
-		q.Steps = append(q.Steps, *st)
-		fmt.Fprintf(o.Log, "step %s (%d nodes): %s\n", class, st.Nodes, st.line())
-		if st.Verdict != StepPass {
-			break
-		}
-	}
-	if o.WithFaults && stepErr == nil && ctx.Err() == nil && len(q.Steps) > 0 {
-		if last := q.Steps[len(q.Steps)-1]; last.Verdict == StepPass || len(q.Steps) > 1 {
-			class := last.Class
-			if last.Verdict != StepPass {
-				class = q.Steps[len(q.Steps)-2].Class
-			}
-			f, err := o.runFaultStep(ctx, dir, class, q.Seed+int64(len(Classes)))
-			if outcome.IsUsage(err) {
-				return nil, err
-			}
-			if err != nil {
-				stepErr = err
-			}
-			q.Faults = f
-			if f != nil {
-				_, text := f.faultReason()
-				fmt.Fprintf(o.Log, "faults: %s\n", text)
-			}
 		}
 	}
 	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags, o.Scenario.Members)
@@ -288,6 +240,90 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	} else {
 		q.decide(ctx.Err() != nil, stepErr)
 	}
+	o.finish(q, dir)
+	err = q.Outcome.ErrWith(stepErr)
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return q, err
+}
+
+// begin creates the qualification's directory and its record, and says what it is about to qualify.
+func (o *QualifyOptions) begin() (*Qualification, string, error) {
+	start := time.Now()
+	dir := o.Out
+	if dir == "" {
+		dir = filepath.Join("results", start.Format("20060102-150405")+"-qualify")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", outcome.Usagef("--out %s: %v", dir, err)
+	}
+	q := &Qualification{
+		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start,
+		Cluster: QualifiedCluster{
+			Backend: o.Scenario.Cluster, Members: o.Scenario.Members, EtcdFlags: o.Scenario.EtcdFlags,
+			Endpoints: o.Scenario.Endpoints, MemberCPUs: o.Scenario.MemberCPUs, MemberMemory: o.Scenario.MemberMemory,
+			DataRoot: o.DataRoot,
+		},
+		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
+	}
+	if o.EtcdctlCompat {
+		fmt.Fprintf(o.Log, "chaosbench qualify --etcdctl-compat: %s cluster, etcdctl check perf's loads, %s each, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), o.CompatDuration, q.Seed, dir)
+	} else {
+		fmt.Fprintf(o.Log, "chaosbench qualify: %s cluster, classes %s, %s per step after %s warm-up, seed %d\nresults: %s\n",
+			o.Scenario.clusterDescription(), strings.Join(o.classes(), " -> "), o.StepDuration, o.Warmup, q.Seed, dir)
+	}
+	return q, dir, nil
+}
+
+// climbLadder runs the ladder's steps, smallest class first, until one does not pass (the etcdctl-compat
+// loads replace the ladder). It returns why a step could not run: a usage error, which stops the
+// qualification, or a harness error, which leaves it undecided.
+func (o *QualifyOptions) climbLadder(ctx context.Context, dir string, q *Qualification) error {
+	for i, class := range o.classes() {
+		if ctx.Err() != nil || o.EtcdctlCompat {
+			break
+		}
+		st, err := o.runStep(ctx, dir, class, q.Seed+int64(i), q.Disk)
+		if err != nil {
+			return err
+		}
+		q.Steps = append(q.Steps, *st)
+		fmt.Fprintf(o.Log, "step %s (%d nodes): %s\n", class, st.Nodes, st.line())
+		if st.Verdict != StepPass {
+			break
+		}
+	}
+	return nil
+}
+
+// qualifyUnderFaults runs the highest class that passed again under faults. Without a class that passed,
+// there is nothing to hold under faults.
+func (o *QualifyOptions) qualifyUnderFaults(ctx context.Context, dir string, q *Qualification) error {
+	last := q.Steps[len(q.Steps)-1]
+	if last.Verdict != StepPass && len(q.Steps) == 1 {
+		return nil
+	}
+	class := last.Class
+	if last.Verdict != StepPass {
+		class = q.Steps[len(q.Steps)-2].Class
+	}
+	f, err := o.runFaultStep(ctx, dir, class, q.Seed+int64(len(Classes)))
+	if outcome.IsUsage(err) {
+		return err
+	}
+	q.Faults = f
+	if f != nil {
+		_, text := f.faultReason()
+		fmt.Fprintf(o.Log, "faults: %s\n", text)
+	}
+	return err
+}
+
+// finish writes the qualification and marks every step's report with its verdict (not doing so is a
+// harness error of the qualification), then prints the verdict and the table.
+func (o *QualifyOptions) finish(q *Qualification, dir string) {
 	q.End = time.Now()
 	if err := q.write(dir); err != nil {
 		fmt.Fprintln(o.Log, "error:", err)
@@ -301,11 +337,6 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	fmt.Fprintln(o.Log, q.Verdict)
 	q.writeTable(o.Log)
 	fmt.Fprintf(o.Log, "qualification written to %s\n", filepath.Join(dir, QualificationFile))
-	err := q.Outcome.ErrWith(stepErr)
-	if ctx.Err() != nil && err != nil {
-		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
-	}
-	return q, err
 }
 
 // bannerSteps puts the qualification's verdict at the top of every step's report.html and report.md, with

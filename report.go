@@ -2,146 +2,19 @@ package chaosbench
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"github.com/spf13/pflag"
-
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
-	"github.com/etcd-chaosbench/chaosbench/results/metrics"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
-
-// bindReportFlags defines the settings of what a run reports: thresholds that decide its exit code, and
-// how often etcd's own metrics are scraped.
-func bindReportFlags(fs *pflag.FlagSet, s *Scenario) {
-	fs.StringArrayVar(&s.Thresholds, "threshold", s.Thresholds, "a limit the run must meet, else it exits with code 3 (repeatable): "+report.ThresholdGrammar)
-	fs.DurationVar(&s.ScrapeInterval, "scrape-interval", s.ScrapeInterval, "how often every member's /metrics is scraped (0: never)")
-}
-
-// validateReport checks the report settings before anything starts.
-func (s *Scenario) validateReport() error {
-	if _, err := report.ParseThresholds(s.Thresholds); err != nil {
-		return err
-	}
-	if s.ScrapeInterval < 0 || (s.ScrapeInterval > 0 && s.ScrapeInterval < 100*time.Millisecond) {
-		return outcome.Usagef("--scrape-interval %s: 0 (off) or at least 100ms", s.ScrapeInterval)
-	}
-	return nil
-}
-
-// startScraper starts scraping every member's metrics; the cluster is up and the collector exists.
-func (r *run) startScraper(ctx context.Context) error {
-	if r.s.ScrapeInterval <= 0 {
-		return nil
-	}
-	var err error
-	r.scraper, err = metrics.Start(ctx, metrics.Options{
-		Targets:     metrics.TargetsOf(r.cluster),
-		TLS:         r.cluster.TLS(),
-		Interval:    r.s.ScrapeInterval,
-		Dir:         r.dir,
-		Base:        r.collector.Start(),
-		MeasureFrom: r.collector.MeasureFrom,
-	})
-	return err
-}
-
-// stopScraper takes the last scrape and stores the summary; call it before the cluster stops.
-func (r *run) stopScraper(ctx context.Context) error {
-	if r.scraper == nil {
-		return nil
-	}
-	sum, err := r.scraper.Stop(ctx)
-	r.summary.Server = sum
-	r.addThrottling(ctx)
-	return err
-}
-
-// addThrottling adds to the members' figures how often their containers were CPU-throttled, where the
-// cluster can tell (docker members under --member-cpus). A failure to read it leaves it unknown.
-func (r *run) addThrottling(ctx context.Context) {
-	t, ok := r.cluster.(clusters.CPUThrottler)
-	if !ok || r.summary.Server == nil || r.s.MemberCPUs <= 0 {
-		return
-	}
-	got, err := t.CPUThrottling(ctx)
-	if err != nil {
-		fmt.Fprintf(r.out, "could not read the members' CPU throttling: %v\n", err)
-	}
-	for i := range r.summary.Server.Members {
-		m := &r.summary.Server.Members[i]
-		if th, ok := got[m.Name]; ok && th.Periods > 0 {
-			p := math.Round(10*th.Percent()) / 10
-			m.CPUThrottledPercent = &p
-		}
-	}
-}
-
-// judge completes the summary with what a report needs (time base, machine), evaluates the thresholds and
-// diagnoses the run. A report that cannot be prepared is an error of the run.
-func (r *run) judge(s *results.Summary) {
-	if r.collector != nil {
-		s.TimeBase = r.collector.Start()
-	}
-	env := results.CollectEnvironment(r.dir)
-	s.Environment = &env
-	// Parsed before the run started: this cannot fail here. A worker's share is not judged against the
-	// whole scenario's thresholds: the merged run is.
-	ts, _ := report.ParseThresholds(r.s.Thresholds)
-	if r.split != nil {
-		ts = nil
-	}
-	rep, err := report.FromSummary(r.dir, s)
-	if err != nil {
-		s.Errors = append(s.Errors, err.Error())
-		return
-	}
-	report.Prepare(rep, ts)
-	r.report = rep
-}
-
-// writeReports writes report.md, report.html, junit.xml and perfdash.json, and prints the verdicts.
-func (r *run) writeReports() error {
-	if r.report == nil {
-		return nil
-	}
-	printVerdicts(r.out, r.report)
-	if err := report.Write(r.report); err != nil {
-		return err
-	}
-	fmt.Fprintf(r.out, "report: %s\n", filepath.Join(r.dir, report.HTMLFile))
-	return nil
-}
-
-// printVerdicts prints the thresholds and the diagnosis's problems and warnings after the text summary.
-func printVerdicts(out io.Writer, r *report.Run) {
-	if len(r.Thresholds) > 0 {
-		failed := report.Failed(r.Thresholds)
-		fmt.Fprintf(out, "thresholds: %d passed, %d failed\n", len(r.Thresholds)-failed, failed)
-		for _, t := range r.Thresholds {
-			if t.Verdict == results.ThresholdFail {
-				fmt.Fprintf(out, "  FAIL %s: %s\n", t.Expr, t.Detail)
-			}
-		}
-	}
-	for _, f := range r.Diagnosis {
-		if f.Severity != results.SeverityOK {
-			fmt.Fprintf(out, "%s: %s\n", f.Severity, f.Message)
-		}
-	}
-}
 
 // ReportOptions is what `chaosbench report` renders.
 type ReportOptions struct {

@@ -4,29 +4,20 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"go.etcd.io/etcd/api/v3/version"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
 	"github.com/etcd-chaosbench/chaosbench/clusters/shapes"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/results/live"
@@ -117,32 +108,35 @@ type run struct {
 	mu     sync.Mutex
 	events []string // member crashes and other notes for the summary
 
-	cluster clusters.Cluster
-	images  []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
+	// The cluster (run_cluster.go) and the members' settings, parsed against their builds.
+	cluster   clusters.Cluster
+	etcdFlags []clusters.EtcdFlag
+	images    []clusters.EtcdImage // the members' etcd builds; nil for the linked etcd (scenario_docker.go)
 	// moreImages are the releases the fault schedule moves members to (upgrades, downgrades).
 	moreImages []clusters.EtcdImage
-	history    *history.Writer
-	collector  *results.Collector
-	rec        *workloads.Recorder
-	runner     *workloads.Runner
-	clientLog  *os.File
-	loadEnd    time.Duration
-	loadCPU    time.Duration // the generator's CPU time during the load
-	liveHeap   int64         // the generator's live heap at the end of the load
-	wl         workloads.Workload
-	// live exports the run as Prometheus metrics while it runs (live.go); nil without --metrics-addr
+	// The load (run_load.go).
+	history   *history.Writer
+	collector *results.Collector
+	rec       *workloads.Recorder
+	runner    *workloads.Runner
+	clientLog *os.File
+	loadEnd   time.Duration
+	loadCPU   time.Duration // the generator's CPU time during the load
+	liveHeap  int64         // the generator's live heap at the end of the load
+	wl        workloads.Workload
+	// live exports the run as Prometheus metrics while it runs (run_live.go); nil without --metrics-addr
 	// or --prometheus-remote-write.
 	live        *live.Exporter
 	remoteWrite *live.RemoteWriter
 
-	// Reports (report.go): etcd's metrics while the cluster runs, and the judged run.
+	// Reports (run_report.go): etcd's metrics while the cluster runs, and the judged run.
 	scraper     *metrics.Scraper
 	report      *report.Run
 	faults      *faultRun   // the fault schedule (run_faults.go)
-	checkReport *lin.Report // consistency checks of the history (check.go)
+	checkReport *lin.Report // consistency checks of the history (run_check.go)
 	checkNote   string      // why they did not run
 
-	members memberAgreement // whether the members hold the same data (memberagree.go)
+	members memberAgreement // whether the members hold the same data (run_memberagree.go)
 	// split is the worker's part in a split load (split.go); nil for a whole load.
 	split *splitRun
 	// shapes are the counting proxies the clients go through (Env.RequestShapes).
@@ -150,7 +144,7 @@ type run struct {
 	// records logs a split load's measured records for the merge's phase tables (nil for a whole load).
 	records *results.RecordLog
 
-	// The controlplane workload's real control plane (scenario_controlplane.go), and its state when the
+	// The controlplane workload's real control plane (run_controlplane.go), and its state when the
 	// load began.
 	cpBinaries   kubebuild.Binaries
 	controlPlane *controlplane.ControlPlane
@@ -161,6 +155,11 @@ type run struct {
 // starts or connects to the cluster, runs the workload, and writes the run directory. An interrupted
 // context stops the load, stops the cluster, writes partial results marked incomplete and returns
 // ErrInterrupted.
+//
+// Its stages, in order: plan (settings, workload, load, fault schedule) and prepare (builds, the run
+// directory) find bad input before anything starts; execute (cluster, recording, clients, the workload's
+// set-up and its load) keeps what it starts on the run, so that finish (stop everything, summarize, check,
+// decide, report) tears it down however execute ended.
 func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 	if env.Out == nil {
 		env.Out = io.Discard
@@ -177,6 +176,37 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, err
 	}
 	defer split.close()
+	p, err := planRun(s)
+	if err != nil {
+		return nil, err
+	}
+	if p.s.DryRun {
+		return nil, p.dryRun(env.Out)
+	}
+	r, err := p.prepare(ctx, env, split)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.startLive(); err != nil {
+		return nil, err
+	}
+	loadErr := r.execute(ctx, p.wl, p.load)
+	return r.finish(ctx, loadErr)
+}
+
+// runPlan is what Run decides before anything is built or started: the scenario as it will run (its seed
+// picked, the settings its workload overrides), the workload, the load's options and the fault schedule.
+// Every problem found while planning is a usage error.
+type runPlan struct {
+	s       Scenario
+	wl      workloads.Workload
+	kubeCfg *kube.Config // the kube workload's configuration; nil for the other workloads
+	load    workloads.RunOptions
+	faults  *faultRun
+}
+
+// planRun plans scenario s.
+func planRun(s Scenario) (*runPlan, error) {
 	// Faults: the schedule is checked against the cluster it targets before anything starts or is built.
 	faultPlan, err := planFaults(&s)
 	if err != nil {
@@ -191,61 +221,80 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		wl, kubeCfg = workloads.Idle{}, nil
 		s.History, s.Rate, s.Clients, s.Conns, s.Total = false, 0, 1, 1, 0
 	}
-	runOpts := workloads.RunOptions{
-		Rate: s.Rate, Clients: s.Clients, Conns: s.Conns, Duration: s.Duration, Total: s.Total,
-		RequestTimeout: s.RequestTimeout, ScheduleSlack: s.ScheduleSlack,
-	}
-	if err := runOpts.Validate(); err != nil {
-		return nil, err
-	}
-	if cp, ok := wl.(*kubeapi.Workload); ok {
-		// The workload paces itself; its runner's connections serve the status polls only. Its requests
-		// go through the apiservers, so there is no etcd history of its own to check.
-		n := cp.Config().Apiservers
-		runOpts.Rate, runOpts.Clients, runOpts.Conns = 0, n, n
+	if _, ok := wl.(*kubeapi.Workload); ok {
+		// Its requests go through the apiservers, so there is no etcd history of its own to check.
 		s.History, s.Check = false, false
-	}
-	if kubeCfg != nil {
-		// Every simulated apiserver has its own connection, and the kube actors pace themselves. Request
-		// timeouts reach etcd as gRPC deadlines, as kube-apiserver's do.
-		runOpts.Rate, runOpts.Clients, runOpts.Conns = 0, kubeCfg.Apiservers, kubeCfg.Apiservers
-		runOpts.ServerDeadlines = true
 	}
 	if s.Seed == 0 {
 		s.Seed = newSeed()
 	}
-	runOpts.Seed = s.Seed
-	runOpts.IDBase = s.share().IDBase()
-
-	if s.DryRun {
-		// Nothing has started, and nothing is built: the plan is all there is. etcd settings are checked
-		// against the linked etcd's.
-		if _, err := clusters.ParseEtcdFlags(s.EtcdFlags); err != nil {
-			return nil, err
-		}
-		if err := s.writeDryRun(env.Out, kubeCfg); err != nil {
-			return nil, err
-		}
-		if s.Workers > 1 {
-			if err := s.writeSharesDryRun(env.Out, kubeCfg); err != nil {
-				return nil, err
-			}
-		}
-		r := &run{s: s}
-		r.faults = faultPlan
-		r.faults.describe(env.Out)
-		return nil, nil
+	load, err := loadOptions(s, wl, kubeCfg)
+	if err != nil {
+		return nil, err
 	}
+	return &runPlan{s: s, wl: wl, kubeCfg: kubeCfg, load: load, faults: faultPlan}, nil
+}
 
+// loadOptions are the options of the runner that sends the load. The settings given are checked as given,
+// before the workloads that pace themselves replace them.
+func loadOptions(s Scenario, wl workloads.Workload, kubeCfg *kube.Config) (workloads.RunOptions, error) {
+	o := workloads.RunOptions{
+		Rate: s.Rate, Clients: s.Clients, Conns: s.Conns, Duration: s.Duration, Total: s.Total,
+		RequestTimeout: s.RequestTimeout, ScheduleSlack: s.ScheduleSlack,
+	}
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	if cp, ok := wl.(*kubeapi.Workload); ok {
+		// The workload paces itself; its runner's connections serve the status polls only.
+		n := cp.Config().Apiservers
+		o.Rate, o.Clients, o.Conns = 0, n, n
+	}
+	if kubeCfg != nil {
+		// Every simulated apiserver has its own connection, and the kube actors pace themselves. Request
+		// timeouts reach etcd as gRPC deadlines, as kube-apiserver's do.
+		o.Rate, o.Clients, o.Conns = 0, kubeCfg.Apiservers, kubeCfg.Apiservers
+		o.ServerDeadlines = true
+	}
+	o.Seed = s.Seed
+	o.IDBase = s.share().IDBase()
+	return o, nil
+}
+
+// dryRun prints the plan. Nothing has started, and nothing is built: etcd settings are checked against
+// the linked etcd's.
+func (p *runPlan) dryRun(out io.Writer) error {
+	if _, err := clusters.ParseEtcdFlags(p.s.EtcdFlags); err != nil {
+		return err
+	}
+	if err := p.s.writeDryRun(out, p.kubeCfg); err != nil {
+		return err
+	}
+	if p.s.Workers > 1 {
+		if err := p.s.writeSharesDryRun(out, p.kubeCfg); err != nil {
+			return err
+		}
+	}
+	p.faults.describe(out)
+	return nil
+}
+
+// prepare builds what the run needs, checks what only the builds and the cluster can tell, creates the
+// run directory and prints the plan. Everything it finds wrong is found before anything starts: a release
+// the proxy does not serve, a flag a build does not take or an unreachable endpoint leaves nothing behind
+// but the build cache.
+func (p *runPlan) prepare(ctx context.Context, env Env, split *splitRun) (*run, error) {
+	s := p.s
 	var cpBinaries kubebuild.Binaries
-	if _, ok := wl.(*kubeapi.Workload); ok {
+	if _, ok := p.wl.(*kubeapi.Workload); ok {
 		// Built (or found in the cache) before anything starts: a release the proxy does not serve is a
 		// usage error that leaves nothing behind.
+		var err error
 		if cpBinaries, err = s.buildControlPlane(ctx, env.Out); err != nil {
 			return nil, err
 		}
 	}
-	etcdFlags, images, err := s.resolveMembers(ctx, env.Out, faultPlan.versions()...)
+	etcdFlags, images, err := s.resolveMembers(ctx, env.Out, p.faults.versions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -253,43 +302,105 @@ func Run(ctx context.Context, s Scenario, env Env) (*results.Summary, error) {
 		return nil, outcome.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries, split: split}
-	r.images, r.moreImages = memberImages(images, len(faultPlan.versions()))
+	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries, split: split, etcdFlags: etcdFlags}
+	r.images, r.moreImages = memberImages(images, len(p.faults.versions()))
 	if s.Failpoints {
-		if err := faultPlan.sched.CheckFailpoints(failpointNames(r.images)); err != nil {
+		if err := p.faults.sched.CheckFailpoints(failpointNames(r.images)); err != nil {
 			return nil, err
 		}
 	}
-	r.faults = faultPlan
+	r.faults = p.faults
 	if s.Cluster == "external" {
 		// Contact the cluster before creating anything: an unreachable endpoint is a usage error.
-		external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
-			Endpoints: s.Endpoints, CACert: s.CACert, Cert: s.Cert, Key: s.Key,
-		})
-		if err != nil {
+		if err := r.connectExternal(ctx); err != nil {
 			return nil, err
 		}
-		r.cluster = external
 	}
 	r.dir = s.OutDir(r.start)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", r.dir, err)
 	}
+	if err := r.describePlan(p.kubeCfg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// describePlan prints what the run is about to do, and where its results go.
+func (r *run) describePlan(kubeCfg *kube.Config) error {
 	fmt.Fprintf(r.out, "chaosbench %s: workload %s on %s cluster, seed %d\nresults: %s\n",
-		env.Version, s.Workload, article(s.clusterLabel()), s.Seed, r.dir)
+		r.env.Version, r.s.Workload, article(r.s.clusterLabel()), r.s.Seed, r.dir)
 	r.faults.describe(r.out)
 	if kubeCfg != nil {
-		if err := kube.WritePlan(r.out, *kubeCfg, kubeCfg.Plan(s.endpointCount())); err != nil {
-			return nil, err
+		if err := kube.WritePlan(r.out, *kubeCfg, kubeCfg.Plan(r.s.endpointCount())); err != nil {
+			return err
 		}
 		fmt.Fprintln(r.out)
 	}
+	return nil
+}
 
-	if err := r.startLive(); err != nil {
-		return nil, err
+// execute starts the cluster and runs the load. Whatever it leaves set up, finish tears down.
+func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts workloads.RunOptions) error {
+	if err := r.startCluster(ctx); err != nil {
+		return err
 	}
-	loadErr := r.execute(ctx, wl, runOpts, etcdFlags)
-	return r.finish(ctx, loadErr)
+	// Faults start with the load (the runner waits for Begin) and are healed before the cluster stops,
+	// on every way out of here, panics included.
+	defer r.faults.stop(ctx)
+	if err := r.startRecording(); err != nil {
+		return err
+	}
+	if err := r.startClients(runOpts); err != nil {
+		return err
+	}
+	r.summary.Versions.EtcdServer = r.serverVersion(ctx)
+	fmt.Fprintf(r.out, "cluster ready: %s, etcd %s\n", joinEndpoints(r.cluster.Endpoints()), r.summary.Versions.EtcdServer)
+	if r.env.ClusterReady != nil {
+		r.env.ClusterReady(ctx, r.cluster)
+	}
+	if err := r.startScraper(ctx); err != nil {
+		return err
+	}
+	if err := r.setUpWorkload(ctx, wl); err != nil {
+		return err
+	}
+	return r.runLoad(ctx, wl)
+}
+
+// finish stops everything execute started, in order (load, clients, cluster), and writes the results: the
+// summary, the checks, the outcome decided from them, and the reports (run_finish.go).
+func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, error) {
+	r.compareMembers(ctx, ctx.Err() != nil)
+	interrupted := ctx.Err() != nil
+	harnessErrs := r.teardown(ctx, interrupted)
+
+	s := &r.summary
+	r.describeRun(s)
+	if err := r.summarizeLoad(s); err != nil {
+		harnessErrs = append(harnessErrs, err)
+	}
+	r.summarizeSchedule(s)
+	// Consistency checks of the recorded history (run_check.go).
+	r.checkHistory(ctx, interrupted)
+	r.addMembersCheck()
+
+	o := r.decide(s, interrupted, loadErr, harnessErrs)
+	o = r.writeOutputs(s, o)
+	if o.Passed() && r.s.Cluster != "external" && !r.s.KeepData {
+		r.removeData()
+	}
+	r.stopLive(ctx, s)
+	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
+	results.WriteVerdict(r.out, s)
+	var cause error
+	switch {
+	case interrupted:
+		cause = ErrInterrupted
+	case loadErr != nil:
+		cause = loadErr
+	}
+	return s, o.ErrWith(cause)
 }
 
 func (s *Scenario) clusterLabel() string {
@@ -310,434 +421,4 @@ func newSeed() int64 {
 		return time.Now().UnixNano()
 	}
 	return int64(binary.LittleEndian.Uint64(b[:]) >> 1)
-}
-
-// execute starts the cluster and runs the load. Whatever it leaves set up, finish tears down.
-func (r *run) execute(ctx context.Context, wl workloads.Workload, runOpts workloads.RunOptions, etcdFlags []clusters.EtcdFlag) error {
-	var err error
-	if r.s.Cluster == "embed" {
-		opts := clusters.EmbedOptions{
-			Members: r.s.Members, Dir: r.dir, EtcdFlags: etcdFlags, TLS: r.s.TLS,
-			Command: r.env.MemberCommand, MemberCommands: r.embedCommands(), Log: r.out, OnExit: r.memberExited,
-			Failpoints: r.s.Failpoints,
-		}
-		r.faults.configure(&opts, r.s.Seed)
-		embedded, err := clusters.StartEmbedded(ctx, opts)
-		if err != nil {
-			return err
-		}
-		r.cluster = embedded
-	}
-	if r.s.Cluster == "docker" {
-		if err := r.startDocker(ctx, etcdFlags); err != nil {
-			return err
-		}
-	}
-
-	base := time.Now()
-	if r.s.History {
-		if r.history, err = history.NewWriter(r.dir); err != nil {
-			return err
-		}
-	}
-	if r.collector, err = results.NewCollector(results.CollectorOptions{Dir: r.dir, Start: base, Warmup: r.s.Warmup}); err != nil {
-		return err
-	}
-	fill := make([]byte, 64<<10)
-	rng := rand.New(rand.NewPCG(uint64(r.s.Seed), 0x76616c7565)) // "value"
-	for i := range fill {
-		fill[i] = byte(rng.Uint32())
-	}
-	// Faults start with the load (the runner waits for Begin) and are healed before the cluster stops,
-	// on every way out of here, panics included.
-	var onFault func(string, []string, bool)
-	sinks := []results.Sink{r.collector}
-	if r.live != nil {
-		onFault = r.live.Fault
-		sinks = append(sinks, r.live)
-	}
-	if r.split != nil && !r.split.observer {
-		// The merge files every worker's requests under worker 0's fault phases (results/merge).
-		if r.records, err = results.NewRecordLog(filepath.Join(r.dir, results.RecordsFile), r.s.Warmup); err != nil {
-			return err
-		}
-		sinks = append(sinks, r.records)
-	}
-	faultSinks, err := r.faults.start(r.cluster, r.dir, base, r.s, r.out, onFault)
-	if err != nil {
-		return err
-	}
-	defer r.faults.stop(ctx)
-	r.rec = workloads.NewRecorder(base, r.history, fill, append(sinks, faultSinks...)...)
-
-	if err := r.startShapes(); err != nil {
-		return err
-	}
-	cfg := clusters.ClientConfig(r.cluster)
-	cfg.Endpoints = r.clientEndpoints()
-	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return fmt.Errorf("client log: %w", err)
-	}
-	cfg.Logger = fileLogger(r.clientLog)
-	if r.runner, err = workloads.NewRunner(cfg, r.rec, runOpts); err != nil {
-		return err
-	}
-	r.summary.Versions.EtcdServer = r.serverVersion(ctx)
-	fmt.Fprintf(r.out, "cluster ready: %s, etcd %s\n", joinEndpoints(r.cluster.Endpoints()), r.summary.Versions.EtcdServer)
-	if r.env.ClusterReady != nil {
-		r.env.ClusterReady(ctx, r.cluster)
-	}
-	if err := r.startScraper(ctx); err != nil {
-		return err
-	}
-
-	r.wl = wl
-	cpw, isControlPlane := wl.(*kubeapi.Workload)
-	if isControlPlane {
-		if err := r.startControlPlane(ctx, cpw); err != nil {
-			return err
-		}
-	}
-	if err := wl.Setup(ctx, r.runner); err != nil {
-		return fmt.Errorf("set up workload %s: %w", wl.Name(), err)
-	}
-	if isControlPlane {
-		snap := r.controlPlane.Snapshot(ctx)
-		r.cpBefore = &snap
-	}
-	tickCtx, stopTicks := context.WithCancel(context.Background())
-	defer stopTicks()
-	go r.collector.Run(tickCtx)
-	progressOut := r.out
-	if r.env.Progress != nil {
-		progressOut = r.env.Progress
-	}
-	stopProgress := results.StartProgress(results.ProgressOptions{
-		Out: progressOut, Mode: r.s.Progress, Label: r.env.ProgressLabel, LineInterval: r.env.ProgressEvery,
-		Duration: r.s.Duration, Total: r.s.Total,
-		Live: r.collector.Live,
-		Elapsed: func() time.Duration {
-			if begin, ok := r.rec.Began(); ok {
-				return r.rec.Now() - begin
-			}
-			return 0
-		},
-	})
-	if r.split != nil {
-		if err := r.split.startTogether(ctx, r.out); err != nil {
-			stopProgress()
-			return err
-		}
-	}
-	for _, p := range r.shapes {
-		p.Reset() // the set-up's requests are not the load's
-	}
-	if r.env.LoadBegan != nil {
-		r.env.LoadBegan(ctx, r.cluster)
-	}
-	cpuBefore := results.CPUTime()
-	err = wl.Run(ctx, r.runner)
-	if r.env.LoadEnded != nil && err == nil {
-		r.env.LoadEnded(ctx, r.cluster)
-	}
-	if werr := r.writeShapes(); werr != nil && err == nil {
-		err = werr
-	}
-	if r.env.AfterLoad != nil {
-		r.env.AfterLoad(ctx)
-	}
-	r.loadEnd = r.rec.Now()
-	r.loadCPU = results.CPUTime() - cpuBefore
-	r.liveHeap = results.LiveHeap()
-	stopProgress()
-	r.faults.stop(ctx)
-	if err != nil {
-		return fmt.Errorf("workload %s: %w", wl.Name(), err)
-	}
-	return nil
-}
-
-// serverVersion asks the first reachable endpoint for etcd's version.
-func (r *run) serverVersion(ctx context.Context) string {
-	for _, ep := range r.cluster.Endpoints() {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := r.runner.Conns()[0].Status(sctx, ep)
-		cancel()
-		if err == nil {
-			return st.Version
-		}
-	}
-	return ""
-}
-
-func (r *run) memberExited(ev clusters.ExitEvent) {
-	if ev.Expected {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf("member %s (pid %d) exited unexpectedly at %s: %s",
-		ev.Member, ev.PID, ev.Time.Format(time.RFC3339Nano), ev.Status))
-}
-
-// finish stops everything execute started, in order (load, clients, cluster), and writes the results.
-func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, error) {
-	r.compareMembers(ctx, ctx.Err() != nil)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	interrupted := ctx.Err() != nil
-	r.faults.stop(ctx)
-	var errs []error
-	if c, ok := r.wl.(interface{ Close() }); ok {
-		c.Close()
-	}
-	if r.collector != nil {
-		errs = append(errs, r.collector.Close(r.loadEnd))
-	}
-	if r.records != nil {
-		// Closed with the collector, so that both hold the same records.
-		errs = append(errs, r.records.Close())
-	}
-	if r.runner != nil {
-		if err := r.runner.Close(); err != nil && !interrupted {
-			errs = append(errs, err)
-		}
-	}
-	if r.history != nil {
-		errs = append(errs, r.history.Close())
-	}
-	// The last scrape of etcd's metrics needs the members still running, and so does the control plane's.
-	errs = append(errs, r.stopControlPlane(cctx))
-	for _, p := range r.shapes {
-		p.Close()
-	}
-	errs = append(errs, r.stopScraper(cctx))
-	if r.cluster != nil {
-		if err := r.cluster.Close(cctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop cluster: %w", err))
-		}
-	}
-	if r.clientLog != nil {
-		r.clientLog.Close()
-	}
-	var harnessErrs []error
-	for _, err := range errs {
-		if err != nil {
-			harnessErrs = append(harnessErrs, err)
-		}
-	}
-
-	s := &r.summary
-	s.Schema = results.SummarySchema
-	s.Name = r.s.DisplayName()
-	s.Command = r.env.Command
-	s.Seed = r.s.Seed
-	s.Versions.Chaosbench = r.env.Version
-	s.Versions.EtcdClient = version.Version
-	s.Versions.Go = runtime.Version()
-	s.Start = r.start
-	s.End = time.Now()
-	s.DurationSeconds = s.End.Sub(s.Start).Seconds()
-	s.WarmupSeconds = r.s.Warmup.Seconds()
-	if cfg, err := json.Marshal(r.s); err == nil {
-		s.Config = cfg
-	}
-	s.Cluster = results.ClusterInfo{Backend: r.s.Cluster, EtcdFlags: r.s.EtcdFlags}
-	if r.cluster != nil {
-		s.Cluster.Members = len(r.cluster.Members())
-		s.Cluster.Endpoints = r.cluster.Endpoints()
-		r.describeMembers(&s.Cluster)
-	}
-	s.Schedule = results.Schedule{Mode: "closed", TargetRate: r.s.Rate, Clients: r.s.Clients, Conns: r.s.Conns}
-	if r.s.Rate > 0 {
-		s.Schedule.Mode = "open"
-	}
-	s.Operations = map[string]*results.Operation{}
-	if r.collector != nil {
-		from, ok := r.collector.MeasureFrom()
-		if ok && r.loadEnd > from {
-			s.MeasuredSeconds = (r.loadEnd - from).Seconds()
-		}
-		r.faults.summarize(s, from, r.loadEnd, ok && r.loadEnd > from)
-		s.Operations = r.collector.Operations(time.Duration(s.MeasuredSeconds * float64(time.Second)))
-		if err := r.collector.WriteHGRM(r.dir); err != nil {
-			harnessErrs = append(harnessErrs, err)
-		}
-	}
-	s.Total = results.Totals(s.Operations)
-	if begin, ok := r.beganAt(); ok && r.loadCPU > 0 {
-		s.GeneratorLoad = results.NewGeneratorLoad(r.loadCPU, r.loadEnd-begin, results.Requests(s.Operations), r.liveHeap)
-	}
-	if r.split != nil {
-		s.Split = r.split.summary()
-		s.Split.Records = r.records != nil
-		if r.collector != nil {
-			if from, ok := r.collector.MeasureFrom(); ok && r.loadEnd > from {
-				s.Split.MeasuredFromNs, s.Split.LoadEndNs = int64(from), int64(r.loadEnd)
-			}
-		}
-	}
-	if k, ok := r.wl.(*kube.Workload); ok && r.rec != nil {
-		s.Kube = k.Summary(s.Operations, s.MeasuredSeconds, r.s.endpointCount())
-		cfg := k.Config()
-		s.Schedule.Mode, s.Schedule.TargetRate = "open", kube.PlanTotal(cfg.Plan(r.s.endpointCount()))
-		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
-	}
-	if k, ok := r.wl.(*kubeapi.Workload); ok {
-		// Creates and deletes at the churn rate, and the lists: what the workload itself schedules.
-		cfg := k.Config()
-		s.Schedule.Mode, s.Schedule.TargetRate = "open", 2*cfg.Churn+cfg.ListRate
-		s.Schedule.Clients, s.Schedule.Conns = cfg.Apiservers, cfg.Apiservers
-	}
-	for _, op := range s.Operations {
-		s.Schedule.MissedBacklog += op.MissedBacklog
-		s.Schedule.MissedLag += op.MissedLag
-	}
-	// Only requests are scheduled: watch events and cache waits never start late, so they do not dilute it.
-	if n := results.Requests(s.Operations); n > 0 {
-		s.Schedule.MissedPercent = 100 * float64(s.Schedule.MissedBacklog+s.Schedule.MissedLag) / float64(n)
-	}
-
-	// Consistency checks of the recorded history (check.go).
-	r.checkHistory(ctx, interrupted)
-	r.addMembersCheck()
-
-	r.mu.Lock()
-	s.Errors = append(s.Errors, r.events...)
-	r.mu.Unlock()
-	switch {
-	case interrupted:
-		s.Interrupted = true
-		s.Incomplete, s.IncompleteReason = true, "interrupted by signal; results cover the load up to that moment"
-	case loadErr != nil:
-		s.Incomplete, s.IncompleteReason = true, loadErr.Error()
-	}
-	for _, err := range harnessErrs {
-		s.Errors = append(s.Errors, err.Error())
-	}
-	// Thresholds and diagnosis go into summary.json, then the outcome is decided from the summary alone.
-	r.judge(s)
-	o := s.SetOutcome()
-	if err := results.WriteSummary(r.dir, s); err != nil {
-		s.Errors = append(s.Errors, err.Error())
-		o = s.SetOutcome()
-	}
-
-	fmt.Fprintln(r.out)
-	if err := results.WriteText(r.out, s); err != nil {
-		fmt.Fprintln(r.out, "error:", err)
-	}
-	if s.Schedule.Mode == "open" && s.Schedule.MissedPercent > 1 {
-		fmt.Fprintf(r.out, "WARNING: %.1f%% of requests started late: response times include the delay, service times do not.\n", s.Schedule.MissedPercent)
-	}
-	r.printChecks()
-	for _, e := range s.Errors {
-		fmt.Fprintln(r.out, "error:", e)
-	}
-	if err := r.writeReports(); err != nil {
-		// The reports could not all be written: that is a harness error, and the summary must say so too.
-		fmt.Fprintln(r.out, "error:", err)
-		s.Errors = append(s.Errors, err.Error())
-		o = s.SetOutcome()
-		if err := results.WriteSummary(r.dir, s); err != nil {
-			fmt.Fprintln(r.out, "error:", err)
-		}
-	}
-	if o.Passed() && r.s.Cluster != "external" && !r.s.KeepData {
-		r.removeData()
-	}
-	r.stopLive(ctx, s)
-	fmt.Fprintf(r.out, "results written to %s\n", r.dir)
-	results.WriteVerdict(r.out, s)
-	var cause error
-	switch {
-	case interrupted:
-		cause = ErrInterrupted
-	case loadErr != nil:
-		cause = loadErr
-	}
-	return s, o.ErrWith(cause)
-}
-
-// beganAt returns when the load began, if it did.
-func (r *run) beganAt() (time.Duration, bool) {
-	if r.rec == nil {
-		return 0, false
-	}
-	return r.rec.Began()
-}
-
-// removeData deletes the members' data directories of a successful run; their logs stay.
-func (r *run) removeData() {
-	for _, p := range clusters.Processes(r.cluster) {
-		os.RemoveAll(p.DataDir())
-	}
-}
-
-func joinEndpoints(eps []string) string {
-	if len(eps) <= 3 {
-		return fmt.Sprint(eps)
-	}
-	return fmt.Sprintf("%v and %d more", eps[:3], len(eps)-3)
-}
-
-// fileLogger returns a zap logger that writes the etcd client's warnings to f, so that retries during
-// faults do not flood the terminal.
-func fileLogger(f *os.File) *zap.Logger {
-	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zap.WarnLevel))
-}
-
-// ShapesFile holds the shapes of a run's requests (Env.RequestShapes): shape -> count over the load.
-const ShapesFile = "shapes.json"
-
-// startShapes puts a counting proxy in front of every endpoint when the run counts request shapes.
-func (r *run) startShapes() error {
-	if !r.env.RequestShapes {
-		return nil
-	}
-	if r.cluster.TLS() != nil {
-		return outcome.Usagef("request shapes are counted on plaintext clusters only")
-	}
-	for _, ep := range r.cluster.Endpoints() {
-		p, err := shapes.Start(ep, nil, nil)
-		if err != nil {
-			return err
-		}
-		r.shapes = append(r.shapes, p)
-	}
-	return nil
-}
-
-// clientEndpoints are the endpoints the load's clients use: the cluster's, or the counting proxies'.
-func (r *run) clientEndpoints() []string {
-	if len(r.shapes) == 0 {
-		return r.cluster.Endpoints()
-	}
-	eps := make([]string, len(r.shapes))
-	for i, p := range r.shapes {
-		eps[i] = p.Endpoint()
-	}
-	return eps
-}
-
-// writeShapes writes the request shapes counted over the load.
-func (r *run) writeShapes() error {
-	if len(r.shapes) == 0 {
-		return nil
-	}
-	counts := map[string]int64{}
-	for _, p := range r.shapes {
-		for k, v := range p.Counts() {
-			counts[k] += v
-		}
-	}
-	data, err := json.MarshalIndent(counts, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, ShapesFile), append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("request shapes: %w", err)
-	}
-	return nil
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // faultRun is a run's fault schedule from validation to summary. Every method is safe on a nil or empty
-// plan (no faults), so that run.go calls them unconditionally.
+// plan (no faults), so that the run pipeline calls them unconditionally.
 type faultRun struct {
 	opts   FaultOptions
 	sched  faults.Schedule

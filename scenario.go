@@ -68,7 +68,7 @@ type Scenario struct {
 
 	History  bool   `json:"history"`
 	Progress string `json:"progress"`
-	// LiveOptions export the run as Prometheus metrics while it runs (live.go).
+	// LiveOptions export the run as Prometheus metrics while it runs (scenario_live.go).
 	LiveOptions
 	// WorkerOptions split the load over several generators (scenario_workers.go).
 	WorkerOptions

@@ -14,7 +14,6 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // bindVersionFlags defines the flags of etcd versions and of the docker backend.
@@ -179,100 +178,6 @@ func failpointNames(images []clusters.EtcdImage) []string {
 		have = slices.DeleteFunc(have, func(n string) bool { return !slices.Contains(img.Failpoints, n) })
 	}
 	return have
-}
-
-// embedCommands returns the member commands of an embedded cluster running built releases (nil for the
-// linked etcd: the members re-execute chaosbench).
-func (r *run) embedCommands() [][]string {
-	return memberCommands(r.images, r.s.Members, r.env.MemberCommand)
-}
-
-func memberCommands(images []clusters.EtcdImage, members int, memberCommand []string) [][]string {
-	if images == nil {
-		return nil
-	}
-	cmds := make([][]string, members)
-	for i := range cmds {
-		img := images[0]
-		if len(images) > 1 {
-			img = images[i]
-		}
-		switch {
-		case !img.Builtin:
-			cmds[i] = []string{img.Binary}
-		case memberCommand != nil:
-			cmds[i] = memberCommand
-		default:
-			cmds[i] = []string{img.Binary, clusters.MemberCommand}
-		}
-	}
-	return cmds
-}
-
-// servedCluster is a cluster `chaosbench cluster` serves.
-type servedCluster interface {
-	clusters.Cluster
-	ClientTLSFiles() (clusters.TLSFiles, bool)
-}
-
-// startServed starts the cluster of `chaosbench cluster`.
-func startServed(ctx context.Context, s Scenario, dir string, etcdFlags []clusters.EtcdFlag, images []clusters.EtcdImage, env Env) (servedCluster, error) {
-	if s.Cluster == "docker" {
-		memory, err := s.memberMemory()
-		if err != nil {
-			return nil, err
-		}
-		return clusters.StartDocker(ctx, clusters.DockerOptions{
-			Members: s.Members, Dir: dir, Images: images, EtcdFlags: etcdFlags, TLS: s.TLS,
-			CPUs: s.MemberCPUs, Memory: memory, Log: env.Out,
-		})
-	}
-	return clusters.StartEmbedded(ctx, clusters.EmbedOptions{
-		Members: s.Members, Dir: dir, EtcdFlags: etcdFlags, TLS: s.TLS, Command: env.MemberCommand,
-		MemberCommands: memberCommands(images, s.Members, env.MemberCommand), Log: env.Out,
-	})
-}
-
-// BindServeFlags defines the backend and version flags of `chaosbench cluster`.
-func BindServeFlags(fs *pflag.FlagSet, s *Scenario) {
-	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "backend: embed (member processes) or docker (member containers)")
-	bindVersionFlags(fs, s)
-}
-
-// startDocker starts the docker cluster of the scenario.
-func (r *run) startDocker(ctx context.Context, etcdFlags []clusters.EtcdFlag) error {
-	memory, err := r.s.memberMemory()
-	if err != nil {
-		return err
-	}
-	opts := clusters.DockerOptions{
-		Members: r.s.Members, Dir: r.dir, Images: r.images, EtcdFlags: etcdFlags, TLS: r.s.TLS,
-		CPUs: r.s.MemberCPUs, Memory: memory, Log: r.out, OnExit: r.memberExited,
-	}
-	r.faults.configureDocker(&opts, r.s.Seed, r.moreImages)
-	c, err := clusters.StartDocker(ctx, opts)
-	if err != nil {
-		return err
-	}
-	r.cluster = c
-	return nil
-}
-
-// describeMembers adds what the members ran to the summary's cluster section.
-func (r *run) describeMembers(info *results.ClusterInfo) {
-	if r.images != nil {
-		for i := range info.Members {
-			img := r.images[0]
-			if len(r.images) > 1 {
-				img = r.images[i]
-			}
-			info.EtcdVersions = append(info.EtcdVersions, img.Label())
-		}
-	}
-	if r.s.Cluster == "docker" {
-		info.MemberCPUs = r.s.MemberCPUs
-		info.MemberMemoryBytes, _ = r.s.memberMemory()
-	}
 }
 
 func (s *Scenario) clusterDescription() string {

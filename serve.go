@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -57,4 +60,34 @@ func Serve(ctx context.Context, s Scenario, env Env) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// servedCluster is a cluster `chaosbench cluster` serves.
+type servedCluster interface {
+	clusters.Cluster
+	ClientTLSFiles() (clusters.TLSFiles, bool)
+}
+
+// startServed starts the cluster of `chaosbench cluster`.
+func startServed(ctx context.Context, s Scenario, dir string, etcdFlags []clusters.EtcdFlag, images []clusters.EtcdImage, env Env) (servedCluster, error) {
+	if s.Cluster == "docker" {
+		memory, err := s.memberMemory()
+		if err != nil {
+			return nil, err
+		}
+		return clusters.StartDocker(ctx, clusters.DockerOptions{
+			Members: s.Members, Dir: dir, Images: images, EtcdFlags: etcdFlags, TLS: s.TLS,
+			CPUs: s.MemberCPUs, Memory: memory, Log: env.Out,
+		})
+	}
+	return clusters.StartEmbedded(ctx, clusters.EmbedOptions{
+		Members: s.Members, Dir: dir, EtcdFlags: etcdFlags, TLS: s.TLS, Command: env.MemberCommand,
+		MemberCommands: memberCommands(images, s.Members, env.MemberCommand), Log: env.Out,
+	})
+}
+
+// BindServeFlags defines the backend and version flags of `chaosbench cluster`.
+func BindServeFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "backend: embed (member processes) or docker (member containers)")
+	bindVersionFlags(fs, s)
 }

@@ -351,32 +351,12 @@ func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, err
 		}
 		return nil, nil
 	}
-	start := time.Now()
-	dir := opts.Out
-	if dir == "" {
-		dir = filepath.Join("results", start.Format("20060102-150405")+"-suite")
-	}
-	if _, err := os.Stat(filepath.Join(dir, results.SuiteFile)); err == nil {
-		return nil, outcome.Usagef("--out %s: already holds a suite; choose another directory", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, outcome.Usagef("--out %s: %v", dir, err)
-	}
-	suite := &results.Suite{
-		Schema: results.SuiteSchema, Command: env.Command, Chaosbench: env.Version, Start: start,
-		Selection: results.SuiteSelection{
-			Paths: opts.Paths, Registry: len(entries), Tags: opts.Tags, Only: opts.Only, Shard: opts.Shard,
-			Seed: opts.Seed, Set: opts.Set, RetryHarness: opts.RetryHarness,
-		},
+	suite, dir, err := newSuite(opts, env, len(entries))
+	if err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(env.Out, "chaosbench suite: %d of %d scenarios; results: %s\n", len(sel), len(entries), dir)
 	var writeErrs []error
-	write := func() {
-		suite.End = time.Now()
-		suite.DurationSeconds = suite.End.Sub(start).Seconds()
-		suite.SetOutcome()
-		writeErrs = []error{results.WriteSuite(dir, suite), report.WriteSuite(dir, suite)}
-	}
 	for i, e := range sel {
 		if ctx.Err() != nil {
 			suite.Scenarios = append(suite.Scenarios, results.SuiteScenario{
@@ -387,49 +367,15 @@ func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, err
 			continue
 		}
 		seed := seedFor(e, opts.Seed)
-		sc := results.SuiteScenario{
-			Name: e.Name, File: e.File, Tags: e.Tags, SeedPolicy: e.SeedPolicy, Seed: seed,
-			Replay: ShellJoin(ReplayArgs(e.File, seed, opts.Set)),
-		}
 		policy := e.SeedPolicy
 		if opts.Seed != 0 {
 			policy = "--seed"
 		}
 		fmt.Fprintf(env.Out, "\n=== [%d/%d] %s (%s): seed %d (%s)\n", i+1, len(sel), e.Name, e.File, seed, policy)
-		began := time.Now()
-		for {
-			runDir := e.Name
-			if len(sc.Attempts) > 0 {
-				runDir = fmt.Sprintf("%s.retry%d", e.Name, len(sc.Attempts))
-			}
-			a, refused := runScenario(ctx, e.Scenario, seed, filepath.Join(dir, runDir), env)
-			if a.Dir != "" {
-				a.Dir = runDir
-			}
-			sc.Attempts = append(sc.Attempts, a)
-			o := outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons}
-			if ctx.Err() == nil && !refused && ShouldRetry(o, opts.RetryHarness || e.RetryHarness, len(sc.Attempts)) {
-				fmt.Fprintf(env.Out, "=== %s: %s; retrying once (--retry-harness), into %s.retry1\n", e.Name, o, e.Name)
-				continue
-			}
-			break
-		}
-		last := sc.Attempts[len(sc.Attempts)-1]
-		sc.Outcome, sc.Reasons, sc.Dir = last.Outcome, last.Reasons, last.Dir
-		sc.DurationSeconds = time.Since(began).Seconds()
-		suite.Scenarios = append(suite.Scenarios, sc)
-		v := sc.Verdict()
-		fmt.Fprintf(env.Out, "=== %s: %s (%s)", e.Name, v.Headline(), v.Kind)
-		if sc.Retried() {
-			fmt.Fprintf(env.Out, " after a retry (attempt 1: %s)", sc.Attempts[0].Outcome)
-		}
-		fmt.Fprintln(env.Out)
-		if !v.Passed() {
-			fmt.Fprintf(env.Out, "replay: %s\n", sc.Replay)
-		}
-		write()
+		suite.Scenarios = append(suite.Scenarios, runSuiteScenario(ctx, e, seed, opts, dir, env))
+		writeErrs = writeSuiteFiles(dir, suite)
 	}
-	write()
+	writeErrs = writeSuiteFiles(dir, suite)
 	writeSuiteText(env.Out, dir, suite)
 	o := suite.Verdict()
 	if err := errors.Join(writeErrs...); err != nil {
@@ -439,6 +385,79 @@ func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, err
 		return suite, o.ErrWith(err)
 	}
 	return suite, o.Err()
+}
+
+// newSuite creates the suite's directory and its record of what was selected from how many.
+func newSuite(opts SuiteOptions, env Env, registry int) (*results.Suite, string, error) {
+	start := time.Now()
+	dir := opts.Out
+	if dir == "" {
+		dir = filepath.Join("results", start.Format("20060102-150405")+"-suite")
+	}
+	if _, err := os.Stat(filepath.Join(dir, results.SuiteFile)); err == nil {
+		return nil, "", outcome.Usagef("--out %s: already holds a suite; choose another directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", outcome.Usagef("--out %s: %v", dir, err)
+	}
+	suite := &results.Suite{
+		Schema: results.SuiteSchema, Command: env.Command, Chaosbench: env.Version, Start: start,
+		Selection: results.SuiteSelection{
+			Paths: opts.Paths, Registry: registry, Tags: opts.Tags, Only: opts.Only, Shard: opts.Shard,
+			Seed: opts.Seed, Set: opts.Set, RetryHarness: opts.RetryHarness,
+		},
+	}
+	return suite, dir, nil
+}
+
+// writeSuiteFiles decides the suite's outcome so far and writes suite.json and its reports; it runs after
+// every scenario, so that an interrupted suite leaves what it did.
+func writeSuiteFiles(dir string, suite *results.Suite) []error {
+	suite.End = time.Now()
+	suite.DurationSeconds = suite.End.Sub(suite.Start).Seconds()
+	suite.SetOutcome()
+	return []error{results.WriteSuite(dir, suite), report.WriteSuite(dir, suite)}
+}
+
+// runSuiteScenario runs entry e with seed into the suite directory, once more into NAME.retry1 when its
+// outcome is a harness error that may be retried, and prints its verdict (and how to replay it when it
+// did not pass).
+func runSuiteScenario(ctx context.Context, e SuiteEntry, seed int64, opts SuiteOptions, dir string, env Env) results.SuiteScenario {
+	sc := results.SuiteScenario{
+		Name: e.Name, File: e.File, Tags: e.Tags, SeedPolicy: e.SeedPolicy, Seed: seed,
+		Replay: ShellJoin(ReplayArgs(e.File, seed, opts.Set)),
+	}
+	began := time.Now()
+	for {
+		runDir := e.Name
+		if len(sc.Attempts) > 0 {
+			runDir = fmt.Sprintf("%s.retry%d", e.Name, len(sc.Attempts))
+		}
+		a, refused := runScenario(ctx, e.Scenario, seed, filepath.Join(dir, runDir), env)
+		if a.Dir != "" {
+			a.Dir = runDir
+		}
+		sc.Attempts = append(sc.Attempts, a)
+		o := outcome.Outcome{Kind: a.Outcome, Reasons: a.Reasons}
+		if ctx.Err() == nil && !refused && ShouldRetry(o, opts.RetryHarness || e.RetryHarness, len(sc.Attempts)) {
+			fmt.Fprintf(env.Out, "=== %s: %s; retrying once (--retry-harness), into %s.retry1\n", e.Name, o, e.Name)
+			continue
+		}
+		break
+	}
+	last := sc.Attempts[len(sc.Attempts)-1]
+	sc.Outcome, sc.Reasons, sc.Dir = last.Outcome, last.Reasons, last.Dir
+	sc.DurationSeconds = time.Since(began).Seconds()
+	v := sc.Verdict()
+	fmt.Fprintf(env.Out, "=== %s: %s (%s)", e.Name, v.Headline(), v.Kind)
+	if sc.Retried() {
+		fmt.Fprintf(env.Out, " after a retry (attempt 1: %s)", sc.Attempts[0].Outcome)
+	}
+	fmt.Fprintln(env.Out)
+	if !v.Passed() {
+		fmt.Fprintf(env.Out, "replay: %s\n", sc.Replay)
+	}
+	return sc
 }
 
 // runScenario runs one attempt of a scenario into dir and returns its outcome: the run's, from its

@@ -168,7 +168,7 @@ func TestScrapeEmbeddedCluster(t *testing.T) {
 	base := time.Now()
 	measureFrom := time.Duration(0)
 	s, err := Start(ctx, Options{
-		Targets: TargetsOf(c), TLS: c.TLS(), Interval: 200 * time.Millisecond, Dir: dir, Base: base,
+		Targets: targetsOf(c), TLS: c.TLS(), Interval: 200 * time.Millisecond, Dir: dir, Base: base,
 		MeasureFrom: func() (time.Duration, bool) { return measureFrom, true },
 	})
 	if err != nil {
@@ -321,7 +321,7 @@ func BenchmarkScrape(b *testing.B) {
 	}
 	defer c.Close(context.Background())
 	s := &Scraper{client: &http.Client{}}
-	url := TargetsOf(c)[0].URL
+	url := targetsOf(c)[0].URL
 	body, _, err := s.fetch(ctx, url)
 	if err != nil {
 		b.Fatal(err)
@@ -362,4 +362,21 @@ func waitScraped(t *testing.T, s *Scraper) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// targetsOf returns the metrics endpoints of c's members, as a run finds them: the members' metrics
+// listeners, else their client URLs.
+func targetsOf(c clusters.Cluster) []Target {
+	var out []Target
+	for _, m := range c.Members() {
+		base := m.ClientURL()
+		if p, ok := m.(clusters.Process); ok && p.MetricsURL() != "" {
+			base = p.MetricsURL()
+		}
+		if base == "" {
+			continue
+		}
+		out = append(out, Target{Member: m.Name(), URL: strings.TrimSuffix(base, "/") + "/metrics"})
+	}
+	return out
 }

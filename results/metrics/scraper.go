@@ -13,11 +13,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
@@ -35,24 +33,6 @@ const maxBody = 16 << 20
 type Target struct {
 	Member string
 	URL    string
-}
-
-// TargetsOf returns the metrics endpoints of c's members: the separate metrics listener of the members
-// chaosbench runs, the client URL (which serves /metrics too) of the others. Members without either
-// (learners, members not started yet) have none.
-func TargetsOf(c clusters.Cluster) []Target {
-	var out []Target
-	for _, m := range c.Members() {
-		base := m.ClientURL()
-		if p, ok := m.(clusters.Process); ok && p.MetricsURL() != "" {
-			base = p.MetricsURL()
-		}
-		if base == "" {
-			continue
-		}
-		out = append(out, Target{Member: m.Name(), URL: strings.TrimSuffix(base, "/") + "/metrics"})
-	}
-	return out
 }
 
 // Options configures a Scraper.

@@ -1,0 +1,28 @@
+package chaosbench
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/report"
+)
+
+// bindReportFlags defines the settings of what a run reports: thresholds that decide its exit code, and
+// how often etcd's own metrics are scraped.
+func bindReportFlags(fs *pflag.FlagSet, s *Scenario) {
+	fs.StringArrayVar(&s.Thresholds, "threshold", s.Thresholds, "a limit the run must meet, else it exits with code 3 (repeatable): "+report.ThresholdGrammar)
+	fs.DurationVar(&s.ScrapeInterval, "scrape-interval", s.ScrapeInterval, "how often every member's /metrics is scraped (0: never)")
+}
+
+// validateReport checks the report settings before anything starts.
+func (s *Scenario) validateReport() error {
+	if _, err := report.ParseThresholds(s.Thresholds); err != nil {
+		return err
+	}
+	if s.ScrapeInterval < 0 || (s.ScrapeInterval > 0 && s.ScrapeInterval < 100*time.Millisecond) {
+		return outcome.Usagef("--scrape-interval %s: 0 (off) or at least 100ms", s.ScrapeInterval)
+	}
+	return nil
+}
