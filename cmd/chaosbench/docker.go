@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
@@ -14,9 +12,6 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/etcd-chaosbench/chaosbench"
-	"github.com/etcd-chaosbench/chaosbench/clusters"
-	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
-	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // quietTestcontainers keeps testcontainers-go's banner and container chatter off chaosbench's output;
@@ -30,8 +25,7 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		Use:   "image",
 		Short: "Build and list the etcd images (and binaries) that docker clusters and --etcd-version use",
 	}
-	var versions string
-	var binaryOnly, failpoints bool
+	opts := chaosbench.ImagesOptions{Versions: "builtin", Out: stdout}
 	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build etcd releases from the Go module proxy (cached) and their FROM scratch images",
@@ -43,19 +37,7 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		RunE: func(*cobra.Command, []string) error {
 			ctx, cancel := interruptible(stderr, "stopping the build")
 			defer cancel()
-			images, err := clusters.BuildImages(ctx, chaosbench.SplitVersions(versions), binaryOnly,
-				clusters.ImageOptions{Log: stdout, Failpoints: failpoints})
-			for _, img := range images {
-				if binaryOnly {
-					fmt.Fprintf(stdout, "%s\t%s\n", img.Label(), img.Binary)
-				} else {
-					fmt.Fprintf(stdout, "%s\t%s\t%s\n", img.Label(), img.Ref, img.Binary)
-				}
-				if img.Failpoints != nil {
-					// The names failpoint:TARGET=NAME:ACTION takes with this release.
-					fmt.Fprintf(stdout, "  %d failpoints: %s\n", len(img.Failpoints), strings.Join(img.Failpoints, " "))
-				}
-			}
+			_, err := chaosbench.BuildImages(ctx, opts)
 			*code = chaosbench.ExitCode(err)
 			if ctx.Err() != nil {
 				*code = outcome.ExitInterrupted
@@ -63,25 +45,17 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			return err
 		},
 	}
-	build.Flags().StringVar(&versions, "etcd-version", "builtin", "etcd releases to build, comma-separated: v3.6.16, v3.5.35, v3.4.13, ..., or builtin (the etcd linked into chaosbench)")
-	build.Flags().BoolVar(&binaryOnly, "binary-only", false, "build the etcd binaries only (no Docker needed)")
-	build.Flags().BoolVar(&failpoints, "failpoints", false, "build the releases with gofail failpoints (as run --failpoints uses them) and list each one's failpoints")
+	build.Flags().StringVar(&opts.Versions, "etcd-version", opts.Versions, "etcd releases to build, comma-separated: v3.6.16, v3.5.35, v3.4.13, ..., or builtin (the etcd linked into chaosbench)")
+	build.Flags().BoolVar(&opts.BinaryOnly, "binary-only", false, "build the etcd binaries only (no Docker needed)")
+	build.Flags().BoolVar(&opts.Failpoints, "failpoints", false, "build the releases with gofail failpoints (as run --failpoints uses them) and list each one's failpoints")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List chaosbench's local images",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			images, err := clusters.ListImages(cmd.Context())
-			if err != nil {
-				*code = chaosbench.ExitCode(err)
-				return err
-			}
-			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "IMAGE\tETCD\tKIND\tSIZE\tCREATED")
-			for _, im := range images {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d MiB\t%s\n", im.Ref, im.Version, im.Kind, im.Size>>20, im.Created.Format("2006-01-02 15:04"))
-			}
-			return tw.Flush()
+			err := chaosbench.ListImages(cmd.Context(), stdout)
+			*code = chaosbench.ExitCode(err)
+			return err
 		},
 	}
 	cmd.AddCommand(build, list, kubeImageCommand(stdout, stderr, code))
@@ -91,32 +65,21 @@ func imageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 // kubeImageCommand builds a Kubernetes control plane and KWOK into the build cache, for --workload
 // controlplane and chaosbench fidelity (.ci/run warms the cache with it).
 func kubeImageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
-	version := kubebuild.DefaultVersion
+	version := chaosbench.DefaultKubeVersion
 	cmd := &cobra.Command{
 		Use:     "kube",
 		Short:   "Build kube-apiserver, kube-controller-manager, kube-scheduler and KWOK from the Go module proxy (cached)",
-		Example: "  chaosbench image kube --kube-version " + kubebuild.DefaultVersion,
+		Example: "  chaosbench image kube --kube-version " + chaosbench.DefaultKubeVersion,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ctx, cancel := interruptible(stderr, "stopping the build")
 			defer cancel()
-			r, err := kubebuild.Parse(version)
-			if err != nil {
-				*code = chaosbench.ExitCode(err)
-				return err
-			}
-			b, err := kubebuild.Build(ctx, r, kubebuild.Options{Log: stdout})
+			err := chaosbench.BuildKube(ctx, version, stdout)
 			*code = chaosbench.ExitCode(err)
 			if ctx.Err() != nil {
 				*code = outcome.ExitInterrupted
 			}
-			if err != nil {
-				return err
-			}
-			for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.KWOK} {
-				fmt.Fprintln(stdout, p)
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&version, "kube-version", version, "Kubernetes release to build (1.33 or later, as the module proxy serves them)")
@@ -124,7 +87,7 @@ func kubeImageCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 }
 
 func cleanCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
-	var opts clusters.CleanOptions
+	opts := chaosbench.CleanOptions{Out: stdout}
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove the containers and networks that crashed or killed chaosbench runs left behind",
@@ -133,15 +96,7 @@ gone. Objects of runs that are still running are kept (and listed) unless --all 
 removes chaosbench's images, --cache the cached etcd binaries.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			report, err := clusters.Clean(cmd.Context(), opts)
-			if report.Empty() {
-				fmt.Fprintln(stdout, "nothing to remove")
-			} else {
-				fmt.Fprintf(stdout, "removed %s\n", report)
-			}
-			for _, k := range report.Kept {
-				fmt.Fprintf(stdout, "kept %s (--all removes it)\n", k)
-			}
+			err := chaosbench.Clean(cmd.Context(), opts)
 			*code = chaosbench.ExitCode(err)
 			return err
 		},
@@ -160,7 +115,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var gate string
 	var cooldown time.Duration
 	var acrossHosts bool
-	minEffect := 100 * compare.DefaultMinEffect
+	minEffect := 100 * chaosbench.DefaultMinEffect
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "Run one scenario on several etcd versions or settings, with the same seed, and compare them side by side",
@@ -194,7 +149,7 @@ samples and cover the noise within a run only. --fail-on-regression makes a wors
 			}
 			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
 			var err error
-			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {
+			if opts.FailOnRegression, opts.RegressionFigures, err = chaosbench.ParseGate(gate); err != nil {
 				*code = outcome.ExitUsage
 				return err
 			}
@@ -220,17 +175,4 @@ samples and cover the noise within a run only. --fail-on-regression makes a wors
 	cmd.Flags().BoolVar(&acrossHosts, "across-hosts", false, "the variants run on different machines on purpose: note it instead of warning")
 	cmd.Flags().SortFlags = false
 	return cmd
-}
-
-// reaperCommand is the hidden watchdog of a docker cluster (see clusters.ReaperCommand).
-func reaperCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:                clusters.ReaperCommand,
-		Short:              "Remove a docker cluster's containers when its chaosbench process dies (internal)",
-		Hidden:             true,
-		DisableFlagParsing: true,
-		Run: func(_ *cobra.Command, args []string) {
-			os.Exit(clusters.RunReaper(args))
-		},
-	}
 }

@@ -19,8 +19,6 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 
 	"github.com/etcd-chaosbench/chaosbench"
-	"github.com/etcd-chaosbench/chaosbench/clusters"
-	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // chaosbenchVersion is set at build time: go build -ldflags "-X main.chaosbenchVersion=v1.2.3".
@@ -43,13 +41,16 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &outcome.UsageError{Err: err} })
-	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout), memberCommand(),
-		slowfsCommand())
+	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout))
+	// The helper processes chaosbench re-executes itself as (etcd member, docker watchdog, slowfs).
+	for _, h := range chaosbench.HiddenCommands() {
+		root.AddCommand(hiddenCommand(h, &code))
+	}
 	root.AddCommand(reportCommand(stdout, &code))
 	// Containers and versions (docker.go).
 	quietTestcontainers()
 	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
-		compareCommand(stdout, stderr, &code), reaperCommand())
+		compareCommand(stdout, stderr, &code))
 	root.AddCommand(checkCommand(stdout, stderr, &code), historyCommand(stdout, &code))
 	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
 	root.AddCommand(qualifyCommand(stdout, stderr, &code))
@@ -216,29 +217,21 @@ func versionCommand(stdout io.Writer) *cobra.Command {
 	}
 }
 
-// memberCommand is the hidden mode in which chaosbench runs one etcd member of an embedded cluster.
-func memberCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:                clusters.MemberCommand + " [etcd flags]",
-		Short:              "Run one etcd member (internal: started by chaosbench itself)",
-		Hidden:             true,
-		DisableFlagParsing: true,
-		Run: func(_ *cobra.Command, args []string) {
-			clusters.RunMember(args)
-		},
+// hiddenCommand is a hidden mode in which chaosbench runs as one of its own helper processes; its
+// arguments are not parsed here but handed over as they are (etcd's flags, or the helper's own), and its
+// exit code is the process's.
+func hiddenCommand(h chaosbench.HiddenCommand, code *int) *cobra.Command {
+	use := h.Name
+	if h.Args != "" {
+		use += " " + h.Args
 	}
-}
-
-// slowfsCommand is the hidden mode in which chaosbench serves the FUSE filesystem under one member's data
-// directory (disk faults); the embedded cluster starts it and talks to it over its stdin and stdout.
-func slowfsCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:                slowfs.Command + " [flags]",
-		Short:              "Serve a member's slow-disk filesystem (internal: started by chaosbench itself)",
+		Use:                use,
+		Short:              h.Short,
 		Hidden:             true,
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
-			os.Exit(slowfs.Main(args, os.Stdin, os.Stdout))
+			*code = h.Main(args)
 		},
 	}
 }

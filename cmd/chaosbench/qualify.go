@@ -8,11 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcd-chaosbench/chaosbench"
-	"github.com/etcd-chaosbench/chaosbench/clusters/diskprobe"
 )
 
 func qualifyDiskCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
-	var o chaosbench.DiskOptions
+	o := chaosbench.DefaultDiskOptions()
 	cmd := &cobra.Command{
 		Use:   "disk",
 		Short: "Probe a directory's disk with etcd's write patterns (WAL appends, bbolt commits) and judge it by etcd's guidance",
@@ -33,10 +32,10 @@ for etcd, 3 when it is too slow, 2 for bad input.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Dir, "dir", ".", "a directory on the disk to judge (a scratch directory is created and removed below it)")
-	fs.Int64Var(&o.Size, "size", diskprobe.DefaultSize, "bytes each pattern writes (fio's etcd test: 22 MiB)")
-	fs.DurationVar(&o.MaxTime, "max-time", diskprobe.DefaultMaxTime, "stop a pattern that takes longer, and say so")
-	fs.Int64Var(&o.Seed, "seed", 1, "seed of the bbolt pattern's page offsets and of the data written")
+	fs.StringVar(&o.Dir, "dir", o.Dir, "a directory on the disk to judge (a scratch directory is created and removed below it)")
+	fs.Int64Var(&o.Size, "size", o.Size, "bytes each pattern writes (fio's etcd test: 22 MiB)")
+	fs.DurationVar(&o.MaxTime, "max-time", o.MaxTime, "stop a pattern that takes longer, and say so")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the bbolt pattern's page offsets and of the data written")
 	fs.StringVar(&o.JSON, "json", "", "also write the result to this file (JSON)")
 	return cmd
 }
@@ -79,7 +78,7 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs.StringVar(&o.DataRoot, "data-root", "", "embed: keep the members' data on this directory's disk (the disk under test) and probe it (default: the --out directory's disk)")
 	fs.BoolVar(&o.DiskProbe, "disk-probe", o.DiskProbe, "probe the members' disk first (embed: the data root, from here; docker: from a container, on the directory the members' data is bind-mounted from)")
 	fs.StringArrayVar(&o.DiskResults, "disk-result", nil, "external: a `chaosbench qualify disk --json FILE` result from a member's host, attached and judged (repeatable; the worst decides)")
-	fs.Int64Var(&o.DiskSize, "disk-size", diskprobe.DefaultSize, "bytes each disk-probe pattern writes")
+	fs.Int64Var(&o.DiskSize, "disk-size", chaosbench.DefaultDiskSize, "bytes each disk-probe pattern writes")
 	fs.BoolVar(&o.WithFaults, "with-faults", false, "run the highest passing class again with a leader kill and a leader partition; it holds only if writes resume within twice the election timeout and the checks stay clean (3+ members, steps of 30s or more)")
 	fs.BoolVar(&o.EtcdctlCompat, "etcdctl-compat", false, "instead of the kube ladder, run etcdctl check perf's put-only loads (s, m, l, xl: 150/1000/8000/15000 writes/s from 50/200/500/1000 clients, 256 B keys, 1 KiB values) and judge them by its rule: FAIL on any error, throughput <= 90% of target, slowest > 0.5 s or stddev > 0.1 s")
 	fs.StringVar(&o.CompatLoad, "compat-load", o.CompatLoad, "--etcdctl-compat: the load (etcdctl check perf --load): s, m, l, xl, or auto (climb from s until one fails)")

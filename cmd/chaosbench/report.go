@@ -9,8 +9,6 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-	"github.com/etcd-chaosbench/chaosbench/results/compare"
-	"github.com/etcd-chaosbench/chaosbench/results/report"
 )
 
 // bindGateFlags defines a comparison's verdict settings: the practical threshold and the regression gate.
@@ -19,15 +17,6 @@ func bindGateFlags(fs *pflag.FlagSet, gate *string, minEffect *float64) {
 	fs.StringVar(gate, "fail-on-regression", "", "exit with code 3 when a variant is significantly worse by more than --min-effect; "+
 		"alone for any figure, or with figures: --fail-on-regression=create/pods:p99,put:p99 (an operation alone: all its figures)")
 	fs.Lookup("fail-on-regression").NoOptDefVal = "all"
-}
-
-// parseGate returns whether the gate is on and the figures it watches (nil: all).
-func parseGate(gate string) (bool, []string, error) {
-	if gate == "" {
-		return false, nil, nil
-	}
-	figures, err := compare.ParseGate(gate)
-	return err == nil, figures, err
 }
 
 // gateArgs explains positional arguments after a bare --fail-on-regression: its figures need "=".
@@ -56,7 +45,7 @@ directories separated by commas (base/r1,base/r2,base/r3 new/r1,new/r2,new/r3).`
 		RunE: func(_ *cobra.Command, args []string) error {
 			opts.Dirs = args
 			var err error
-			if opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate); err != nil {
+			if opts.FailOnRegression, opts.RegressionFigures, err = chaosbench.ParseGate(gate); err != nil {
 				*code = chaosbench.ExitCode(err)
 				return err
 			}
@@ -67,10 +56,10 @@ directories separated by commas (base/r1,base/r2,base/r3 new/r1,new/r2,new/r3).`
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringArrayVar(&opts.Thresholds, "threshold", nil, "judge the run by this threshold instead of its own (repeatable): "+report.ThresholdGrammar)
+	fs.StringArrayVar(&opts.Thresholds, "threshold", nil, "judge the run by this threshold instead of its own (repeatable): "+chaosbench.ThresholdGrammar)
 	fs.StringSliceVar(&opts.Labels, "label", nil, "names of the runs in a comparison, in order (default: directory names)")
 	fs.StringVar(&opts.Out, "out", "", "directory for a comparison (default results/<time>-compare)")
-	minEffect = 100 * compare.DefaultMinEffect
+	minEffect = 100 * chaosbench.DefaultMinEffect
 	bindGateFlags(fs, &gate, &minEffect)
 	fs.StringVar(&opts.Bundle, "bundle", "", "also write a .tar.gz of the report (or comparison), the runs' summaries, series and histograms and how to re-run them; never TLS keys or secrets")
 	fs.BoolVar(&opts.Redact, "redact", false, "replace the clusters' endpoints in the bundle by endpoint-1, endpoint-2, ...")

@@ -6,13 +6,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcd-chaosbench/chaosbench"
-	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 func trendCommand(stdout io.Writer, code *int) *cobra.Command {
 	var opts chaosbench.TrendOptions
 	var gate string
-	minEffect := 100 * compare.DefaultMinEffect
+	minEffect := 100 * chaosbench.DefaultMinEffect
 	cmd := &cobra.Command{
 		Use:   "trend DIR...",
 		Short: "Follow nightly results night by night and flag a regression of the latest night",
@@ -29,7 +28,7 @@ With --fail-on-regression, a regression exits with code 3 and names the figure.`
 			opts.Dirs = args
 			var err error
 			if err = gateArgs(gate, args); err == nil {
-				opts.FailOnRegression, opts.RegressionFigures, err = parseGate(gate)
+				opts.FailOnRegression, opts.RegressionFigures, err = chaosbench.ParseGate(gate)
 			}
 			if err == nil {
 				opts.MinEffect = minEffect / 100
