@@ -14,6 +14,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
@@ -77,7 +78,7 @@ func DefaultQualifyOptions() QualifyOptions {
 	s := DefaultScenario()
 	return QualifyOptions{
 		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second,
-		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto", Progress: results.ProgressAuto,
+		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto", Progress: live.ProgressAuto,
 	}
 }
 
@@ -89,9 +90,9 @@ func (o *QualifyOptions) validate() error {
 		return outcome.Usagef("--class %q: auto or %s", o.Class, strings.Join(Classes, ", "))
 	}
 	if o.Progress == "" {
-		o.Progress = results.ProgressAuto
+		o.Progress = live.ProgressAuto
 	}
-	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, o.Progress) {
+	if !slices.Contains([]string{live.ProgressAuto, live.ProgressBars, live.ProgressLines, live.ProgressNone}, o.Progress) {
 		return outcome.Usagef("--progress %q: auto, bars, lines or none", o.Progress)
 	}
 	if len(o.DiskResults) > 0 && o.Scenario.Cluster != "external" {

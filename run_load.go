@@ -17,6 +17,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
@@ -162,7 +163,7 @@ func (r *run) startProgress() (stop func()) {
 	if r.env.Progress != nil {
 		progressOut = r.env.Progress
 	}
-	return results.StartProgress(results.ProgressOptions{
+	return live.StartProgress(live.ProgressOptions{
 		Out: progressOut, Mode: r.s.Progress, Label: r.env.ProgressLabel, LineInterval: r.env.ProgressEvery,
 		Duration: r.s.Duration, Total: r.s.Total,
 		Live: r.collector.Live,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
@@ -100,7 +101,7 @@ func DefaultScenario() Scenario {
 			WatchStreams: 10, WatchersPerStream: 10,
 		},
 		History:        true,
-		Progress:       results.ProgressAuto,
+		Progress:       live.ProgressAuto,
 		ScrapeInterval: time.Second,
 		Faults:         DefaultFaultOptions(),
 		Check:          true,
@@ -345,7 +346,7 @@ func (s *Scenario) validate() error {
 	if s.Cluster == "external" && s.TLS {
 		return outcome.Usagef("--tls is for clusters chaosbench starts; give an external cluster's TLS files with --cacert, --cert and --key")
 	}
-	if !slices.Contains([]string{results.ProgressAuto, results.ProgressBars, results.ProgressLines, results.ProgressNone}, s.Progress) {
+	if !slices.Contains([]string{live.ProgressAuto, live.ProgressBars, live.ProgressLines, live.ProgressNone}, s.Progress) {
 		return outcome.Usagef("--progress %q: auto, bars, lines or none", s.Progress)
 	}
 	if s.CheckTimeout < 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 	"github.com/etcd-chaosbench/chaosbench/workloads/coord"
 )
 
@@ -302,7 +303,7 @@ func (p *workerProcs) workerScenario(c clusters.Cluster, i int) (Scenario, error
 	ws.Members, ws.EtcdFlags, ws.TLS, ws.KeepData = 0, nil, false, false
 	ws.EtcdVersion, ws.Failpoints, ws.MemberCPUs, ws.MemberMemory = "", false, 0, ""
 	ws.Faults.Schedule, ws.ScrapeInterval = []string{"none"}, 0
-	ws.Progress = results.ProgressNone
+	ws.Progress = live.ProgressNone
 	ws.LiveOptions = LiveOptions{}
 	ws.CACert, ws.Cert, ws.Key = "", "", ""
 	if t, ok := c.(interface {

@@ -1,4 +1,5 @@
-// Package live exports a run as it happens, where operators already look: Prometheus metrics served on
+// Package live shows a run as it happens: progress on the terminal (bars, or plain lines where output is not
+// a terminal), and, where operators already look, Prometheus metrics served on
 // /metrics (--metrics-addr) and pushed by remote write (--prometheus-remote-write) for CI runners nothing
 // scrapes. It is a results.Sink: every record becomes counters and latency histograms per operation and
 // resource; the fault runner sets a gauge per fault kind and target while a fault is in effect, so that
