@@ -1,11 +1,12 @@
-// Package proxy is the TCP proxy that sits in front of each etcd member's peer listener. Members advertise
-// the proxy's address, so all raft traffic to a member flows through it, and the cluster (and the faults
-// package) can stall, slow or cut individual links.
+// Package proxy is the TCP proxy that sits in front of each etcd member's peer listener (and, when asked,
+// its client listener). Members advertise the proxy's address, so all raft traffic to a member flows
+// through it, and the cluster (and the faults package) can stall, slow or cut individual links.
 //
 // etcd's peer protocol is HTTP/1.1: raft streams, pipelines and snapshots carry the sender's member id in the
 // X-Server-From header, so the proxy reads the head of the first request on each connection to learn which
 // member is talking. Connections without the header (version probes, lease forwarding) are reported with an
-// empty sender; Identify can resolve them by other means.
+// empty sender; Identify can resolve them by other means. Connections that do not open with an HTTP/1
+// request (TLS, as clients of a TLS member speak) are forwarded as they are, without a path.
 //
 // Links are shaped by policies set at run time, per sender and direction (SetPolicy): stall (a blackhole
 // whose bytes are delivered, in order, once it heals), delay with jitter, and a bandwidth limit; a sender can
@@ -18,14 +19,12 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/textproto"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,12 +36,6 @@ const SenderHeader = "X-Server-From"
 
 // AnySender is the sender key of a policy that applies to every sender without a policy of its own.
 const AnySender = "*"
-
-// headLimit bounds how much of a connection is buffered to find the first request's headers.
-const headLimit = 16 << 10
-
-// headTimeout bounds how long the proxy waits for a first request head before forwarding blindly.
-const headTimeout = 2 * time.Second
 
 // chunkSize is the largest read forwarded as one piece; queueChunks bounds the chunks read ahead of the
 // writer per direction (a stalled link holds at most queueChunks*chunkSize bytes before it pushes back on
@@ -375,45 +368,6 @@ func (p *Proxy) serve(down net.Conn) {
 	}
 	<-done
 	l.close()
-}
-
-// readHead reads the beginning of the connection until the end of the first request's header block (or
-// headLimit bytes, EOF or headTimeout) and extracts the sender and path. The bytes read are returned to be
-// forwarded first.
-func (p *Proxy) readHead(c net.Conn, info *Conn) []byte {
-	_ = c.SetReadDeadline(time.Now().Add(headTimeout))
-	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
-	var buf []byte
-	chunk := make([]byte, 4096)
-	for len(buf) < headLimit {
-		n, err := c.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			parseHead(buf[:i+4], info)
-			return buf
-		}
-		if err != nil {
-			break
-		}
-	}
-	return buf
-}
-
-func parseHead(head []byte, info *Conn) {
-	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
-	line, err := r.ReadLine()
-	if err != nil {
-		return
-	}
-	// "GET /raft/stream/msgappv2/8e9e05c52164694d HTTP/1.1"
-	if fields := bytes.Fields([]byte(line)); len(fields) >= 2 {
-		info.Path = string(fields[1])
-	}
-	hdr, err := r.ReadMIMEHeader()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return
-	}
-	info.From = hdr.Get(SenderHeader)
 }
 
 // chunk is a piece of one direction of a connection on its way through the proxy.

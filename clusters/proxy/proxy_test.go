@@ -429,3 +429,56 @@ func BenchmarkProxyThroughput(b *testing.B) {
 		io.ReadFull(c, buf)
 	}
 }
+
+// TestProxyForwardsTLSAtOnce: a client that speaks first but not HTTP/1 (a TLS ClientHello, then a wait for
+// the server's answer) must not be held while the proxy looks for a request head it will never see: a
+// probe with a deadline of headTimeout or less would never get through.
+func TestProxyForwardsTLSAtOnce(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	p, err := Listen("127.0.0.1:0", strings.TrimPrefix(srv.URL, "https://"), Options{
+		Identify: func(net.Addr) string { return "from-proc" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client := srv.Client()
+	client.Timeout = headTimeout / 2
+	start := time.Now()
+	resp, err := client.Get("https://" + p.Addr() + "/health")
+	if err != nil {
+		t.Fatalf("TLS request through the proxy (after %v): %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		t.Fatalf("body %q through the proxy, want ok", body)
+	}
+	// An opaque connection is still attributed by Identify.
+	conns := p.Conns()
+	if len(conns) != 1 || conns[0].From != "from-proc" || conns[0].Path != "" {
+		t.Fatalf("connections %+v, want one identified as from-proc, without a path", conns)
+	}
+}
+
+func TestMayBeRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    string
+		want bool
+	}{
+		{"partial method", "PO", true},
+		{"request line", "POST /raft/stream HTTP/1.1\r\n", true},
+		{"http2 preface", "PRI * HTTP/2.0\r\n", true},
+		{"tls client hello", "\x16\x03\x01\x02\x00\x01", false},
+		{"leading space", " GET /", false},
+		{"control byte in method", "GE\x00T /", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mayBeRequest([]byte(tc.b)); got != tc.want {
+				t.Fatalf("mayBeRequest(%q) = %v, want %v", tc.b, got, tc.want)
+			}
+		})
+	}
+}
