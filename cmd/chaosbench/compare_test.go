@@ -82,8 +82,10 @@ func TestCompareRounds(t *testing.T) {
 // TestCompareSlowDiskWorse: two truly different configurations, four rounds each (three decide it on a
 // quiet machine; a fourth keeps a busy one from leaving it undecided), the second with every fsync of its
 // member's disk delayed by 5 ms (a FUSE disk under its data directory). A few clients at a
-// modest rate keep the queue short, so that each write waits for its own fsync: write p99 is "worse" with a
-// 95% interval above zero, and --fail-on-regression=put:p99 exits 3 naming it.
+// modest rate keep the queue short, so that each write waits for its own fsync: the write median is "worse"
+// with a 95% interval above zero, and --fail-on-regression=put:p50 exits 3 naming it. The median, not p99:
+// every write pays the delay, while a busy CI machine's own stalls reach a 5-second run's p99 on both sides
+// and leave four rounds undecided about it (as they should).
 func TestCompareSlowDiskWorse(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
 		t.Skipf("needs FUSE to slow a member's disk: %v", err)
@@ -124,16 +126,16 @@ func TestCompareSlowDiskWorse(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(binary, "report", "--out", filepath.Join(base, "cmp"), "--label", "base,slow",
-		"--fail-on-regression=put:p99", strings.Join(dirs[0], ","), strings.Join(dirs[1], ","))
+		"--fail-on-regression=put:p50", strings.Join(dirs[0], ","), strings.Join(dirs[1], ","))
 	b, err := cmd.CombinedOutput()
 	t.Logf("%s", b)
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != outcome.ExitThresholds || !strings.Contains(string(b), "regression: slow put:p99 +") {
-		t.Fatalf("report: %v, want exit 3 naming put:p99", err)
+	if !errors.As(err, &ee) || ee.ExitCode() != outcome.ExitThresholds || !strings.Contains(string(b), "regression: slow put:p50 +") {
+		t.Fatalf("report: %v, want exit 3 naming put:p50", err)
 	}
-	// The effect row: put:p99 worse, its interval above zero, from paired rounds.
-	re := regexp.MustCompile(`put:p99 \|[^|]*\|[^|]*\| \+[0-9.]+% \[\+([0-9.]+)%, \+[0-9.]+%\] \| worse \| 4 rounds`)
+	// The effect row: put:p50 worse, its interval above zero, from paired rounds.
+	re := regexp.MustCompile(`put:p50 \|[^|]*\|[^|]*\| \+[0-9.]+% \[\+([0-9.]+)%, \+[0-9.]+%\] \| worse \| 4 rounds`)
 	if m := re.FindStringSubmatch(string(b)); m == nil {
-		t.Fatalf("no put:p99 row that is worse with an interval above zero from 4 rounds")
+		t.Fatalf("no put:p50 row that is worse with an interval above zero from 4 rounds")
 	}
 }
