@@ -70,7 +70,7 @@ func benchmarkHistoryWrite(b *testing.B, ops []*history.Operation, watches []*hi
 
 // benchmarkHistoryRead measures reading the kube workload's history files back, per record (ns/record,
 // allocs/record, and the file's bytes per record), streaming (ReadOperations, ReadWatches: a fresh record
-// each) and whole (LoadHistory, as the checker loads a run).
+// each) and whole (Load, as the checker loads a run).
 func benchmarkHistoryRead(b *testing.B, dir string, nops, nwatches int) {
 	size := func(name string) float64 {
 		st, err := os.Stat(filepath.Join(dir, name))
