@@ -19,11 +19,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -82,7 +84,9 @@ func Start(endpoint string, tlsConfig, serverTLS *tls.Config) (*Proxy, error) {
 	}
 	p := &Proxy{lis: lis, backend: backend, scheme: scheme, counts: map[string]int64{}}
 	opts := []grpc.ServerOption{grpc.ForceServerCodec(raw{}), grpc.UnknownServiceHandler(p.forward),
-		grpc.MaxRecvMsgSize(math32), grpc.MaxSendMsgSize(math32)}
+		grpc.MaxRecvMsgSize(math32), grpc.MaxSendMsgSize(math32),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: etcdKeepaliveMinTime}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: etcdKeepaliveInterval, Timeout: etcdKeepaliveTimeout})}
 	if serverTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
@@ -90,6 +94,19 @@ func Start(endpoint string, tlsConfig, serverTLS *tls.Config) (*Proxy, error) {
 	p.wg.Go(func() { p.srv.Serve(lis) })
 	return p, nil
 }
+
+// The proxy keeps etcd's keepalive rules (etcd's defaults: --grpc-keepalive-min-time 5s,
+// --grpc-keepalive-interval 2h, --grpc-keepalive-timeout 20s), not gRPC's. gRPC's server refuses pings more
+// often than every 5 minutes; a kube-apiserver's etcd client pings a quiet connection every 30 s, which etcd
+// accepts. With gRPC's rules the proxy answered those pings with GOAWAY (too_many_pings), every watch on the
+// connection was opened again from the revision it had reached, the idle resources' watches found that
+// revision compacted, and their watch caches listed again: relists etcd never sees from real apiservers,
+// counted as theirs.
+const (
+	etcdKeepaliveMinTime  = 5 * time.Second
+	etcdKeepaliveInterval = 2 * time.Hour
+	etcdKeepaliveTimeout  = 20 * time.Second
+)
 
 // math32 lifts gRPC's 4 MB message limits (a list page of pods is larger): etcd and its clients set their
 // own, and the proxy must not be the one to refuse.

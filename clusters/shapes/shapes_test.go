@@ -3,13 +3,19 @@ package shapes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 )
@@ -99,5 +105,69 @@ func TestProxyCountsShapesAndChangesNothing(t *testing.T) {
 	p.Reset()
 	if len(p.Counts()) != 0 {
 		t.Fatal("counts kept after Reset")
+	}
+}
+
+// TestProxyAcceptsEtcdKeepalives: a client that pings a quiet connection as often as etcd allows (gRPC's
+// floor of 10 s is inside etcd's 5 s minimum) keeps its connection and its open watch through the proxy.
+// With gRPC's default rules the proxy would answer the third ping with GOAWAY (too_many_pings) about 30 s in
+// and end every stream on the connection, which kube-apiservers then recover from by listing again.
+func TestProxyAcceptsEtcdKeepalives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 35 s for the client's keepalive pings")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	p, err := Start(c.Endpoints()[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.Endpoint(), "http://"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	watch, err := pb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}}
+	if err := watch.Send(create); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := watch.Recv(); err != nil || !resp.Created {
+		t.Fatalf("watch not created: %v, %v", resp, err)
+	}
+	next := make(chan error, 1)
+	go func() {
+		resp, err := watch.Recv()
+		if err == nil && (len(resp.Events) != 1 || string(resp.Events[0].Kv.Key) != "k") {
+			err = fmt.Errorf("want the put of k, got %v", resp)
+		}
+		next <- err
+	}()
+	select {
+	case err := <-next:
+		t.Fatalf("the quiet watch ended after its client's keepalive pings: %v", err)
+	case <-time.After(35 * time.Second):
+	}
+	if _, err := pb.NewKVClient(conn).Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatalf("put on the same connection: %v", err)
+	}
+	select {
+	case err := <-next:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the put's event never reached the watch")
 	}
 }
