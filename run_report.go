@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"strings"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -31,20 +30,14 @@ func (r *run) startScraper(ctx context.Context) error {
 	return err
 }
 
-// metricsTargets returns the metrics endpoints of c's members: the separate metrics listener of the members
-// chaosbench runs, the client URL (which serves /metrics too) of the others. Members without either
+// metricsTargets returns the metrics endpoints of c's members (clusters.MetricsURL); members without one
 // (learners, members not started yet) have none.
 func metricsTargets(c clusters.Cluster) []metrics.Target {
 	var out []metrics.Target
 	for _, m := range c.Members() {
-		base := m.ClientURL()
-		if p, ok := m.(clusters.Process); ok && p.MetricsURL() != "" {
-			base = p.MetricsURL()
+		if u := clusters.MetricsURL(m); u != "" {
+			out = append(out, metrics.Target{Member: m.Name(), URL: u})
 		}
-		if base == "" {
-			continue
-		}
-		out = append(out, metrics.Target{Member: m.Name(), URL: strings.TrimSuffix(base, "/") + "/metrics"})
 	}
 	return out
 }

@@ -13,6 +13,7 @@ package clusters
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,6 +48,20 @@ type Member interface {
 	ClientURL() string
 	// PeerURL is the URL other members use to reach it (its proxy, for embedded clusters).
 	PeerURL() string
+}
+
+// MetricsURL returns the URL of m's Prometheus metrics: the separate metrics listener of a member chaosbench
+// runs, the client URL (which serves /metrics too) of the others; "" for a member with neither (a learner, a
+// member not started yet).
+func MetricsURL(m Member) string {
+	base := m.ClientURL()
+	if p, ok := m.(Process); ok && p.MetricsURL() != "" {
+		base = p.MetricsURL()
+	}
+	if base == "" {
+		return ""
+	}
+	return strings.TrimSuffix(base, "/") + "/metrics"
 }
 
 // Process is a member whose process chaosbench controls: the fault injector's handle on it.

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/etcd-chaosbench/chaosbench/clusters/proxy"
 )
 
@@ -54,21 +51,7 @@ func TestEmbeddedTLSClientProxies(t *testing.T) {
 	// A client of m1 alone goes through m1's client proxy.
 	target := c.Members()[0]
 	cp := c.ClientProxy(target.Name())
-	only := func(ms ...Member) *clientv3.Client {
-		cfg := ClientConfig(c)
-		cfg.Endpoints = nil
-		for _, m := range ms {
-			cfg.Endpoints = append(cfg.Endpoints, m.ClientURL())
-		}
-		cfg.Logger = zap.NewNop()
-		cli, err := clientv3.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cli.Close() })
-		return cli
-	}
-	cut, rest := only(target), only(c.Members()[1:]...)
+	cut, rest := newClient(t, c, target), newClient(t, c, c.Members()[1:]...)
 	if _, err := cut.Get(ctx, "tls-proxied"); err != nil {
 		t.Fatalf("get through %s's client proxy: %v", target.Name(), err)
 	}

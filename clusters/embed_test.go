@@ -40,9 +40,16 @@ func startCluster(t *testing.T, members int, flags ...string) *Embedded {
 	return c
 }
 
-func newClient(t *testing.T, c Cluster) *clientv3.Client {
+// newClient returns a client of c, closed when the test ends; given members, it reaches only those.
+func newClient(t *testing.T, c Cluster, only ...Member) *clientv3.Client {
 	t.Helper()
 	cfg := ClientConfig(c)
+	if len(only) > 0 {
+		cfg.Endpoints = nil
+		for _, m := range only {
+			cfg.Endpoints = append(cfg.Endpoints, m.ClientURL())
+		}
+	}
 	cfg.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {

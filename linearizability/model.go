@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -318,7 +319,7 @@ func compareKey(s kstate, cmps []history.Compare) int8 {
 				out = -1
 				continue
 			}
-			if !compareInt(cmpUint(s.r.value, c.Value.ID), c.Result) {
+			if !compareInt(cmp.Compare(s.r.value, c.Value.ID), c.Result) {
 				return 0
 			}
 			continue
@@ -336,7 +337,7 @@ func compareKey(s kstate, cmps []history.Compare) int8 {
 			out = -1
 			continue
 		}
-		if !compareInt(cmpInt(have, c.Operand), c.Result) {
+		if !compareInt(cmp.Compare(have, c.Operand), c.Result) {
 			return 0
 		}
 	}

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -89,7 +90,7 @@ func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, 
 		}
 	}
 	for k := range byKey {
-		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmpInt(c.h.Operations[a.op].Call, c.h.Operations[b.op].Call) })
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.h.Operations[a.op].Call, c.h.Operations[b.op].Call) })
 	}
 	return byKey
 }

@@ -173,14 +173,3 @@ func forEachKV(r *history.Response, fn func(kv *history.KV)) {
 		}
 	}
 }
-
-// cmpInt orders int64s, for sorts.
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -61,7 +62,7 @@ func (c *checker) checkRealTime() {
 			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, rec: int32(i)})
 		}
 	}
-	slices.SortFunc(ps, func(a, b placed) int { return cmpInt(a.at, b.at) })
+	slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
 
 	maxCall, arg := int64(-infinity), -1
 	// One violation per operation placed too early: a stale read contradicts every later write it missed,

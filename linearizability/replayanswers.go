@@ -5,6 +5,7 @@ package linearizability
 // then taken from the answer.
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
@@ -22,15 +23,15 @@ func (s *sweep) curState() int64 {
 func (s *sweep) compares(cmps []history.Compare) int8 {
 	out := int8(1)
 	for i := range cmps {
-		cmp := &cmps[i]
-		k := s.c.rank(cmp.Key)
+		c := &cmps[i]
+		k := s.c.rank(c.Key)
 		ks := &s.st[k]
 		if s.uncertain(k) {
 			out = -1
 			continue
 		}
 		var ok bool
-		switch cmp.Target {
+		switch c.Target {
 		case history.CompareValue:
 			if !ks.exists {
 				ok = false // etcd: a value compare on a missing key is false
@@ -40,12 +41,12 @@ func (s *sweep) compares(cmps []history.Compare) int8 {
 				out = -1
 				continue
 			}
-			ok = compareInt(cmpUint(ks.r.value, cmp.Value.ID), cmp.Result)
+			ok = compareInt(cmp.Compare(ks.r.value, c.Value.ID), c.Result)
 		default:
 			var have int64
 			unknown := false
 			if ks.exists {
-				switch cmp.Target {
+				switch c.Target {
 				case history.CompareModRevision:
 					have = ks.r.mod
 				case history.CompareVersion:
@@ -58,7 +59,7 @@ func (s *sweep) compares(cmps []history.Compare) int8 {
 				out = -1
 				continue
 			}
-			ok = compareInt(cmpInt(have, cmp.Operand), cmp.Result)
+			ok = compareInt(cmp.Compare(have, c.Operand), c.Result)
 		}
 		if !ok {
 			return 0
@@ -67,18 +68,7 @@ func (s *sweep) compares(cmps []history.Compare) int8 {
 	return out
 }
 
-// cmpUint orders write ids, for value compares.
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// compareInt applies a compare's operator to an ordering (cmpInt's or cmpUint's).
+// compareInt applies a compare's operator to an ordering (cmp.Compare's).
 func compareInt(c int, r history.CompareResult) bool {
 	switch r {
 	case history.Equal:

@@ -5,6 +5,7 @@ package linearizability
 // the writes, the writes nobody answered for and the checks of answers have files of their own.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -120,7 +121,7 @@ func (c *checker) observations() []observation {
 		}
 		obs = append(obs, observation{at: at, op: int32(i)})
 	}
-	slices.SortStableFunc(obs, func(a, b observation) int { return cmpInt(a.at, b.at) })
+	slices.SortStableFunc(obs, func(a, b observation) int { return cmp.Compare(a.at, b.at) })
 	return obs
 }
 

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -20,7 +21,7 @@ type delivered struct {
 // violation (https://etcd.io/docs/latest/learning/api_guarantees/#watch-apis).
 func (c *checker) checkWatches(s *sweep) {
 	compactions := slices.Clone(c.compactions)
-	slices.SortFunc(compactions, func(a, b compaction) int { return cmpInt(a.call, b.call) })
+	slices.SortFunc(compactions, func(a, b compaction) int { return cmp.Compare(a.call, b.call) })
 	for _, w := range c.watchers {
 		c.checkWatcher(s, w, compactions)
 	}
@@ -233,7 +234,7 @@ func (st *watchStream) canceledForCompaction(n int, r *history.WatchResponse) {
 func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi int32, start, end int64, compactions []compaction) {
 	slices.SortStableFunc(got, func(a, b delivered) int {
 		if a.rev != b.rev {
-			return cmpInt(a.rev, b.rev)
+			return cmp.Compare(a.rev, b.rev)
 		}
 		return int(a.rank - b.rank)
 	})

@@ -5,6 +5,7 @@ package linearizability
 // and revisions each vouches for, inside which no write can have gone unseen.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -72,7 +73,7 @@ func (c *checker) unionObserved() {
 	}
 	slices.SortFunc(all, func(a, b obsEvent) int {
 		if a.rev != b.rev {
-			return cmpInt(a.rev, b.rev)
+			return cmp.Compare(a.rev, b.rev)
 		}
 		if a.rank != b.rank {
 			return int(a.rank - b.rank)
@@ -172,7 +173,7 @@ func (c *checker) covered(k int32, r int64) bool {
 				cov = append(cov, span{from: sp.from, to: sp.to})
 			}
 		}
-		slices.SortFunc(cov, func(a, b span) int { return cmpInt(a.from, b.from) })
+		slices.SortFunc(cov, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 		// Merge overlapping intervals.
 		merged := cov[:0]
 		for _, sp := range cov {

@@ -25,22 +25,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startProxied starts one real member and a proxy in front of it, both stopped when the test ends.
+func startProxied(ctx context.Context, t *testing.T) *Proxy {
+	t.Helper()
+	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	p, err := Start(c.Endpoints()[0], nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 // TestProxyCountsShapesAndChangesNothing: requests through the proxy reach a real etcd and come back as
 // they would directly (values, revisions, watch events, an error status), and every request is counted
 // under its shape.
 func TestProxyCountsShapesAndChangesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	p, err := Start(c.Endpoints()[0], nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startProxied(ctx, t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -118,16 +125,7 @@ func TestProxyAcceptsEtcdKeepalives(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	p, err := Start(c.Endpoints()[0], nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startProxied(ctx, t)
 	conn, err := grpc.NewClient(strings.TrimPrefix(p.Endpoint(), "http://"),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}))

@@ -364,19 +364,13 @@ func waitScraped(t *testing.T, s *Scraper) {
 	}
 }
 
-// targetsOf returns the metrics endpoints of c's members, as a run finds them: the members' metrics
-// listeners, else their client URLs.
+// targetsOf returns the metrics endpoints of c's members, as a run finds them.
 func targetsOf(c clusters.Cluster) []Target {
 	var out []Target
 	for _, m := range c.Members() {
-		base := m.ClientURL()
-		if p, ok := m.(clusters.Process); ok && p.MetricsURL() != "" {
-			base = p.MetricsURL()
+		if u := clusters.MetricsURL(m); u != "" {
+			out = append(out, Target{Member: m.Name(), URL: u})
 		}
-		if base == "" {
-			continue
-		}
-		out = append(out, Target{Member: m.Name(), URL: strings.TrimSuffix(base, "/") + "/metrics"})
 	}
 	return out
 }
