@@ -255,6 +255,7 @@ func loadOptions(s Scenario, wl workloads.Workload, kubeCfg *kube.Config) (workl
 		// timeouts reach etcd as gRPC deadlines, as kube-apiserver's do.
 		o.Rate, o.Clients, o.Conns = 0, kubeCfg.Apiservers, kubeCfg.Apiservers
 		o.ServerDeadlines = true
+		o.ProbeBandwidth = true
 	}
 	o.Seed = s.Seed
 	o.IDBase = s.share().IDBase()

@@ -39,6 +39,9 @@ type RunOptions struct {
 	RequestTimeout time.Duration
 	// ServerDeadlines sends request timeouts to etcd as gRPC deadlines (see ClientOptions).
 	ServerDeadlines bool
+	// ProbeBandwidth keeps gRPC's bandwidth-delay probing (dynamic flow-control windows), as
+	// kube-apiserver's etcd client does; without it connections have fixed windows (see dialOptions).
+	ProbeBandwidth bool
 	// ScheduleSlack is how late an operation may start before it counts as a schedule miss (default 10 ms).
 	ScheduleSlack time.Duration
 	// Seed seeds every worker's random source.
@@ -92,6 +95,7 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 		opts.ScheduleSlack = 10 * time.Millisecond
 	}
 	r := &Runner{opts: opts, rec: rec}
+	cfg.DialOptions = append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], dialOptions(opts.ProbeBandwidth)...)
 	for range opts.Conns {
 		c, err := clientv3.New(cfg)
 		if err != nil {
