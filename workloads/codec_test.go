@@ -26,7 +26,7 @@ func etcdMessages() map[string][2]any {
 		big.Kvs = append(big.Kvs, kv)
 	}
 	return map[string][2]any{
-		"put": {&pb.PutRequest{Key: []byte("k"), Value: []byte("value"), Lease: 3, PrevKv: true}, &pb.PutRequest{}},
+		"put":   {&pb.PutRequest{Key: []byte("k"), Value: []byte("value"), Lease: 3, PrevKv: true}, &pb.PutRequest{}},
 		"range": {big, &pb.RangeResponse{}},
 		"txn": {&pb.TxnRequest{
 			Compare: []*pb.Compare{{Key: []byte("k"), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 0}}},
