@@ -1,6 +1,5 @@
 package history
 
-
 // History is a recorded run, loaded for checking: every operation and every watch record, in file order.
 // A loaded history is read-only: to keep a long run's history in memory, large range answers hold their
 // key-values packed (see RangeResponse) and records that carry the same previous key-value share it.
