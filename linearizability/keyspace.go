@@ -92,11 +92,11 @@ func (c *checker) collectKeys() {
 			addResp(op.Response)
 		}
 	}
-	for i := range c.h.Watches {
-		for _, e := range c.h.Watches[i].Events {
-			add(e.KV.Key)
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
+		for j := range r.Events {
+			add(r.Events[j].KV.Key)
 		}
-	}
+	})
 	c.ks = newKeyspace(keys)
 	c.stats.Keys = len(c.ks.keys)
 }

@@ -17,7 +17,8 @@ const maxRevisionSpan = 64 << 20
 
 // checker holds one check of one history.
 type checker struct {
-	h   *history.History
+	h   *history.History // the operations; its watch records, if any, are read through wl
+	wl  watchLog
 	ops []opInfo
 	ks  keyspace
 	vs  violations
@@ -39,6 +40,10 @@ type checker struct {
 	candRevok map[int64]int64 // lease: first revision a failed revoke of it could have taken effect
 
 	watchers    []*watcher
+	watcherByID map[int]*watcher
+	progress    bool  // some watcher received a progress notification
+	evidence    int   // watch records that carry a revision: evidence that it existed
+	readErr     error // reading the watch records again failed
 	spans       []span
 	coverage    [][]span // by key rank, computed on demand
 	compactions []compaction
@@ -127,13 +132,12 @@ func (c *checker) bounds() error {
 		}
 		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		note(r.Revision)
 		for j := range r.Events {
 			note(r.Events[j].KV.ModRevision)
 		}
-	}
+	})
 	if base == 1<<62 {
 		base = 1
 	}

@@ -3,7 +3,11 @@ package linearizability
 // When each revision was first known to exist, in the history's real time: what bounds when a failed
 // write could have taken effect and when a lease's keys were known to be gone.
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
 
 // computeExisted finds, for every revision, the earliest moment the run knew it existed: an answer or
 // watch response carrying that revision or a later one.
@@ -29,13 +33,12 @@ func (c *checker) computeExisted() {
 			note(oi.rev, oi.seen)
 		}
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		note(r.Revision, r.Time)
 		for j := range r.Events {
 			note(r.Events[j].KV.ModRevision, r.Time)
 		}
-	}
+	})
 	for i := n - 2; i >= 0; i-- {
 		c.existed[i] = min(c.existed[i], c.existed[i+1])
 	}

@@ -140,8 +140,7 @@ func (c *checker) resolveFromEvidence() {
 		}
 		forEachKV(op.Response, func(kv *history.KV) { see(kv, op.Return, "a read returned", []int{i}) })
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		for j := range r.Events {
 			e := &r.Events[j]
 			see(&e.KV, r.Time, fmt.Sprintf("watcher %d received", r.Watcher), nil)
@@ -149,7 +148,7 @@ func (c *checker) resolveFromEvidence() {
 				see(e.PrevKV, r.Time, fmt.Sprintf("watcher %d received as previous value", r.Watcher), nil)
 			}
 		}
-	}
+	})
 	for i := range c.ops {
 		if c.ops[i].state == opResolved {
 			c.claim(int32(i), c.ops[i].rev)
