@@ -128,7 +128,7 @@
 // findings are reported in the order the one-watcher-at-a-time check reported them, so the report is the
 // same, violation for violation (Check, on a history in memory, goes through the same passes).
 //
-// What still grows with the run, and by how much (kube-shaped histories: about 0.55 changes per
+// What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions per
 // operation, 1.8 watch events per operation):
 //
 //   - the operations: every decoded Operation (a few hundred bytes each, list answers packed) and its

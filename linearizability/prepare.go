@@ -40,7 +40,6 @@ type checker struct {
 	candRevok map[int64]int64 // lease: first revision a failed revoke of it could have taken effect
 
 	watchers    []*watcher
-	watcherByID map[int]*watcher
 	progress    bool  // some watcher received a progress notification
 	evidence    int   // watch records that carry a revision: evidence that it existed
 	readErr     error // reading the watch records again failed

@@ -38,7 +38,7 @@ func (c *checker) checkWatches(s *sweep) {
 	})
 	held := map[int][]*history.WatchResponse{}
 	for _, w := range c.watchers {
-		if streams[w.id].disordered {
+		if streams[w.id].disordered || c.wl.holdAll {
 			held[w.id] = []*history.WatchResponse{}
 		}
 	}

@@ -31,12 +31,12 @@ type watcher struct {
 // highest revision it vouches for: the watch checks read each watcher's records again in arrival order,
 // the request apart.
 func (c *checker) groupWatchers() {
-	c.watcherByID = map[int]*watcher{}
+	byID := map[int]*watcher{}
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
-		w := c.watcherByID[r.Watcher]
+		w := byID[r.Watcher]
 		if w == nil {
 			w = &watcher{id: r.Watcher, client: r.Client, requested: r.Time}
-			c.watcherByID[r.Watcher] = w
+			byID[r.Watcher] = w
 			c.watchers = append(c.watchers, w)
 		}
 		if r.Request != nil && !w.hasReq {
@@ -104,16 +104,19 @@ func (c *checker) unionObserved() {
 	slices.SortFunc(all, func(a, b place) int {
 		return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
 	})
-	c.observed = nil
-	for _, p := range all {
-		if n := len(c.observed); n > 0 && c.observed[n-1].rev == p.rev && c.observed[n-1].rank == p.rank {
-			continue
+	firsts := 0
+	for i, p := range all {
+		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
+			firsts++
 		}
-		c.observed = append(c.observed, obsEvent{rev: p.rev, rank: p.rank, rec: p.rec, ev: p.ev})
 	}
-	c.observed = slices.Clip(c.observed)
-	all = nil
-	c.compareObserved()
+	c.observed = make([]obsEvent, 0, firsts)
+	for i, p := range all {
+		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
+			c.observed = append(c.observed, obsEvent{rev: p.rev, rank: p.rank, rec: p.rec, ev: p.ev})
+		}
+	}
+	c.checkObservedAgree()
 	n := c.rev(c.maxRev) + 1
 	c.obsAt = make([]int32, n+1)
 	j := 0
@@ -131,9 +134,9 @@ func compareObserved(a, b obsEvent) int {
 	return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
 }
 
-// compareObserved copies the first event of each revision and key into the union, and reports every other
+// checkObservedAgree copies the first event of each revision and key into the union, and reports every other
 // event of that revision and key that differs from it, in the union's order.
-func (c *checker) compareObserved() {
+func (c *checker) checkObservedAgree() {
 	type disagreement struct {
 		at obsEvent
 		v  Violation

@@ -17,6 +17,9 @@ import (
 type watchLog struct {
 	records []history.WatchResponse
 	path    string // when set, the records are read from this file
+	// holdAll checks every watcher from its records held, as one whose events came out of order is: the
+	// tests hold the streaming watch checks to what the held ones find.
+	holdAll bool
 }
 
 // eachWatch calls fn with every watch record and its number (its index in file order), in file order. A
