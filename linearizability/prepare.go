@@ -86,17 +86,30 @@ func (c *checker) rank(key string) int32 {
 
 // prepare indexes the history: keys, watchers, value ids, the revision each write took, the revisions
 // nobody can explain, and which failed writes may have taken effect.
+//
+// The watch records are read three times here (and twice more by the checks, see watchlog.go): for the
+// watchers, the keys and the highest revision; for the values the watchers saw, where their events are
+// and when revisions existed; and to keep one copy of each revision's events (unionObserved).
 func (c *checker) prepare() error {
-	c.collectKeys()
-	c.groupWatchers()
+	keys := map[string]struct{}{}
+	watchMaxRev := c.groupWatchers(keys)
+	c.collectKeys(keys)
 	c.classify()
-	if err := c.bounds(); err != nil {
+	if err := c.bounds(watchMaxRev); err != nil {
 		return err
 	}
 	c.indexValues()
 	c.claimAnswered()
-	c.resolveFromEvidence()
-	c.unionObserved()
+	c.resolveFromAnswers()
+	c.initExisted()
+	var places []obsPlace
+	c.eachWatch(func(i int32, r *history.WatchResponse) {
+		c.resolveFromWatch(r)
+		places = c.placeObserved(places, i, r)
+		c.noteExistedWatch(r)
+	})
+	c.claimResolved()
+	c.unionObserved(places)
 	c.computeExisted()
 	c.findGaps()
 	c.watchSpans()
@@ -104,10 +117,10 @@ func (c *checker) prepare() error {
 	return nil
 }
 
-// bounds finds the revisions the run covers. base is the last revision before the run: the lowest header
+// bounds finds the revisions the run covers, the highest any watch record names among them. base is the last revision before the run: the lowest header
 // any answer carried, or the revision before the first write. A store that was empty at the start has
 // base 1 (etcd starts at revision 1 with no keys).
-func (c *checker) bounds() error {
+func (c *checker) bounds(watchMaxRev int64) error {
 	base, maxRev := int64(1<<62), int64(1)
 	note := func(r int64) {
 		if r > maxRev {
@@ -131,12 +144,7 @@ func (c *checker) bounds() error {
 		}
 		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
 	}
-	c.eachWatch(func(_ int32, r *history.WatchResponse) {
-		note(r.Revision)
-		for j := range r.Events {
-			note(r.Events[j].KV.ModRevision)
-		}
-	})
+	note(watchMaxRev)
 	if base == 1<<62 {
 		base = 1
 	}

@@ -29,10 +29,16 @@ type watcher struct {
 
 // groupWatchers finds the run's watchers and, for each, its request, its first confirmation and the
 // highest revision it vouches for: the watch checks read each watcher's records again in arrival order,
-// the request apart.
-func (c *checker) groupWatchers() {
+// the request apart. On the way it adds the keys of every event to keys and returns the highest revision
+// any record names.
+func (c *checker) groupWatchers(keys map[string]struct{}) (maxRev int64) {
 	byID := map[int]*watcher{}
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
+		maxRev = max(maxRev, r.Revision)
+		for j := range r.Events {
+			keys[r.Events[j].KV.Key] = struct{}{}
+			maxRev = max(maxRev, r.Events[j].KV.ModRevision)
+		}
 		w := byID[r.Watcher]
 		if w == nil {
 			w = &watcher{id: r.Watcher, client: r.Client, requested: r.Time}
@@ -68,6 +74,7 @@ func (c *checker) groupWatchers() {
 	})
 	slices.SortFunc(c.watchers, func(a, b *watcher) int { return a.id - b.id })
 	c.stats.Watchers = len(c.watchers)
+	return maxRev
 }
 
 // obsEvent is one event seen by a watcher, for the union of what all watchers saw: the first watch record
@@ -82,26 +89,31 @@ type obsEvent struct {
 	e       history.Event
 }
 
-// unionObserved collects every event any watcher saw, by revision and key. Watchers must agree on what
-// happened at a revision; a revision nobody wrote that watchers saw is still known, from them. The first
-// pass over the records finds the first event of each revision and key, the second copies it and compares
-// every other event with it, so that only one event per revision and key is held.
-func (c *checker) unionObserved() {
-	type place struct {
-		rev           int64
-		rank, rec, ev int32
-	}
-	var all []place
-	c.eachWatch(func(i int32, r *history.WatchResponse) {
-		for j := range r.Events {
-			rev := r.Events[j].KV.ModRevision
-			if rev <= c.base || rev > c.maxRev {
-				continue
-			}
-			all = append(all, place{rev: rev, rank: c.rank(r.Events[j].KV.Key), rec: i, ev: int32(j)})
+// obsPlace is where an event any watcher saw is: its revision, key, record and index in the record.
+type obsPlace struct {
+	rev           int64
+	rank, rec, ev int32
+}
+
+// placeObserved appends the places of record i's events within the run's revisions to places.
+func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResponse) []obsPlace {
+	for j := range r.Events {
+		rev := r.Events[j].KV.ModRevision
+		if rev <= c.base || rev > c.maxRev {
+			continue
 		}
-	})
-	slices.SortFunc(all, func(a, b place) int {
+		places = append(places, obsPlace{rev: rev, rank: c.rank(r.Events[j].KV.Key), rec: i, ev: int32(j)})
+	}
+	return places
+}
+
+// unionObserved collects every event any watcher saw, by revision and key, from the places of all of them.
+// Watchers must agree on what happened at a revision; a revision nobody wrote that watchers saw is still
+// known, from them. The first event of each revision and key is the one kept; another pass over the
+// records copies it and compares every other event with it, so that only one event per revision and key
+// is held.
+func (c *checker) unionObserved(all []obsPlace) {
+	slices.SortFunc(all, func(a, b obsPlace) int {
 		return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
 	})
 	firsts := 0
