@@ -146,6 +146,7 @@ func check(ctx context.Context, h *history.History, wl watchLog, opts Options) (
 	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
+	c.observed, c.obsAt = nil, nil // the replay was the last reader of what watchers saw
 	c.checkRealTime()
 	globalSecs := time.Since(t0).Seconds()
 	t1 := time.Now()

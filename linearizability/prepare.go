@@ -109,6 +109,7 @@ func (c *checker) prepare() error {
 		c.noteExistedWatch(r)
 	})
 	c.claimResolved()
+	c.values = nil // every value seen is matched: the index of writes by value has no reader left
 	c.unionObserved(places)
 	c.computeExisted()
 	c.findGaps()
