@@ -68,9 +68,13 @@ var ErrUndecided = errors.New("consistency check undecided")
 // CheckDir checks the history recorded in run directory dir, writes check.json and, for a violation, the
 // visualization, and returns the report. The error wraps ErrViolation when a check failed.
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
-	h, err := history.Load(dir)
+	h, err := history.LoadOperations(dir)
 	if err != nil {
 		return nil, err
+	}
+	wl := watchLog{}
+	if path, err := history.WatchPath(dir); err == nil {
+		wl.path = path // a run without watches has no watch file
 	}
 	if opts.Faults == nil {
 		if opts.Faults, err = results.ReadFaults(dir); err != nil {
@@ -80,7 +84,7 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	if opts.VisualizationPath == "" {
 		opts.VisualizationPath = filepath.Join(dir, VisualizationFile)
 	}
-	rep, err := Check(ctx, h, opts)
+	rep, err := check(ctx, h, wl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +123,11 @@ func firstLine(s string) string {
 // replay in revision order and real-time order of revisions), etcd's watch guarantees, and serializable
 // reads. See the package documentation for what each check covers and why checking them apart is sound.
 func Check(ctx context.Context, h *history.History, opts Options) (*Report, error) {
+	return check(ctx, h, watchLog{records: h.Watches}, opts)
+}
+
+// check checks the operations of h and the watch records of wl (h's own watch records are not read).
+func check(ctx context.Context, h *history.History, wl watchLog, opts Options) (*Report, error) {
 	start := time.Now()
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -127,13 +136,17 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Report, erro
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &checker{h: h}
+	c := &checker{h: h, wl: wl}
 	if err := c.prepare(); err != nil {
 		return nil, err
+	}
+	if c.readErr != nil {
+		return nil, c.readErr
 	}
 	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
+	c.observed, c.obsAt = nil, nil // the replay was the last reader of what watchers saw
 	c.checkRealTime()
 	globalSecs := time.Since(t0).Seconds()
 	t1 := time.Now()
@@ -158,5 +171,8 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Report, erro
 		rep.Violations = append(rep.Violations, list[:min(len(list), 100)]...)
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	if c.readErr != nil {
+		return nil, c.readErr
+	}
 	return rep, nil
 }

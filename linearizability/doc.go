@@ -112,6 +112,54 @@
 // reads that one after registering the watcher, so events in between may come, and once one comes every
 // later one is due.
 //
+// # Memory
+//
+// CheckDir holds the run's operations (decoded from history.bin) and what the passes derive; it does not
+// hold the watch records. Every pass that needs them (the keys and revisions they name, the watchers and
+// what they vouch for, the writes they resolve, when revisions existed, the union of what watchers saw,
+// the real-time evidence, the watch checks) reads watch.bin again, in file order; the file is written once
+// and read the same way each time, so every pass sees the same records with the same numbers. The watch
+// checks take every watcher at once, in that one order: each response is checked as it arrives, and what
+// a watcher received is compared with the replay a revision at a time, as soon as an event of a later
+// revision arrives, which is what comparing all of it at the end did, revision by revision, for events
+// that arrive in revision order. A watcher whose events came out of order (a violation already: its later
+// events' duplicates can only be told with every earlier event at hand) is checked again alone, its
+// records held, exactly as before; its findings replace those of the streaming pass. Each watcher's
+// findings are reported in the order the one-watcher-at-a-time check reported them, so the report is the
+// same, violation for violation (Check, on a history in memory, goes through the same passes).
+//
+// What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions per
+// operation, 1.8 watch events per operation):
+//
+//   - the operations: every decoded Operation (a few hundred bytes each, list answers packed) and its
+//     opInfo, the real-time order (40 bytes per operation and per watch record with a revision) and the
+//     per-key checks' index (4 bytes per operation and key it projects on). This is the largest part and
+//     it is linear in the number of operations: the global layer replays writes in revision order and the
+//     per-key layer checks whole key histories, and both look up operations by number at any time;
+//   - the revisions: the writer, existence time, observed and canonical-log offsets of each (21 bytes),
+//     the replay's canonical log (about 100 bytes per change, which the watch and per-key checks read
+//     back) and, until the replay has read it, the union of what watchers saw (about 150 bytes per
+//     revision and key any watcher saw);
+//   - while the union is built, 24 bytes per watch event, released before the replay.
+//
+// What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
+// history), of which the check holds at most the events of one revision per watcher, plus the records of
+// watchers whose events came out of order. The keys (their names, ranks and replay state) grow with the
+// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 1 KB per
+// operation (1.4 KB when the watch records were held): still linear, a third less.
+//
+// The union of what watchers saw keeps, of the events of one revision and key, the first in file order
+// (and within a record, the first), and holds every other one to it: before, events of one record tied
+// and either could be kept; they disagree only when the record itself is a violation.
+//
+// Not done yet, and why it is harder: holding only the keys and the operations in flight means sweeping
+// the operations in revision order with a bounded window and dropping each once the sweep and its key's
+// porcupine segment have passed it. The passes above use the future in ways a sweep must replace: a
+// failed write is resolved by a sighting of its value any time later, a revision's existence time is the
+// earliest of every later evidence, a lease's earliest expiry comes from every keep-alive, and a
+// watcher's span runs to its last event. Failed writes of unknown outcome and watchers that lag far behind
+// would then bound memory (every revision since the oldest of them).
+//
 // # Assumptions
 //
 // The run owns its keys: nobody else writes them while it runs (other keys may change; their revisions

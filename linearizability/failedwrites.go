@@ -115,8 +115,9 @@ func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok b
 		}
 	}
 	deletedAt := func(k int32, g int64) bool {
-		for _, o := range c.observedAt(g) {
-			if o.rank == k && c.event(o).Type == history.EventDelete {
+		obs := c.observedAt(g)
+		for j := range obs {
+			if o := &obs[j]; o.rank == k && c.event(o).Type == history.EventDelete {
 				return true
 			}
 		}

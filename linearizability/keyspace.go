@@ -28,9 +28,8 @@ func newKeyspace(keys map[string]struct{}) keyspace {
 }
 
 // collectKeys builds the keyspace from every key the history names: single keys of requests (a range's
-// bounds need not be keys), and every key of answers and watch events.
-func (c *checker) collectKeys() {
-	keys := map[string]struct{}{}
+// bounds need not be keys), and every key of answers; keys holds those of watch events.
+func (c *checker) collectKeys(keys map[string]struct{}) {
 	add := func(k string) { keys[k] = struct{}{} }
 	addKVs := func(kvs []history.KV) {
 		for i := range kvs {
@@ -90,11 +89,6 @@ func (c *checker) collectKeys() {
 		addReq(&op.Request)
 		if op.Response != nil {
 			addResp(op.Response)
-		}
-	}
-	for i := range c.h.Watches {
-		for _, e := range c.h.Watches[i].Events {
-			add(e.KV.Key)
 		}
 	}
 	c.ks = newKeyspace(keys)

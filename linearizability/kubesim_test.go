@@ -2,6 +2,8 @@ package linearizability_test
 
 import (
 	"context"
+	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -96,4 +98,60 @@ func BenchmarkCheckKube(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Operations)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	b.ReportMetric(float64(st.WatchEvents)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkCheckDirPeakHeap checks simulated kube histories of one and two minutes from files, as
+// `chaosbench check` does, and reports the highest heap the check reached (live and not yet collected
+// objects, sampled every millisecond) per operation and per watch event of the history. What is held per
+// operation is what still grows with the run (see the package documentation, Memory): the two histories'
+// figures per operation agree, the peak is linear in the run's length. The watch records themselves are
+// read pass by pass and not held.
+func BenchmarkCheckDirPeakHeap(b *testing.B) {
+	for _, d := range []time.Duration{time.Minute, 2 * time.Minute} {
+		b.Run(d.String(), func(b *testing.B) {
+			dir := b.TempDir()
+			st, err := kubesim.Write(dir, kubesim.Options{Seed: 1, Duration: d})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak uint64
+			for b.Loop() {
+				runtime.GC()
+				stop := sampleHeap(&peak)
+				rep, err := lin.CheckDir(context.Background(), dir, lin.Options{})
+				stop()
+				if err != nil || rep.Violated() {
+					b.Fatalf("%v %+v", err, rep)
+				}
+			}
+			b.ReportMetric(float64(peak)/float64(st.Operations), "peak-heap-B/op")
+			b.ReportMetric(float64(peak)/float64(st.WatchEvents), "peak-heap-B/event")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
+
+// sampleHeap raises *peak to the heap's size every millisecond until the returned stop is called; stop
+// waits for the sampler.
+func sampleHeap(peak *uint64) (stop func()) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			*peak = max(*peak, sample[0].Value.Uint64())
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }

@@ -17,7 +17,8 @@ const maxRevisionSpan = 64 << 20
 
 // checker holds one check of one history.
 type checker struct {
-	h   *history.History
+	h   *history.History // the operations; its watch records, if any, are read through wl
+	wl  watchLog
 	ops []opInfo
 	ks  keyspace
 	vs  violations
@@ -39,6 +40,9 @@ type checker struct {
 	candRevok map[int64]int64 // lease: first revision a failed revoke of it could have taken effect
 
 	watchers    []*watcher
+	progress    bool  // some watcher received a progress notification
+	evidence    int   // watch records that carry a revision: evidence that it existed
+	readErr     error // reading the watch records again failed
 	spans       []span
 	coverage    [][]span // by key rank, computed on demand
 	compactions []compaction
@@ -82,17 +86,31 @@ func (c *checker) rank(key string) int32 {
 
 // prepare indexes the history: keys, watchers, value ids, the revision each write took, the revisions
 // nobody can explain, and which failed writes may have taken effect.
+//
+// The watch records are read three times here (and twice more by the checks, see watchlog.go): for the
+// watchers, the keys and the highest revision; for the values the watchers saw, where their events are
+// and when revisions existed; and to keep one copy of each revision's events (unionObserved).
 func (c *checker) prepare() error {
-	c.collectKeys()
-	c.groupWatchers()
+	keys := map[string]struct{}{}
+	watchMaxRev := c.groupWatchers(keys)
+	c.collectKeys(keys)
 	c.classify()
-	if err := c.bounds(); err != nil {
+	if err := c.bounds(watchMaxRev); err != nil {
 		return err
 	}
 	c.indexValues()
 	c.claimAnswered()
-	c.resolveFromEvidence()
-	c.unionObserved()
+	c.resolveFromAnswers()
+	c.initExisted()
+	var places []obsPlace
+	c.eachWatch(func(i int32, r *history.WatchResponse) {
+		c.resolveFromWatch(r)
+		places = c.placeObserved(places, i, r)
+		c.noteExistedWatch(r)
+	})
+	c.claimResolved()
+	c.values = nil // every value seen is matched: the index of writes by value has no reader left
+	c.unionObserved(places)
 	c.computeExisted()
 	c.findGaps()
 	c.watchSpans()
@@ -100,10 +118,10 @@ func (c *checker) prepare() error {
 	return nil
 }
 
-// bounds finds the revisions the run covers. base is the last revision before the run: the lowest header
+// bounds finds the revisions the run covers, the highest any watch record names among them. base is the last revision before the run: the lowest header
 // any answer carried, or the revision before the first write. A store that was empty at the start has
 // base 1 (etcd starts at revision 1 with no keys).
-func (c *checker) bounds() error {
+func (c *checker) bounds(watchMaxRev int64) error {
 	base, maxRev := int64(1<<62), int64(1)
 	note := func(r int64) {
 		if r > maxRev {
@@ -127,13 +145,7 @@ func (c *checker) bounds() error {
 		}
 		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
-		note(r.Revision)
-		for j := range r.Events {
-			note(r.Events[j].KV.ModRevision)
-		}
-	}
+	note(watchMaxRev)
 	if base == 1<<62 {
 		base = 1
 	}

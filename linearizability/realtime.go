@@ -17,7 +17,7 @@ type placed struct {
 	at        int64
 	call, ret int64
 	op        int32 // -1 for evidence from a watch record
-	rec       int32 // the watch record, for evidence
+	watcher   int   // the watcher whose record is the evidence
 }
 
 // checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
@@ -26,7 +26,7 @@ type placed struct {
 // older than one acknowledged before it began" and "nothing reads a revision before its write was sent".
 // With the replay's answers checked at their revisions, it makes the revision order a linearization.
 func (c *checker) checkRealTime() {
-	ps := make([]placed, 0, len(c.h.Operations)+len(c.h.Watches))
+	ps := make([]placed, 0, len(c.h.Operations)+c.evidence)
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		oi := &c.ops[i]
@@ -56,12 +56,11 @@ func (c *checker) checkRealTime() {
 		}
 		ps = append(ps, placed{at: at, call: op.Call, ret: op.Return, op: int32(i)})
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		if r.Revision > 0 && r.Error == "" {
-			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, rec: int32(i)})
+			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, watcher: r.Watcher})
 		}
-	}
+	})
 	slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
 
 	maxCall, arg := int64(-infinity), -1
@@ -120,17 +119,16 @@ func (c *checker) realTimeViolation(early, late placed) {
 	lRev := late.at / 2
 	v := Violation{Check: CheckLinearizability, Key: opKey(eop), Time: late.ret, Revision: lRev}
 	if late.op < 0 {
-		w := &c.h.Watches[late.rec]
-		v.Watcher = w.Watcher
+		v.Watcher = late.watcher
 		v.Ops = []int{int(early.op)}
 		if early.at%2 == 0 {
 			v.Kind = "revision order contradicts real time"
 			v.Message = fmt.Sprintf("%s was sent at %s, after watcher %d had received revision %d at %s, yet it wrote revision %d",
-				c.describe(int(early.op)), fmtTime(early.call), w.Watcher, lRev, fmtTime(late.ret), eRev)
+				c.describe(int(early.op)), fmtTime(early.call), late.watcher, lRev, fmtTime(late.ret), eRev)
 		} else {
 			v.Kind = "stale read"
 			v.Message = fmt.Sprintf("%s was sent at %s, after watcher %d had received revision %d at %s, yet it read revision %d",
-				c.describe(int(early.op)), fmtTime(early.call), w.Watcher, lRev, fmtTime(late.ret), eRev)
+				c.describe(int(early.op)), fmtTime(early.call), late.watcher, lRev, fmtTime(late.ret), eRev)
 		}
 		c.vs.add(v)
 		return

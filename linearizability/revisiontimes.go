@@ -3,40 +3,51 @@ package linearizability
 // When each revision was first known to exist, in the history's real time: what bounds when a failed
 // write could have taken effect and when a lease's keys were known to be gone.
 
-import "sort"
+import (
+	"sort"
 
-// computeExisted finds, for every revision, the earliest moment the run knew it existed: an answer or
-// watch response carrying that revision or a later one.
-func (c *checker) computeExisted() {
-	n := c.rev(c.maxRev) + 1
-	c.existed = make([]int64, n)
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
+
+// initExisted, noteExistedWatch and computeExisted find, for every revision, the earliest moment the run
+// knew it existed: an answer or watch response carrying that revision or a later one.
+func (c *checker) initExisted() {
+	c.existed = make([]int64, c.rev(c.maxRev)+1)
 	for i := range c.existed {
 		c.existed[i] = infinity
 	}
-	note := func(r, t int64) {
-		if r > c.base && r <= c.maxRev {
-			i := c.rev(r)
-			c.existed[i] = min(c.existed[i], t)
-		}
+}
+
+// noteExisted records that revision r existed at time t.
+func (c *checker) noteExisted(r, t int64) {
+	if r > c.base && r <= c.maxRev {
+		i := c.rev(r)
+		c.existed[i] = min(c.existed[i], t)
 	}
+}
+
+// noteExistedWatch records the revisions a watch record carries as existing when it arrived.
+func (c *checker) noteExistedWatch(r *history.WatchResponse) {
+	c.noteExisted(r.Revision, r.Time)
+	for j := range r.Events {
+		c.noteExisted(r.Events[j].KV.ModRevision, r.Time)
+	}
+}
+
+// computeExisted adds the answers' revisions (failed writes seen count from their first sighting) to
+// the watch records' and makes each revision's time the earliest of it and every later one.
+func (c *checker) computeExisted() {
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		oi := &c.ops[i]
 		switch {
 		case op.Response != nil:
-			note(op.Response.Revision, op.Return)
+			c.noteExisted(op.Response.Revision, op.Return)
 		case oi.state == opResolved:
-			note(oi.rev, oi.seen)
+			c.noteExisted(oi.rev, oi.seen)
 		}
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
-		note(r.Revision, r.Time)
-		for j := range r.Events {
-			note(r.Events[j].KV.ModRevision, r.Time)
-		}
-	}
-	for i := n - 2; i >= 0; i-- {
+	for i := len(c.existed) - 2; i >= 0; i-- {
 		c.existed[i] = min(c.existed[i], c.existed[i+1])
 	}
 }

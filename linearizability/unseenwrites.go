@@ -86,16 +86,17 @@ func (s *sweep) markExpirable(r int64) {
 func (s *sweep) applyObserved(r int64) {
 	c := s.c
 	s.noteExpiry(r)
-	for _, o := range c.observedAt(r) {
+	obs := c.observedAt(r)
+	for j := range obs {
+		o := &obs[j]
 		e := c.event(o)
 		k := o.rank
 		ks := &s.st[k]
 		pe, pr, pu := s.prevOf(k)
 		if e.Type == history.EventDelete {
 			if cause := s.deleteCause(k, r); cause != "" {
-				w := &c.h.Watches[o.rec]
-				c.vs.add(Violation{Check: CheckLinearizability, Kind: cause, Key: e.KV.Key, Revision: r, Watcher: w.Watcher, Time: w.Time,
-					Message: s.deleteCauseMessage(cause, k, r, w.Watcher)})
+				c.vs.add(Violation{Check: CheckLinearizability, Kind: cause, Key: e.KV.Key, Revision: r, Watcher: o.watcher, Time: o.time,
+					Message: s.deleteCauseMessage(cause, k, r, o.watcher)})
 			}
 			s.emit(canonEvent{rank: k, del: true, r: rec{mod: r}, prevExists: pe, prev: pr, prevUnk: pu})
 			s.setLease(k, ks.r.lease*boolInt(ks.exists), 0)
@@ -116,7 +117,9 @@ func (s *sweep) applyObserved(r int64) {
 // that no failed delete could have deleted: its expiry, or a failed revoke of it.
 func (s *sweep) noteExpiry(r int64) {
 	c := s.c
-	for _, o := range c.observedAt(r) {
+	obs := c.observedAt(r)
+	for j := range obs {
+		o := &obs[j]
 		if c.event(o).Type != history.EventDelete {
 			continue
 		}

@@ -168,7 +168,7 @@ func (c *checker) okDetail() string {
 
 // anyProgress reports whether a watcher received a progress notification.
 func (c *checker) anyProgress() bool {
-	return slices.ContainsFunc(c.h.Watches, func(r history.WatchResponse) bool { return r.Progress })
+	return c.progress
 }
 
 // countSerializable counts the answered serializable reads: none means nothing to check.

@@ -11,25 +11,75 @@ import (
 // delivered is one event a watcher received.
 type delivered struct {
 	rank int32
-	rec  int32 // index in History.Watches
-	ev   int32
+	e    *history.Event
 	rev  int64
 	time int64
 }
 
 // checkWatches checks every watcher against the replay: etcd's watch guarantees, each as its own kind of
 // violation (https://etcd.io/docs/latest/learning/api_guarantees/#watch-apis).
+//
+// One pass over the watch records checks every watcher at once, each response as it arrives and what it
+// received one revision at a time, so that no watcher's events are held beyond the revision being
+// compared. A watcher that received events out of revision order (a violation already) cannot be compared
+// that way: it is checked again, alone, from its records held in memory. Each watcher's violations are
+// reported together, in watcher order.
 func (c *checker) checkWatches(s *sweep) {
 	compactions := slices.Clone(c.compactions)
 	slices.SortFunc(compactions, func(a, b compaction) int { return cmp.Compare(a.call, b.call) })
+	streams := make(map[int]*watchStream, len(c.watchers))
 	for _, w := range c.watchers {
-		c.checkWatcher(s, w, compactions)
+		streams[w.id] = c.newWatchStream(s, w, compactions, false)
+	}
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
+		if st := streams[r.Watcher]; !st.disordered && !isRequestRecord(r) {
+			st.response(r)
+		}
+	})
+	held := map[int][]*history.WatchResponse{}
+	for _, w := range c.watchers {
+		if streams[w.id].disordered || c.wl.holdAll {
+			held[w.id] = []*history.WatchResponse{}
+		}
+	}
+	if len(held) > 0 {
+		c.eachWatch(func(_ int32, r *history.WatchResponse) {
+			if recs, ok := held[r.Watcher]; ok && !isRequestRecord(r) {
+				held[r.Watcher] = append(recs, r)
+			}
+		})
+	}
+	for _, w := range c.watchers {
+		st := streams[w.id]
+		if recs, ok := held[w.id]; ok {
+			w.found, w.missed = nil, nil
+			st = c.newWatchStream(s, w, compactions, true)
+			for _, r := range recs {
+				st.response(r)
+			}
+		}
+		st.finish()
+		for _, v := range append(w.found, w.missed...) {
+			c.vs.add(v)
+		}
+		w.found, w.missed = nil, nil
 	}
 }
 
+// watchViolation records what the checks of a watcher's responses found; deliveryViolation what comparing
+// them with the replay found. A watcher's findings are reported in that order, as when each watcher was
+// checked on its own, one check after the other.
 func (c *checker) watchViolation(w *watcher, kind string, key string, rev, t int64, format string, args ...any) {
-	c.vs.add(Violation{Check: CheckWatch, Kind: kind, Key: key, Revision: rev, Watcher: w.id, Time: t,
-		Message: fmt.Sprintf("watcher %d (client %d, %s): ", w.id, w.client, describeWatch(w)) + fmt.Sprintf(format, args...)})
+	w.found = append(w.found, c.newWatchViolation(w, kind, key, rev, t, format, args...))
+}
+
+func (c *checker) deliveryViolation(w *watcher, kind string, key string, rev, t int64, format string, args ...any) {
+	w.missed = append(w.missed, c.newWatchViolation(w, kind, key, rev, t, format, args...))
+}
+
+func (c *checker) newWatchViolation(w *watcher, kind string, key string, rev, t int64, format string, args ...any) Violation {
+	return Violation{Check: CheckWatch, Kind: kind, Key: key, Revision: rev, Watcher: w.id, Time: t,
+		Message: fmt.Sprintf("watcher %d (client %d, %s): ", w.id, w.client, describeWatch(w)) + fmt.Sprintf(format, args...)}
 }
 
 func describeWatch(w *watcher) string {
@@ -46,27 +96,9 @@ func describeWatch(w *watcher) string {
 	return s
 }
 
-// checkWatcher checks one watcher: its responses one by one in arrival order, then what it received,
-// revision by revision, against the replay's changes to its range.
-func (c *checker) checkWatcher(s *sweep, w *watcher, compactions []compaction) {
-	var lo, hi int32 = 0, int32(len(c.ks.keys))
-	if w.hasReq {
-		lo, hi = c.ks.interval(w.req.Key, w.req.End)
-	}
-	st := c.newWatchStream(w)
-	for n, idx := range w.recs {
-		st.response(n, idx)
-	}
-	if !w.hasReq || st.start == 0 {
-		return // what the watcher should have received is unknown
-	}
-	end := min(max(st.lastEv, st.lastProg), c.maxRev)
-	c.checkDelivered(s, w, st.got, lo, hi, st.start, end, compactions)
-}
-
 // watchStream is one watcher's responses as they arrived: each response is checked against what came
 // before it (order, uniqueness, atomicity, progress), which only the arrival order shows; what the
-// watcher received is then compared with the replay as a whole.
+// watcher received is compared with the replay revision by revision (deliveryCheck).
 type watchStream struct {
 	c *checker
 	w *watcher
@@ -74,7 +106,15 @@ type watchStream struct {
 	start, earliest int64
 	compactedBefore int64 // compacted by a compaction acknowledged before the watch was requested
 
-	got              []delivered
+	// held: every delivered event is kept in got and compared at the end (a watcher whose events came
+	// out of order); otherwise only the current revision's, in cur, and compared as the next arrives.
+	held       bool
+	disordered bool // not held, and an event came out of revision order: check the watcher again, held
+	got, cur   []delivered
+	count      int // events delivered so far
+	dc         deliveryCheck
+	responses  int // responses so far
+
 	lastEv, lastProg int64 // the highest event revision and progress notification so far
 	lastRespLast     int64 // the revision of the last event of the latest response with events (-1: none)
 
@@ -92,27 +132,27 @@ type watchStream struct {
 // after), and at least... nothing: a member catching up after a restart or a pause may be far behind the
 // cluster. So events up to the created revision are optional, but once one is delivered, every later one
 // is due.
-func (c *checker) newWatchStream(w *watcher) *watchStream {
-	st := &watchStream{c: c, w: w, lastRespLast: -1, curRev: -1}
+func (c *checker) newWatchStream(s *sweep, w *watcher, compactions []compaction, held bool) *watchStream {
+	st := &watchStream{c: c, w: w, lastRespLast: -1, curRev: -1, held: held}
 	st.compactedBefore, _ = c.compactedBefore(w.requested)
 	if w.hasReq && w.req.Revision > 0 {
 		st.start, st.earliest = w.req.Revision, w.req.Revision
-	} else {
-		for _, ri := range w.recs {
-			if r := &c.h.Watches[ri]; r.Created {
-				st.start, st.earliest = r.Revision+1, c.base+1
-				break
-			}
-		}
+	} else if w.created {
+		st.start, st.earliest = w.createdRev+1, c.base+1
+	}
+	st.dc = deliveryCheck{s: s, w: w, hi: int32(len(c.ks.keys)), first: true, compactions: compactions}
+	if w.hasReq {
+		st.dc.lo, st.dc.hi = c.ks.interval(w.req.Key, w.req.End)
 	}
 	return st
 }
 
-// response checks the stream's n-th response, record idx of the history: a revision's events all in
-// one response (atomic), then each event, a progress notification, a cancellation for compaction.
-func (st *watchStream) response(n int, idx int32) {
+// response checks the stream's next response: a revision's events all in one response (atomic), then
+// each event, a progress notification, a cancellation for compaction.
+func (st *watchStream) response(r *history.WatchResponse) {
 	c, w := st.c, st.w
-	r := &c.h.Watches[idx]
+	n := st.responses
+	st.responses++
 	if len(r.Events) > 0 {
 		first := r.Events[0].KV.ModRevision
 		if first == st.lastRespLast {
@@ -122,7 +162,10 @@ func (st *watchStream) response(n int, idx int32) {
 		st.lastRespLast = r.Events[len(r.Events)-1].KV.ModRevision
 	}
 	for j := range r.Events {
-		st.event(r, idx, j)
+		st.event(r, j)
+		if st.disordered {
+			return
+		}
 	}
 	if r.Progress {
 		st.progress(r)
@@ -132,17 +175,21 @@ func (st *watchStream) response(n int, idx int32) {
 	}
 }
 
-// event checks the j-th event of response r (record idx) against the events before it: within the
+// event checks the j-th event of response r against the events before it: within the
 // watched range, not twice, in revision order, after no progress notification that covered it, not
 // before the watch's start or a compaction it could not have outlived, not before its write was sent.
 // An event that passes the range and duplicate checks counts as delivered.
-func (st *watchStream) event(r *history.WatchResponse, idx int32, j int) {
+func (st *watchStream) event(r *history.WatchResponse, j int) {
 	c, w := st.c, st.w
 	e := &r.Events[j]
 	rev := e.KV.ModRevision
 	k := c.rank(e.KV.Key)
 	if w.hasReq && !inRange(e.KV.Key, w.req.Key, w.req.End) {
 		c.watchViolation(w, "watch filter", e.KV.Key, rev, r.Time, "received %s, outside the watched range", describeEvent(e))
+		return
+	}
+	if rev < st.lastEv && !st.held {
+		st.disordered = true // whether it is a duplicate needs every event before it
 		return
 	}
 	dup := st.seenInRevision(rev, k) || (rev < st.lastEv && c.deliveredBefore(st.got, rev, k))
@@ -159,7 +206,7 @@ func (st *watchStream) event(r *history.WatchResponse, idx int32, j int) {
 	if st.start > 0 && rev < st.earliest {
 		c.watchViolation(w, "watch not resumable", e.KV.Key, rev, r.Time, "received %s, before the first revision %d it covers", describeEvent(e), st.earliest)
 	}
-	if len(st.got) == 0 && rev < st.start && rev >= st.earliest {
+	if st.count == 0 && rev < st.start && rev >= st.earliest {
 		st.start = rev // the watch started earlier than its created response says: from here on, all is due
 	}
 	if w.req.Revision > 0 && rev < st.compactedBefore {
@@ -173,7 +220,7 @@ func (st *watchStream) event(r *history.WatchResponse, idx int32, j int) {
 		}
 	}
 	st.lastEv = max(st.lastEv, rev)
-	st.got = append(st.got, delivered{rank: k, rec: idx, ev: int32(j), rev: rev, time: r.Time})
+	st.deliver(delivered{rank: k, e: e, rev: rev, time: r.Time})
 }
 
 // seenInRevision reports whether an event of key k came earlier in revision rev's events, and remembers
@@ -228,10 +275,69 @@ func (st *watchStream) canceledForCompaction(n int, r *history.WatchResponse) {
 	}
 }
 
-// checkDelivered compares what a watcher received, revision by revision, with the replay's changes to its
-// range from start to end: reliable (nothing missing), resumable (nothing missing at the start), and each
-// event's content, previous value and create flag.
-func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi int32, start, end int64, compactions []compaction) {
+// deliver takes an event the watcher received: held, or compared with the replay once its revision is
+// complete (events arrive in revision order, or the stream is disordered and checked again held).
+func (st *watchStream) deliver(d delivered) {
+	st.count++
+	if !st.w.hasReq || st.start == 0 {
+		return // what the watcher should have received is unknown
+	}
+	if st.held {
+		st.got = append(st.got, d)
+		return
+	}
+	if st.count == 1 {
+		st.dc.begin(st.start) // the start is settled by the first event
+	}
+	if d.rev < st.dc.next {
+		return
+	}
+	if len(st.cur) > 0 && st.cur[0].rev != d.rev {
+		st.dc.upTo(st.cur[0].rev, st.cur)
+		st.cur = st.cur[:0]
+	}
+	st.cur = append(st.cur, d)
+}
+
+// finish compares the rest of what the watcher received with the replay, up to the last revision it
+// vouched for with an event or a progress notification.
+func (st *watchStream) finish() {
+	if !st.w.hasReq || st.start == 0 {
+		return // what the watcher should have received is unknown
+	}
+	end := min(max(st.lastEv, st.lastProg), st.c.maxRev)
+	if st.count == 0 || st.held {
+		st.dc.begin(st.start)
+	}
+	if st.held {
+		st.dc.all(st.got, end)
+		return
+	}
+	if len(st.cur) > 0 {
+		st.dc.upTo(st.cur[0].rev, st.cur)
+	}
+	st.dc.upTo(end, nil)
+}
+
+// deliveryCheck compares what a watcher received, revision by revision, with the replay's changes to its
+// range [lo, hi) from its start on: reliable (nothing missing), resumable (nothing missing at the start),
+// and each event's content, previous value and create flag.
+type deliveryCheck struct {
+	s           *sweep
+	w           *watcher
+	lo, hi      int32
+	start, next int64 // next: the first revision not compared yet
+	first       bool  // nothing compared yet
+	compactions []compaction
+}
+
+// begin sets the first revision to compare.
+func (dc *deliveryCheck) begin(start int64) {
+	dc.start, dc.next = start, max(start, dc.s.c.base+1)
+}
+
+// all compares every event a watcher received (held, in arrival order) up to revision end.
+func (dc *deliveryCheck) all(got []delivered, end int64) {
 	slices.SortStableFunc(got, func(a, b delivered) int {
 		if a.rev != b.rev {
 			return cmp.Compare(a.rev, b.rev)
@@ -239,58 +345,78 @@ func (c *checker) checkDelivered(s *sweep, w *watcher, got []delivered, lo, hi i
 		return int(a.rank - b.rank)
 	})
 	gi := 0
-	first := true
-	from := max(start, c.base+1)
-	for gi < len(got) && got[gi].rev < from {
+	for gi < len(got) && got[gi].rev < dc.next {
 		gi++
 	}
-	for r := from; r <= end; r++ {
-		ri := c.rev(r)
-		if s.gap[ri] {
+	for r := dc.next; r <= end; r++ {
+		if dc.s.gap[dc.s.c.rev(r)] {
 			continue
 		}
-		canon := s.canon[s.canonAt[ri]:s.canonAt[ri+1]]
-		var want []*canonEvent
-		for j := range canon {
-			if e := &canon[j]; e.rank >= lo && e.rank < hi {
-				want = append(want, e)
-			}
-		}
-		slices.SortFunc(want, func(a, b *canonEvent) int { return int(a.rank - b.rank) })
-		var have []delivered
+		j := gi
 		for gi < len(got) && got[gi].rev == r {
-			have = append(have, got[gi])
 			gi++
 		}
-		wi, hi2 := 0, 0
-		for wi < len(want) || hi2 < len(have) {
-			switch {
-			case hi2 >= len(have) || (wi < len(want) && want[wi].rank < have[hi2].rank):
-				e := want[wi]
-				wi++
-				if e.maybe {
-					continue
-				}
-				kind := "watch not reliable"
-				if first && r == start {
-					kind = "watch not resumable"
-				}
-				c.watchViolation(w, kind, c.key(e.rank), r, c.existedAt(r), "missed the %s of %q at revision %d", eventName(e), c.key(e.rank), r)
-			case wi >= len(want) || have[hi2].rank < want[wi].rank:
-				d := have[hi2]
-				hi2++
-				ev := &c.h.Watches[d.rec].Events[d.ev]
-				c.watchViolation(w, "phantom watch event", ev.KV.Key, r, d.time, "received %s, but the replay changed nothing of %q at revision %d", describeEvent(ev), ev.KV.Key, r)
-			default:
-				c.checkEvent(w, want[wi], have[hi2], compactions)
-				wi++
-				hi2++
+		dc.revision(r, got[j:gi])
+	}
+	dc.next = max(dc.next, end+1)
+}
+
+// upTo compares the revisions up to end, where have holds the events received at end (in arrival
+// order) and none were received at the revisions before it.
+func (dc *deliveryCheck) upTo(end int64, have []delivered) {
+	slices.SortStableFunc(have, func(a, b delivered) int { return int(a.rank - b.rank) })
+	for r := dc.next; r <= end; r++ {
+		if dc.s.gap[dc.s.c.rev(r)] {
+			continue
+		}
+		if r == end {
+			dc.revision(r, have)
+		} else {
+			dc.revision(r, nil)
+		}
+	}
+	dc.next = max(dc.next, end+1)
+}
+
+// revision compares the events received at revision r, sorted by key, with the replay's changes there.
+func (dc *deliveryCheck) revision(r int64, have []delivered) {
+	s, c, w := dc.s, dc.s.c, dc.w
+	ri := c.rev(r)
+	canon := s.canon[s.canonAt[ri]:s.canonAt[ri+1]]
+	var want []*canonEvent
+	for j := range canon {
+		if e := &canon[j]; e.rank >= dc.lo && e.rank < dc.hi {
+			want = append(want, e)
+		}
+	}
+	slices.SortFunc(want, func(a, b *canonEvent) int { return int(a.rank - b.rank) })
+	wi, hi2 := 0, 0
+	for wi < len(want) || hi2 < len(have) {
+		switch {
+		case hi2 >= len(have) || (wi < len(want) && want[wi].rank < have[hi2].rank):
+			e := want[wi]
+			wi++
+			if e.maybe {
+				continue
 			}
-			first = false
+			kind := "watch not reliable"
+			if dc.first && r == dc.start {
+				kind = "watch not resumable"
+			}
+			c.deliveryViolation(w, kind, c.key(e.rank), r, c.existedAt(r), "missed the %s of %q at revision %d", eventName(e), c.key(e.rank), r)
+		case wi >= len(want) || have[hi2].rank < want[wi].rank:
+			d := have[hi2]
+			hi2++
+			c.deliveryViolation(w, "phantom watch event", d.e.KV.Key, r, d.time, "received %s, but the replay changed nothing of %q at revision %d", describeEvent(d.e), d.e.KV.Key, r)
+		default:
+			c.checkEvent(w, want[wi], have[hi2], dc.compactions)
+			wi++
+			hi2++
 		}
-		if len(want) > 0 || len(have) > 0 {
-			first = false
-		}
+		dc.first = false
+	}
+	if len(want) > 0 || len(have) > 0 {
+		dc.first = false
 	}
 }
 
@@ -314,11 +440,10 @@ func eventName(e *canonEvent) string {
 
 // checkEvent compares one received event with the replay's change.
 func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compactions []compaction) {
-	r := &c.h.Watches[d.rec]
-	e := &r.Events[d.ev]
+	e := d.e
 	key := e.KV.Key
 	if want.del != (e.Type == history.EventDelete) {
-		c.watchViolation(w, "wrong watch event", key, d.rev, d.time, "received %s, but the replay has a %s", describeEvent(e), eventName(want))
+		c.deliveryViolation(w, "wrong watch event", key, d.rev, d.time, "received %s, but the replay has a %s", describeEvent(e), eventName(want))
 		return
 	}
 	if !want.del {
@@ -326,10 +451,10 @@ func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compacti
 		bad := kv.Value.ID != want.r.value || kv.Lease != want.r.lease ||
 			(want.unk&unkCreate == 0 && kv.CreateRevision != want.r.create) || (want.unk&unkVersion == 0 && kv.Version != want.r.version)
 		if bad {
-			c.watchViolation(w, "wrong watch event", key, d.rev, d.time, "received %s, but the replay has %s", describeEvent(e), describeRec(key, want.r))
+			c.deliveryViolation(w, "wrong watch event", key, d.rev, d.time, "received %s, but the replay has %s", describeEvent(e), describeRec(key, want.r))
 		}
 		if want.prevExists >= 0 && e.IsCreate != (want.prevExists == 0) {
-			c.watchViolation(w, "wrong watch IsCreate", key, d.rev, d.time, "received %s with IsCreate %v, but %q %s before", describeEvent(e), e.IsCreate, key,
+			c.deliveryViolation(w, "wrong watch IsCreate", key, d.rev, d.time, "received %s with IsCreate %v, but %q %s before", describeEvent(e), e.IsCreate, key,
 				map[int8]string{0: "did not exist", 1: "existed"}[want.prevExists])
 		}
 	}
@@ -338,19 +463,19 @@ func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compacti
 	}
 	switch {
 	case want.prevExists == 0 && e.PrevKV != nil:
-		c.watchViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but %q did not exist before", describeEvent(e), describeKV(e.PrevKV), key)
+		c.deliveryViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but %q did not exist before", describeEvent(e), describeKV(e.PrevKV), key)
 	case want.prevExists == 1 && e.PrevKV == nil:
 		// etcd reads the previous value when it sends the event; a compaction past it in between makes
 		// the read fail and the event goes without one. Anything else is a missing previous value.
 		if !compactedSince(compactions, d.rev-1, d.time) {
-			c.watchViolation(w, "missing watch prevKV", key, d.rev, d.time, "received %s without the previous value it asked for (%s)", describeEvent(e), describeRec(key, want.prev))
+			c.deliveryViolation(w, "missing watch prevKV", key, d.rev, d.time, "received %s without the previous value it asked for (%s)", describeEvent(e), describeRec(key, want.prev))
 		}
 	case want.prevExists == 1:
 		p := e.PrevKV
 		bad := p.Key != key || p.ModRevision != want.prev.mod || (want.prevUnk&unkValue == 0 && p.Value.ID != want.prev.value) || p.Lease != want.prev.lease ||
 			(want.prevUnk&unkCreate == 0 && p.CreateRevision != want.prev.create) || (want.prevUnk&unkVersion == 0 && p.Version != want.prev.version)
 		if bad {
-			c.watchViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but the replay has %s", describeEvent(e), describeKV(p), describeRec(key, want.prev))
+			c.deliveryViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but the replay has %s", describeEvent(e), describeKV(p), describeRec(key, want.prev))
 		}
 	}
 }

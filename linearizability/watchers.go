@@ -13,21 +13,32 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// watcher is one watch of the run with its records in arrival order.
+// watcher is one watch of the run: its request and what the passes over its records derive.
 type watcher struct {
 	id, client int
 	req        history.WatchRequest
 	hasReq     bool
-	requested  int64   // when the watch was asked for (its request record), or its first record
-	recs       []int32 // indexes in History.Watches
+	requested  int64 // when the watch was asked for (its request record), or its first record
+	// created and createdRev: whether a record confirmed the watch, and the revision the first one
+	// carries; createdFrom is the revision after the first confirmation that carries one other than -1.
+	created                 bool
+	createdRev, createdFrom int64
+	seenTo                  int64       // the highest revision of any event or progress notification it received
+	found, missed           []Violation // the watch checks' findings (see watchViolation)
 }
 
-// groupWatchers gathers each watcher's records in arrival order, its request apart: the watch checks
-// take one watcher at a time.
-func (c *checker) groupWatchers() {
+// groupWatchers finds the run's watchers and, for each, its request, its first confirmation and the
+// highest revision it vouches for: the watch checks read each watcher's records again in arrival order,
+// the request apart. On the way it adds the keys of every event to keys and returns the highest revision
+// any record names.
+func (c *checker) groupWatchers(keys map[string]struct{}) (maxRev int64) {
 	byID := map[int]*watcher{}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
+		maxRev = max(maxRev, r.Revision)
+		for j := range r.Events {
+			keys[r.Events[j].KV.Key] = struct{}{}
+			maxRev = max(maxRev, r.Events[j].KV.ModRevision)
+		}
 		w := byID[r.Watcher]
 		if w == nil {
 			w = &watcher{id: r.Watcher, client: r.Client, requested: r.Time}
@@ -38,78 +49,139 @@ func (c *checker) groupWatchers() {
 			w.req, w.hasReq = *r.Request, true
 			w.requested = min(w.requested, r.Time)
 		}
-		if r.Request != nil && r.Revision == 0 && !r.Created && len(r.Events) == 0 && !r.Progress && !r.Canceled && r.CompactRevision == 0 {
-			continue // the request record
+		if r.Revision > 0 && r.Error == "" {
+			c.evidence++
 		}
-		w.recs = append(w.recs, int32(i))
+		c.progress = c.progress || r.Progress
+		if isRequestRecord(r) {
+			return
+		}
+		if r.Created {
+			if !w.created {
+				w.created, w.createdRev = true, r.Revision
+			}
+			if w.createdFrom == 0 {
+				w.createdFrom = r.Revision + 1
+			}
+		}
+		if r.Progress {
+			w.seenTo = max(w.seenTo, r.Revision)
+		}
+		for j := range r.Events {
+			w.seenTo = max(w.seenTo, r.Events[j].KV.ModRevision)
+		}
 		c.stats.WatchEvents += len(r.Events)
-	}
+	})
 	slices.SortFunc(c.watchers, func(a, b *watcher) int { return a.id - b.id })
 	c.stats.Watchers = len(c.watchers)
+	return maxRev
 }
 
-// obsEvent is one event seen by a watcher, for the union of what all watchers saw.
+// obsEvent is one event seen by a watcher, for the union of what all watchers saw: the first watch record
+// (in file order) that carried an event of its revision and key, and a copy of that event without its
+// previous value.
 type obsEvent struct {
-	rev  int64
-	rank int32
-	rec  int32 // index of the watch record in History.Watches
-	ev   int32 // index of the event in the record
+	rev     int64
+	rank    int32
+	rec, ev int32 // the watch record (its number in file order) and the event's index in it
+	watcher int
+	time    int64
+	e       history.Event
 }
 
-// unionObserved collects every event any watcher saw, by revision and key. Watchers must agree on what
-// happened at a revision; a revision nobody wrote that watchers saw is still known, from them.
-func (c *checker) unionObserved() {
-	all := make([]obsEvent, 0, c.stats.WatchEvents)
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
-		for j := range r.Events {
-			e := &r.Events[j]
-			rev := e.KV.ModRevision
-			if rev <= c.base || rev > c.maxRev {
-				continue
-			}
-			all = append(all, obsEvent{rev: rev, rank: c.rank(e.KV.Key), rec: int32(i), ev: int32(j)})
-		}
-	}
-	slices.SortFunc(all, func(a, b obsEvent) int {
-		if a.rev != b.rev {
-			return cmp.Compare(a.rev, b.rev)
-		}
-		if a.rank != b.rank {
-			return int(a.rank - b.rank)
-		}
-		return int(a.rec - b.rec)
-	})
-	// Keep one event per revision and key; the others must agree with it.
-	out := all[:0]
-	for _, o := range all {
-		if n := len(out); n > 0 && out[n-1].rev == o.rev && out[n-1].rank == o.rank {
-			first := c.event(out[n-1])
-			e := c.event(o)
-			if first.Type != e.Type || !sameRecord(&first.KV, &e.KV) {
-				w1, w2 := &c.h.Watches[out[n-1].rec], &c.h.Watches[o.rec]
-				c.vs.add(Violation{Check: CheckWatch, Kind: "watchers disagree", Key: e.KV.Key, Revision: o.rev, Watcher: w2.Watcher, Time: min(w1.Time, w2.Time),
-					Message: fmt.Sprintf("watcher %d received %s but watcher %d received %s", w1.Watcher, describeEvent(first), w2.Watcher, describeEvent(e))})
-			}
+// obsPlace is where an event any watcher saw is: its revision, key, record and index in the record.
+type obsPlace struct {
+	rev           int64
+	rank, rec, ev int32
+}
+
+// placeObserved appends the places of record i's events within the run's revisions to places.
+func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResponse) []obsPlace {
+	for j := range r.Events {
+		rev := r.Events[j].KV.ModRevision
+		if rev <= c.base || rev > c.maxRev {
 			continue
 		}
-		out = append(out, o)
+		places = append(places, obsPlace{rev: rev, rank: c.rank(r.Events[j].KV.Key), rec: i, ev: int32(j)})
 	}
-	c.observed = slices.Clone(out) // the watchers' copies of each event are gone: keep what remains only
+	return places
+}
+
+// unionObserved collects every event any watcher saw, by revision and key, from the places of all of them.
+// Watchers must agree on what happened at a revision; a revision nobody wrote that watchers saw is still
+// known, from them. The first event of each revision and key is the one kept; another pass over the
+// records copies it and compares every other event with it, so that only one event per revision and key
+// is held.
+func (c *checker) unionObserved(all []obsPlace) {
+	slices.SortFunc(all, func(a, b obsPlace) int {
+		return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
+	})
+	firsts := 0
+	for i, p := range all {
+		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
+			firsts++
+		}
+	}
+	c.observed = make([]obsEvent, 0, firsts)
+	for i, p := range all {
+		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
+			c.observed = append(c.observed, obsEvent{rev: p.rev, rank: p.rank, rec: p.rec, ev: p.ev})
+		}
+	}
+	c.checkObservedAgree()
 	n := c.rev(c.maxRev) + 1
 	c.obsAt = make([]int32, n+1)
 	j := 0
 	for r := range n {
 		c.obsAt[r] = int32(j)
-		for j < len(out) && c.rev(out[j].rev) == r {
+		for j < len(c.observed) && c.rev(c.observed[j].rev) == r {
 			j++
 		}
 	}
-	c.obsAt[n] = int32(len(out))
+	c.obsAt[n] = int32(len(c.observed))
 }
 
-// event is the watch event an observed event points at.
-func (c *checker) event(o obsEvent) *history.Event { return &c.h.Watches[o.rec].Events[o.ev] }
+// compareObserved orders observed events by revision, key, record and position in the record.
+func compareObserved(a, b obsEvent) int {
+	return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
+}
+
+// checkObservedAgree copies the first event of each revision and key into the union, and reports every other
+// event of that revision and key that differs from it, in the union's order.
+func (c *checker) checkObservedAgree() {
+	type disagreement struct {
+		at obsEvent
+		v  Violation
+	}
+	var found []disagreement
+	c.eachWatch(func(i int32, r *history.WatchResponse) {
+		for j := range r.Events {
+			e := &r.Events[j]
+			o := obsEvent{rev: e.KV.ModRevision, rank: c.rank(e.KV.Key), rec: i, ev: int32(j)}
+			if o.rev <= c.base || o.rev > c.maxRev {
+				continue
+			}
+			k, _ := slices.BinarySearchFunc(c.observed, o, func(a, b obsEvent) int { return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank)) })
+			first := &c.observed[k]
+			if first.rec == i && first.ev == int32(j) {
+				first.watcher, first.time, first.e = r.Watcher, r.Time, *e
+				first.e.PrevKV = nil
+				continue
+			}
+			if first.e.Type != e.Type || !sameRecord(&first.e.KV, &e.KV) {
+				found = append(found, disagreement{at: o, v: Violation{Check: CheckWatch, Kind: "watchers disagree", Key: e.KV.Key, Revision: o.rev, Watcher: r.Watcher, Time: min(first.time, r.Time),
+					Message: fmt.Sprintf("watcher %d received %s but watcher %d received %s", first.watcher, describeEvent(&first.e), r.Watcher, describeEvent(e))}})
+			}
+		}
+	})
+	slices.SortFunc(found, func(a, b disagreement) int { return compareObserved(a.at, b.at) })
+	for _, d := range found {
+		c.vs.add(d.v)
+	}
+}
+
+// event is the watch event an observed event holds.
+func (c *checker) event(o *obsEvent) *history.Event { return &o.e }
 
 // observedAt is what watchers saw happen at revision r, one event per key.
 func (c *checker) observedAt(r int64) []obsEvent {
@@ -138,18 +210,9 @@ func (c *checker) watchSpans() {
 		if !w.hasReq {
 			continue
 		}
-		from, to := w.req.Revision, int64(0)
-		for _, i := range w.recs {
-			r := &c.h.Watches[i]
-			if r.Created && from == 0 {
-				from = r.Revision + 1
-			}
-			if r.Progress {
-				to = max(to, r.Revision)
-			}
-			for j := range r.Events {
-				to = max(to, r.Events[j].KV.ModRevision)
-			}
+		from, to := w.req.Revision, w.seenTo
+		if from == 0 {
+			from = w.createdFrom
 		}
 		if from == 0 || to < from {
 			continue

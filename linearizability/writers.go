@@ -85,74 +85,81 @@ func (c *checker) claimAnswered() {
 	}
 }
 
-// resolveFromEvidence matches every value seen (in reads, previous values and watch events) with its write.
-// An answered write must be seen at its own revision and key; a failed write whose value was seen took
-// effect, at the revision it was seen with.
-func (c *checker) resolveFromEvidence() {
-	see := func(kv *history.KV, at int64, who string, ops []int) {
-		if kv.Value.ID == 0 || kv.ModRevision <= c.base {
-			return // not a value of this run (keys-only reads, foreign or earlier writes)
-		}
-		ref, ok := c.values[kv.Value.ID]
-		if !ok {
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: ops, Time: at,
-				Message: fmt.Sprintf("%s value #%d at revision %d, which no request of the run wrote", who, kv.Value.ID, kv.ModRevision)})
-			return
-		}
-		if ref.dup {
-			return
-		}
-		if ref.key != kv.Key {
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "value under wrong key", Key: kv.Key, Revision: kv.ModRevision,
-				Ops: append([]int{int(ref.op)}, ops...), Time: at,
-				Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
-			return
-		}
-		oi := &c.ops[ref.op]
-		switch oi.state {
-		case opAcked:
-			if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
-				c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
-					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
-					Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
-			}
-			if oi.taken != ref.branch {
-				c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
-					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
-					Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
-			}
-		case opUnresolved:
-			oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
-			c.stats.ResolvedWrites++
-		case opResolved:
-			if oi.rev != kv.ModRevision {
-				c.vs.add(Violation{Check: CheckLinearizability, Kind: "value at two revisions", Key: kv.Key, Revision: kv.ModRevision,
-					Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.seen),
-					Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
-			}
-			oi.seen = min(oi.seen, at)
-		}
-	}
+// resolveFromAnswers, resolveFromWatch and claimResolved match every value seen (in reads, previous values
+// and watch events) with its write. An answered write must be seen at its own revision and key; a failed
+// write whose value was seen took effect, at the revision it was seen with.
+func (c *checker) resolveFromAnswers() {
 	for i := range c.h.Operations {
 		op := &c.h.Operations[i]
 		if op.Response == nil {
 			continue
 		}
-		forEachKV(op.Response, func(kv *history.KV) { see(kv, op.Return, "a read returned", []int{i}) })
+		forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, "a read returned", []int{i}) })
 	}
-	for i := range c.h.Watches {
-		r := &c.h.Watches[i]
-		for j := range r.Events {
-			e := &r.Events[j]
-			see(&e.KV, r.Time, fmt.Sprintf("watcher %d received", r.Watcher), nil)
-			if e.PrevKV != nil {
-				see(e.PrevKV, r.Time, fmt.Sprintf("watcher %d received as previous value", r.Watcher), nil)
-			}
+}
+
+// resolveFromWatch matches the values of a watch record's events and their previous values.
+func (c *checker) resolveFromWatch(r *history.WatchResponse) {
+	for j := range r.Events {
+		e := &r.Events[j]
+		c.see(&e.KV, r.Time, fmt.Sprintf("watcher %d received", r.Watcher), nil)
+		if e.PrevKV != nil {
+			c.see(e.PrevKV, r.Time, fmt.Sprintf("watcher %d received as previous value", r.Watcher), nil)
 		}
 	}
+}
+
+// claimResolved gives every failed write whose value was seen the revision it was seen with.
+func (c *checker) claimResolved() {
 	for i := range c.ops {
 		if c.ops[i].state == opResolved {
 			c.claim(int32(i), c.ops[i].rev)
 		}
+	}
+}
+
+// see matches one value seen, at time at, by who (operations ops), with its write.
+func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
+	if kv.Value.ID == 0 || kv.ModRevision <= c.base {
+		return // not a value of this run (keys-only reads, foreign or earlier writes)
+	}
+	ref, ok := c.values[kv.Value.ID]
+	if !ok {
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: ops, Time: at,
+			Message: fmt.Sprintf("%s value #%d at revision %d, which no request of the run wrote", who, kv.Value.ID, kv.ModRevision)})
+		return
+	}
+	if ref.dup {
+		return
+	}
+	if ref.key != kv.Key {
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "value under wrong key", Key: kv.Key, Revision: kv.ModRevision,
+			Ops: append([]int{int(ref.op)}, ops...), Time: at,
+			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
+		return
+	}
+	oi := &c.ops[ref.op]
+	switch oi.state {
+	case opAcked:
+		if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
+				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+				Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
+		}
+		if oi.taken != ref.branch {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
+				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+				Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
+		}
+	case opUnresolved:
+		oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
+		c.stats.ResolvedWrites++
+	case opResolved:
+		if oi.rev != kv.ModRevision {
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "value at two revisions", Key: kv.Key, Revision: kv.ModRevision,
+				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.seen),
+				Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
+		}
+		oi.seen = min(oi.seen, at)
 	}
 }

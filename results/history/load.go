@@ -1,9 +1,5 @@
 package history
 
-import (
-	"errors"
-)
-
 // History is a recorded run, loaded for checking: every operation and every watch record, in file order.
 // A loaded history is read-only: to keep a long run's history in memory, large range answers hold their
 // key-values packed (see RangeResponse) and records that carry the same previous key-value share it.
@@ -39,15 +35,7 @@ func Load(dir string) (*History, error) {
 			return &h.Watches[len(h.Watches)-1]
 		}, func(*WatchResponse) error { return nil })
 	}()
-	n, err := countRecords(opsPath)
-	if err != nil {
-		return nil, errors.Join(err, <-watchErr)
-	}
-	h.Operations = make([]Operation, 0, n)
-	err = readOperations(opsPath, &kvTable{}, func() *Operation {
-		h.Operations = append(h.Operations, Operation{})
-		return &h.Operations[len(h.Operations)-1]
-	}, func(*Operation) error { return nil })
+	h.Operations, err = loadOperations(opsPath)
 	if werr := <-watchErr; err == nil {
 		err = werr
 	}
@@ -55,4 +43,33 @@ func Load(dir string) (*History, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// LoadOperations reads the operations of run directory dir, as Load does, without its watch records: a
+// check that streams the watch file (linearizability.CheckDir) reads it again pass by pass instead of
+// holding it.
+func LoadOperations(dir string) (*History, error) {
+	opsPath, err := HistoryPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := loadOperations(opsPath)
+	if err != nil {
+		return nil, err
+	}
+	return &History{Operations: ops}, nil
+}
+
+// loadOperations decodes a history file straight into one slice, large range answers packed.
+func loadOperations(path string) ([]Operation, error) {
+	n, err := countRecords(path)
+	if err != nil {
+		return nil, err
+	}
+	ops := make([]Operation, 0, n)
+	err = readOperations(path, &kvTable{}, func() *Operation {
+		ops = append(ops, Operation{})
+		return &ops[len(ops)-1]
+	}, func(*Operation) error { return nil })
+	return ops, err
 }
