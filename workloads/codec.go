@@ -12,6 +12,7 @@ import (
 // gogoMessage is what etcd's generated (gogoproto) messages implement: they size, marshal and unmarshal
 // themselves, without reflection.
 type gogoMessage interface {
+	Reset()
 	Size() int
 	MarshalToSizedBuffer([]byte) (int, error)
 	Unmarshal([]byte) error
@@ -59,11 +60,14 @@ func (c etcdCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 // Unmarshal decodes data into v: in place when it arrived in one piece, else gathered into a scratch
 // buffer. etcd's generated Unmarshal copies every byte field it keeps, so the buffer is reused at once.
+// It merges into what v holds, so v is reset first: a message received into twice holds the second
+// answer only, as with gRPC's codec.
 func (c etcdCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(gogoMessage)
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
 	}
+	m.Reset()
 	var err error
 	if len(data) == 1 {
 		err = m.Unmarshal(data[0].ReadOnlyData())

@@ -102,6 +102,29 @@ func TestEtcdCodecPieces(t *testing.T) {
 	}
 }
 
+// TestEtcdCodecReplaces: a message received into twice holds the second message only, as with gRPC's
+// codec (etcd's generated Unmarshal alone would append the second answer's events to the first's).
+func TestEtcdCodecReplaces(t *testing.T) {
+	c := newEtcdCodec()
+	first := &pb.WatchResponse{WatchId: 1, Events: []*mvccpb.Event{{Kv: &mvccpb.KeyValue{Key: []byte("a"), ModRevision: 5}}}}
+	second := &pb.WatchResponse{WatchId: 1, Events: []*mvccpb.Event{{Kv: &mvccpb.KeyValue{Key: []byte("b"), ModRevision: 6}}}}
+	var got pb.WatchResponse
+	for _, m := range []*pb.WatchResponse{first, second} {
+		data, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range []mem.BufferSlice{data, pieces(data.Materialize(), 3)} {
+			if err := c.Unmarshal(in, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&got, m) {
+				t.Fatalf("received %v, want %v", &got, m)
+			}
+		}
+	}
+}
+
 // TestEtcdCodecOtherMessages: messages that are not etcd's (the health service's) go to gRPC's codec.
 func TestEtcdCodecOtherMessages(t *testing.T) {
 	c := newEtcdCodec()
