@@ -77,32 +77,47 @@ func (c *checker) groupWatchers(keys map[string]struct{}) (maxRev int64) {
 	return maxRev
 }
 
-// obsEvent is one event seen by a watcher, for the union of what all watchers saw: the first watch record
-// (in file order) that carried an event of its revision and key, and a copy of that event without its
-// previous value.
-type obsEvent struct {
-	rev     int64
-	rank    int32
-	rec, ev int32 // the watch record (its number in file order) and the event's index in it
-	watcher int
-	time    int64
-	e       history.Event
-}
-
-// obsPlace is where an event any watcher saw is: its revision, key, record and index in the record.
+// obsPlace is where an event any watcher saw is: its revision, key, record (its number in file order)
+// and index in the record.
 type obsPlace struct {
 	rev           int64
 	rank, rec, ev int32
 }
 
+// compare orders places by revision, key, record and position in the record.
+func (a obsPlace) compare(b obsPlace) int {
+	return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
+}
+
+// sameChange reports whether two places are of one revision and key.
+func (a obsPlace) sameChange(b obsPlace) bool { return a.rev == b.rev && a.rank == b.rank }
+
+// obsEvent is one event seen by a watcher, for the union of what all watchers saw: the first watch record
+// (in file order) that carried an event of its revision and key, and a copy of that event without its
+// previous value.
+type obsEvent struct {
+	obsPlace
+	watcher int
+	time    int64
+	e       history.Event
+}
+
+// placeOf returns the place of the j-th event of record i, r, and false when its revision is outside the
+// run's.
+func (c *checker) placeOf(i int32, r *history.WatchResponse, j int) (obsPlace, bool) {
+	kv := &r.Events[j].KV
+	if kv.ModRevision <= c.base || kv.ModRevision > c.maxRev {
+		return obsPlace{}, false
+	}
+	return obsPlace{rev: kv.ModRevision, rank: c.rank(kv.Key), rec: i, ev: int32(j)}, true
+}
+
 // placeObserved appends the places of record i's events within the run's revisions to places.
 func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResponse) []obsPlace {
 	for j := range r.Events {
-		rev := r.Events[j].KV.ModRevision
-		if rev <= c.base || rev > c.maxRev {
-			continue
+		if p, ok := c.placeOf(i, r, j); ok {
+			places = append(places, p)
 		}
-		places = append(places, obsPlace{rev: rev, rank: c.rank(r.Events[j].KV.Key), rec: i, ev: int32(j)})
 	}
 	return places
 }
@@ -113,19 +128,18 @@ func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResp
 // records copies it and compares every other event with it, so that only one event per revision and key
 // is held.
 func (c *checker) unionObserved(all []obsPlace) {
-	slices.SortFunc(all, func(a, b obsPlace) int {
-		return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
-	})
+	slices.SortFunc(all, obsPlace.compare)
+	first := func(i int) bool { return i == 0 || !all[i-1].sameChange(all[i]) }
 	firsts := 0
-	for i, p := range all {
-		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
+	for i := range all {
+		if first(i) {
 			firsts++
 		}
 	}
-	c.observed = make([]obsEvent, 0, firsts)
+	c.observed = make([]obsEvent, 0, firsts) // exactly: the union is held for the whole replay
 	for i, p := range all {
-		if i == 0 || all[i-1].rev != p.rev || all[i-1].rank != p.rank {
-			c.observed = append(c.observed, obsEvent{rev: p.rev, rank: p.rank, rec: p.rec, ev: p.ev})
+		if first(i) {
+			c.observed = append(c.observed, obsEvent{obsPlace: p})
 		}
 	}
 	c.checkObservedAgree()
@@ -141,27 +155,24 @@ func (c *checker) unionObserved(all []obsPlace) {
 	c.obsAt[n] = int32(len(c.observed))
 }
 
-// compareObserved orders observed events by revision, key, record and position in the record.
-func compareObserved(a, b obsEvent) int {
-	return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank), cmp.Compare(a.rec, b.rec), cmp.Compare(a.ev, b.ev))
-}
-
 // checkObservedAgree copies the first event of each revision and key into the union, and reports every other
 // event of that revision and key that differs from it, in the union's order.
 func (c *checker) checkObservedAgree() {
 	type disagreement struct {
-		at obsEvent
+		at obsPlace
 		v  Violation
 	}
 	var found []disagreement
 	c.eachWatch(func(i int32, r *history.WatchResponse) {
 		for j := range r.Events {
-			e := &r.Events[j]
-			o := obsEvent{rev: e.KV.ModRevision, rank: c.rank(e.KV.Key), rec: i, ev: int32(j)}
-			if o.rev <= c.base || o.rev > c.maxRev {
+			o, ok := c.placeOf(i, r, j)
+			if !ok {
 				continue
 			}
-			k, _ := slices.BinarySearchFunc(c.observed, o, func(a, b obsEvent) int { return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank)) })
+			e := &r.Events[j]
+			k, _ := slices.BinarySearchFunc(c.observed, o, func(a obsEvent, b obsPlace) int {
+				return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank))
+			})
 			first := &c.observed[k]
 			if first.rec == i && first.ev == int32(j) {
 				first.watcher, first.time, first.e = r.Watcher, r.Time, *e
@@ -174,7 +185,7 @@ func (c *checker) checkObservedAgree() {
 			}
 		}
 	})
-	slices.SortFunc(found, func(a, b disagreement) int { return compareObserved(a.at, b.at) })
+	slices.SortFunc(found, func(a, b disagreement) int { return a.at.compare(b.at) })
 	for _, d := range found {
 		c.vs.add(d.v)
 	}
