@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -50,23 +49,6 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		rep.Stats.Operations, rep.Stats.WatchEvents, time.Since(start).Seconds(), cpuSeconds(), peakRSS()>>20, filepath.Join(o.Dir, lin.ReportFile))
 	return rep, err
 }
-
-// checkMemory sets the garbage collector up for a check and returns the function that restores the
-// previous settings. A run collects rarely during its load (its live heap is small, its allocation rate
-// high); a check holds the whole history, hundreds of megabytes, and at the run's setting its heap could
-// grow to five times that. A soft limit makes the collector work harder rather than let a long history
-// push the process past what the machine can spare.
-func checkMemory() func() {
-	gc := debug.SetGCPercent(100)
-	limit := debug.SetMemoryLimit(checkMemoryLimit)
-	return func() {
-		debug.SetGCPercent(gc)
-		debug.SetMemoryLimit(limit)
-	}
-}
-
-// checkMemoryLimit is the soft memory limit while checking.
-const checkMemoryLimit = 1536 << 20
 
 // peakRSS returns the process's peak resident set size in bytes.
 func peakRSS() int64 {
