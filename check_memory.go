@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -47,14 +49,14 @@ func checkMemory() func() {
 }
 
 // memoryAvailable returns the bytes of memory this process may use: the smaller of the machine's memory
-// (/proc/meminfo MemTotal) and its cgroup's limit (v2 memory.max, or v1 memory.limit_in_bytes), or 0 when
-// neither can be read. read reads a file (os.ReadFile).
+// (/proc/meminfo MemTotal) and every cgroup memory limit that applies to it, or 0 when none can be read.
+// read reads a file (os.ReadFile).
 func memoryAvailable(read func(string) ([]byte, error)) int64 {
 	total := int64(0)
 	if b, err := read("/proc/meminfo"); err == nil {
 		total = memTotal(b)
 	}
-	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+	for _, path := range cgroupMemoryFiles(read) {
 		b, err := read(path)
 		if err != nil {
 			continue
@@ -69,6 +71,38 @@ func memoryAvailable(read func(string) ([]byte, error)) int64 {
 		}
 	}
 	return total
+}
+
+// cgroupMemoryFiles returns the files that may hold a memory limit on this process: those at the root of
+// the cgroup mounts (the process's own cgroup where it has a cgroup namespace, as in a container), and,
+// from /proc/self/cgroup, those of its cgroup and of each ancestor (a limit on a parent, such as a systemd
+// slice, applies too): memory.max for cgroup v2, memory.limit_in_bytes of the memory controller for v1.
+func cgroupMemoryFiles(read func(string) ([]byte, error)) []string {
+	files := []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+	b, err := read("/proc/self/cgroup")
+	if err != nil {
+		return files
+	}
+	for line := range strings.Lines(string(b)) {
+		// hierarchy-ID:controllers:path; v2's line is "0::path".
+		f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(f) != 3 || !strings.HasPrefix(f[2], "/") {
+			continue
+		}
+		var root, file string
+		switch {
+		case f[0] == "0" && f[1] == "":
+			root, file = "/sys/fs/cgroup", "memory.max"
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			root, file = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for dir := path.Clean(f[2]); dir != "/"; dir = path.Dir(dir) {
+			files = append(files, path.Join(root, dir, file))
+		}
+	}
+	return files
 }
 
 // memTotal returns MemTotal of /proc/meminfo's text in bytes, or 0.

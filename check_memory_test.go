@@ -31,6 +31,19 @@ func TestMemoryAvailable(t *testing.T) {
 		{"cgroup only", map[string]string{"/sys/fs/cgroup/memory.max": "4294967296"}, 4 << 30},
 		{"nothing readable", map[string]string{}, 0},
 		{"garbage", map[string]string{"/proc/meminfo": "MemTotal: lots kB\n", "/sys/fs/cgroup/memory.max": "?"}, 0},
+		{"cgroup v2 limit on a parent slice", map[string]string{"/proc/meminfo": meminfo,
+			"/proc/self/cgroup": "0::/limited.slice/job.scope\n",
+			"/sys/fs/cgroup/limited.slice/job.scope/memory.max": "max\n",
+			"/sys/fs/cgroup/limited.slice/memory.max":           "3221225472\n"}, 3 << 30},
+		{"cgroup v2: the smallest limit on the way up", map[string]string{"/proc/meminfo": meminfo,
+			"/proc/self/cgroup":             "0::/a/b\n",
+			"/sys/fs/cgroup/a/b/memory.max": "1073741824\n",
+			"/sys/fs/cgroup/a/memory.max":   "3221225472\n"}, 1 << 30},
+		{"cgroup v1 limit on its own cgroup", map[string]string{"/proc/meminfo": meminfo,
+			"/proc/self/cgroup":                                           "12:cpu,cpuacct:/other\n4:memory:/process_api/abc\n0::/\n",
+			"/sys/fs/cgroup/memory/memory.limit_in_bytes":                 "9223372036854771712\n",
+			"/sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes": "2147483648\n",
+			"/sys/fs/cgroup/other/memory.max":                             "1\n"}, 2 << 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := memoryAvailable(files(tc.files)); got != tc.want {
