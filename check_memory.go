@@ -1,8 +1,6 @@
 package chaosbench
 
 import (
-	"bufio"
-	"bytes"
 	"os"
 	"path"
 	"runtime/debug"
@@ -58,8 +56,8 @@ func memoryAvailable(read func(string) ([]byte, error)) int64 {
 	if b, err := read("/proc/meminfo"); err == nil {
 		total = memTotal(b)
 	}
-	for _, path := range cgroupMemoryFiles(read) {
-		b, err := read(path)
+	for _, file := range cgroupMemoryFiles(read) {
+		b, err := read(file)
 		if err != nil {
 			continue
 		}
@@ -109,9 +107,8 @@ func cgroupMemoryFiles(read func(string) ([]byte, error)) []string {
 
 // memTotal returns MemTotal of /proc/meminfo's text in bytes, or 0.
 func memTotal(meminfo []byte) int64 {
-	sc := bufio.NewScanner(bytes.NewReader(meminfo))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for line := range strings.Lines(string(meminfo)) {
+		f := strings.Fields(line)
 		if len(f) >= 2 && f[0] == "MemTotal:" {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil {
