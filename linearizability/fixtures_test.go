@@ -156,8 +156,10 @@ func recordFixtures(t *testing.T) {
 // optimistic pod update sent at 43.7 s during the partition and answered at 50.8 s, got the else branch
 // (its compare on mod revision 2892 false), and that branch's read returned the update's own value at mod
 // revision 3137: the request was applied twice, once with its compare true at 3137 and once with it false
-// at 3261. etcd's client logged no second attempt of a Txn in that run (a Txn is retried only when it was
-// never sent), so where the second application came from is not known yet.
+// at 3261. The members' raft logs (not kept here) hold the request twice, in term 4 at indexes 3285 and
+// 3418, under two request IDs proposed by two members (m3, the partitioned leader, and m2): the one client
+// call reached etcd twice. etcd's client logged no second attempt of it (it retries a Txn only when the
+// Txn was never sent); what sent it again is not known yet.
 func TestObservedAnomalies(t *testing.T) {
 	for name, want := range map[string]struct {
 		kind string
