@@ -45,7 +45,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	if *lower == "" || *mnt == "" {
 		return fail(errors.New("slowfs: --lower and --mount are required"))
 	}
-	st := &state{track: *track, rng: rand.New(rand.NewPCG(*seed, 0x736c6f77)), logs: map[uint64]*undoLog{}} // "slow"
+	st := &state{track: *track, changed: make(chan struct{}), rng: rand.New(rand.NewPCG(*seed, 0x736c6f77)), logs: map[uint64]*undoLog{}} // "slow"
 	server, err := st.mount(*lower, *mnt)
 	if err != nil {
 		return fail(err)
@@ -94,6 +94,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		}
 	}()
 	<-done
+	st.setDelays(&Delays{}) // release the requests still waiting, so that the member can let go of its files
 	if err := unmount(server, *mnt); err != nil {
 		fmt.Fprintln(os.Stderr, "slowfs:", err)
 		return 1
@@ -122,6 +123,9 @@ func unmount(server *fuse.Server, mnt string) error {
 type state struct {
 	fsyncDelay, fsyncJitter atomic.Int64
 	writeDelay, writeJitter atomic.Int64
+
+	changeMu sync.Mutex
+	changed  chan struct{} // closed when the delays change
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -174,10 +178,7 @@ func (st *state) handle(req request) response {
 		if d.Fsync < 0 || d.FsyncJitter < 0 || d.Write < 0 || d.WriteJitter < 0 {
 			return response{Error: "set: negative delay"}
 		}
-		st.fsyncDelay.Store(int64(d.Fsync))
-		st.fsyncJitter.Store(int64(d.FsyncJitter))
-		st.writeDelay.Store(int64(d.Write))
-		st.writeJitter.Store(int64(d.WriteJitter))
+		st.setDelays(d)
 		return response{}
 	case "stats":
 		return response{Stats: st.stats()}
@@ -209,24 +210,47 @@ func (st *state) stats() *Stats {
 	return s
 }
 
-// wait sleeps for delay plus a random jitter, or until the request is interrupted.
-func (st *state) wait(ctx context.Context, delay, jitter int64) bool {
-	d := time.Duration(delay)
-	if jitter > 0 {
-		st.rngMu.Lock()
-		d += time.Duration(st.rng.Int64N(jitter))
-		st.rngMu.Unlock()
+// wait holds a request for the delay in force plus a random share of the jitter in force, and reports
+// whether it held it at all. The request's interruption does not end the wait: the kernel sends FUSE an
+// interrupt whenever the blocked thread gets any signal (Go's runtime sends SIGURG to preempt), and a slow
+// disk does not get faster for a signal; a fatal signal ends the system call in the kernel anyway. A change
+// of delays does: the wait then runs against the new ones, so a heal releases what is waiting.
+func (st *state) wait(delay, jitter *atomic.Int64) bool {
+	st.rngMu.Lock()
+	share := st.rng.Float64()
+	st.rngMu.Unlock()
+	start := time.Now()
+	held := false
+	for {
+		st.changeMu.Lock()
+		changed := st.changed
+		st.changeMu.Unlock()
+		d := time.Duration(delay.Load()) + time.Duration(share*float64(jitter.Load()))
+		left := d - time.Since(start)
+		if left <= 0 {
+			return held
+		}
+		held = true
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+			return true
+		case <-changed:
+			t.Stop()
+		}
 	}
-	if d <= 0 {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return true
+}
+
+// setDelays puts delays in force and wakes the requests waiting under the old ones.
+func (st *state) setDelays(d *Delays) {
+	st.fsyncDelay.Store(int64(d.Fsync))
+	st.fsyncJitter.Store(int64(d.FsyncJitter))
+	st.writeDelay.Store(int64(d.Write))
+	st.writeJitter.Store(int64(d.WriteJitter))
+	st.changeMu.Lock()
+	close(st.changed)
+	st.changed = make(chan struct{})
+	st.changeMu.Unlock()
 }
 
 // undoLog holds what a file contained before the writes made since its last fsync, to restore on a crash.
@@ -459,7 +483,7 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	st := f.n.st
 	st.writes.Add(1)
-	st.wait(ctx, st.writeDelay.Load(), st.writeJitter.Load())
+	st.wait(&st.writeDelay, &st.writeJitter)
 	if !st.track {
 		return f.lf.Write(ctx, data, off)
 	}
@@ -474,7 +498,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	st := f.n.st
 	st.fsyncs.Add(1)
-	if st.wait(ctx, st.fsyncDelay.Load(), st.fsyncJitter.Load()) {
+	if st.wait(&st.fsyncDelay, &st.fsyncJitter) {
 		st.delayedFsyncs.Add(1)
 	}
 	var ino uint64

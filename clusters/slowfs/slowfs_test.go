@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -236,5 +238,92 @@ func TestWriteToReplacedFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(db); string(b) != "new database" {
 		t.Fatalf("after crash db holds %q, want the synced snapshot", b)
+	}
+}
+
+// TestDelaysHoldThroughSignals: a signal to the thread blocked on the mount makes the kernel send FUSE an
+// interrupt (Go's runtime sends its threads SIGURG to preempt them); a slow disk does not get faster for it,
+// so the delay must hold: fsync and write still take the whole delay when their thread is signalled.
+func TestDelaysHoldThroughSignals(t *testing.T) {
+	f := mountForTest(t, false)
+	ctx := context.Background()
+	file, err := os.Create(filepath.Join(f.Mountpoint(), "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	const delay = 400 * time.Millisecond
+	if err := f.Set(ctx, Delays{Fsync: delay, Write: delay}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"write", func() error { _, err := file.Write([]byte("record")); return err }},
+		{"fsync", file.Sync},
+	} {
+		tid := make(chan int, 1)
+		took := make(chan time.Duration, 1)
+		go func() {
+			runtime.LockOSThread() // the thread signalled is the one blocked in the system call
+			defer runtime.UnlockOSThread()
+			tid <- syscall.Gettid()
+			start := time.Now()
+			if err := op.do(); err != nil {
+				t.Errorf("%s: %v", op.name, err)
+			}
+			took <- time.Since(start)
+		}()
+		target := <-tid
+		for range 5 {
+			time.Sleep(40 * time.Millisecond)
+			if err := syscall.Tgkill(os.Getpid(), target, syscall.SIGURG); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := <-took; d < delay {
+			t.Fatalf("%s took %v with a %v delay and its thread signalled: the signal cut the delay short", op.name, d, delay)
+		}
+	}
+}
+
+// TestHealEndsDelaysInProgress: healing the disk releases the fsyncs already waiting, as a disk that
+// recovers finishes the writes queued on it.
+func TestHealEndsDelaysInProgress(t *testing.T) {
+	f := mountForTest(t, false)
+	ctx := context.Background()
+	file, err := os.Create(filepath.Join(f.Mountpoint(), "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if err := f.Set(ctx, Delays{Fsync: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	took := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		if err := file.Sync(); err != nil {
+			t.Errorf("fsync: %v", err)
+		}
+		took <- time.Since(start)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case d := <-took:
+		t.Fatalf("fsync returned after %v with a one-minute delay", d)
+	default:
+	}
+	if err := f.Set(ctx, Delays{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-took:
+		if d < 300*time.Millisecond {
+			t.Fatalf("fsync took %v, before the heal", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fsync still waiting 10s after the heal")
 	}
 }
