@@ -41,13 +41,14 @@ func opKey(op *history.Operation) string {
 	return ""
 }
 
-// describe names operation i for messages: its record number in history.bin, client, request and outcome.
+// describe names operation i for messages: its record number in history.bin counted from 0 (the line of
+// `chaosbench history dump`, as check.json's ops number it), client, request and outcome.
 func (c *checker) describe(i int) string {
 	return describeOp(i, &c.h.Operations[i])
 }
 
 func describeOp(i int, op *history.Operation) string {
-	s := fmt.Sprintf("op %d (client %d, %s)", i+1, op.Client, op.Request.String())
+	s := fmt.Sprintf("op %d (client %d, %s)", i, op.Client, op.Request.String())
 	if op.Response == nil {
 		return s + " [failed: " + shorten(op.Error, 60) + "]"
 	}

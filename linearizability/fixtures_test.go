@@ -168,7 +168,7 @@ func TestObservedAnomalies(t *testing.T) {
 		kind string
 		op   int
 	}{
-		"txn-applied-twice": {"write from untaken branch", 4299},
+		"txn-applied-twice": {"request applied twice", 4299},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -27,8 +27,9 @@ type checker struct {
 	preRun       bool  // the store was not empty at the start: keys' first states are unknown
 
 	values   map[uint64]valueRef
-	writer   []int32 // by revision-base: the operation that wrote it, -1 none known
-	existed  []int64 // by revision-base: earliest time some revision >= it was known to exist
+	twice    map[int32]bool // transactions found applied twice, reported once each
+	writer   []int32        // by revision-base: the operation that wrote it, -1 none known
+	existed  []int64        // by revision-base: earliest time some revision >= it was known to exist
 	observed []obsEvent
 	obsAt    []int32 // by revision-base: start of its events in observed; obsAt[len] = len(observed)
 

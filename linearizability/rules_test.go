@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -449,5 +450,58 @@ func TestWatchManyEventsInOneRevision(t *testing.T) {
 				t.Errorf("duplicate not named: %s", c.Detail)
 			}
 		}
+	}
+}
+
+// TestAppliedTwice: a transaction that took its else branch, while its own else-branch read shows the value
+// its then branch writes, was applied twice (etcd-io/etcd#18424) and is named so, once; a value of an
+// untaken branch seen only by others is a write from an untaken branch.
+func TestAppliedTwice(t *testing.T) {
+	update := history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: "k", Target: history.CompareModRevision, Result: history.Equal, Operand: 2}},
+		Then:     []history.Request{putReq("k", 2)}, Else: []history.Request{getReq("k")}}}
+	elseAnswer := func(rev int64, seen history.KV) *history.Response {
+		return &history.Response{Revision: rev, Txn: &history.TxnResponse{Results: []history.Response{*getResp(rev, seen)}}}
+	}
+	k1, k2 := kv("k", 1, 2, 2, 1), kv("k", 2, 2, 3, 2)
+	for _, tc := range []struct {
+		name, want, not string
+		op              int // the transaction's number
+		h               *hb
+	}{
+		{"own answer shows the untaken branch's write", "request applied twice", "write from untaken branch", 1, new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 20, 30, update, elseAnswer(3, k2)).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 1, Revision: 1, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 25, Revision: 3, Events: []history.Event{{Type: history.EventPut, KV: k2}}}).
+			op(0, 40, 50, getReq("k"), getResp(3, k2))},
+		{"others see the untaken branch's write", "write from untaken branch", "request applied twice", 2, new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 12, 15, putReq("j", 9), putResp(3)).
+			op(1, 20, 30, update, elseAnswer(3, k1)).
+			op(0, 40, 50, getReq("k"), getResp(4, kv("k", 2, 2, 4, 2)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Check(context.Background(), &tc.h.h, Options{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := 0
+			for _, v := range rep.Violations {
+				if v.Kind == tc.not {
+					t.Errorf("reported as %q: %v", tc.not, v)
+				}
+				if v.Kind == tc.want {
+					found++
+					if !slices.Contains(v.Ops, tc.op) {
+						t.Errorf("%q does not name the transaction: %v", tc.want, v)
+					}
+				}
+			}
+			if found != 1 {
+				t.Fatalf("%d %q violations, want 1; violations: %v", found, tc.want, rep.Violations)
+			}
+		})
 	}
 }
