@@ -375,7 +375,7 @@ func (s kstate) String() string {
 
 func (op *keyOp) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "op %d: ", op.op+1)
+	fmt.Fprintf(&b, "op %d: ", op.op)
 	if op.revoke != 0 {
 		fmt.Fprintf(&b, "revoke %x", op.revoke)
 	}
