@@ -51,6 +51,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 ep=$(head -n1 "$work/cluster/endpoints")
+member_pid=$(pgrep -P "$cluster_pid" | head -n1 || true)
 echo "single-member cluster at $ep; $total puts per run, $rounds rounds; odd rounds run etcd's benchmark first, even rounds chaosbench first"
 
 # reset compacts everything written so far and defragments, so that every round starts from the same state.
@@ -69,16 +70,44 @@ timed() {
   { time "$@" >"$name.out" 2>"$name.err"; } 2>"$name.cpu"
 }
 
+# member_timed NAME CMD...: timed, and the member's CPU ticks and the wall clock before and after in
+# NAME.member, so that each round can say how much CPU the member spent per put and how many of the
+# machine's cores the two processes kept busy together (fewer than all: the member, not CPU, set the pace).
+ticks() { [ -n "$member_pid" ] && sed 's/.*) //' "/proc/$member_pid/stat" | awk '{print $12 + $13}'; }
+member_timed() {
+  local name=$1 t0 w0 rc=0
+  t0=$(ticks || true) w0=$(date +%s.%N)
+  timed "$@" || rc=$?
+  echo "${t0:-?} $(ticks || echo '?') $w0 $(date +%s.%N)" >"$name.member"
+  return "$rc"
+}
+
+# member_line ROUND: the round's member CPU per put and cores kept busy, for each tool (informational; the
+# verdict is judge.sh's).
+member_line() {
+  local hz
+  hz=$(getconf CLK_TCK)
+  for tool in etcd cb; do
+    read -r t0 t1 w0 w1 <"$work/$tool$1.member"
+    read -r user sys <"$work/$tool$1.cpu"
+    awk -v t0="$t0" -v t1="$t1" -v w0="$w0" -v w1="$w1" -v u="$user" -v s="$sys" -v hz="$hz" -v n="$total" \
+        -v cores="$(nproc)" -v name="$([ "$tool" = etcd ] && echo "etcd's benchmark" || echo chaosbench)" \
+        'BEGIN { if (t0 == "?" || t1 == "?") { printf "  %s: member CPU not readable\n", name; exit }
+                 m = (t1 - t0) / hz; printf "  %s: member %.1f us CPU per put; member and tool kept %.2f of %d cores busy\n",
+                 name, m / n * 1e6, (m + u + s) / (w1 - w0), cores }'
+  done
+}
+
 # etcd_run ROUND and chaosbench_run ROUND run one tool's part of a round, each from a reset database.
 etcd_run() {
   reset
-  timed "$work/etcd$1" "$bench" --endpoints "$ep" --conns 10 --clients 100 put --total "$total" \
+  member_timed "$work/etcd$1" "$bench" --endpoints "$ep" --conns 10 --clients 100 put --total "$total" \
       --key-size 8 --val-size 256 --key-space-size 10000 || {
     echo "FAIL: round $1: etcd's benchmark failed:"; cat "$work/etcd$1.err"; exit 1; }
 }
 chaosbench_run() {
   reset
-  timed "$work/cb$1" bin/chaosbench run --cluster external --endpoints "$ep" --workload put --rate 0 \
+  member_timed "$work/cb$1" bin/chaosbench run --cluster external --endpoints "$ep" --workload put --rate 0 \
       --clients 100 --conns 10 --total "$total" --duration 0 --key-size 8 --key-prefix '' --val-size 256 \
       --key-space-size 10000 --check=false --scrape-interval 0 --progress none --out "$work/run$1" || {
     echo "FAIL: round $1: chaosbench failed:"; cat "$work/cb$1.out" "$work/cb$1.err"; exit 1; }
@@ -97,5 +126,6 @@ for round in $(seq "$rounds"); do
   fi
   ci/judge.sh vs-etcd-round "$work/rounds.csv" "$round" "$order" "$total" "$work/etcd$round.out" \
       "$work/etcd$round.cpu" "$work/run$round/summary.json" "$work/cb$round.cpu"
+  member_line "$round"
 done
 ci/judge.sh vs-etcd "$work/rounds.csv"

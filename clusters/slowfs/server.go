@@ -216,6 +216,9 @@ func (st *state) stats() *Stats {
 // disk does not get faster for a signal; a fatal signal ends the system call in the kernel anyway. A change
 // of delays does: the wait then runs against the new ones, so a heal releases what is waiting.
 func (st *state) wait(delay, jitter *atomic.Int64) bool {
+	if delay.Load() == 0 && jitter.Load() == 0 {
+		return false // a healthy disk: no lock on the way
+	}
 	st.rngMu.Lock()
 	share := st.rng.Float64()
 	st.rngMu.Unlock()
