@@ -91,10 +91,23 @@ member_line() {
     read -r t0 t1 w0 w1 <"$work/$tool$1.member"
     read -r user sys <"$work/$tool$1.cpu"
     awk -v t0="$t0" -v t1="$t1" -v w0="$w0" -v w1="$w1" -v u="$user" -v s="$sys" -v hz="$hz" -v n="$total" \
-        -v cores="$(nproc)" -v name="$([ "$tool" = etcd ] && echo "etcd's benchmark" || echo chaosbench)" \
+        -v cores="$(nproc)" -v rows="$work/member.rows" -v name="$([ "$tool" = etcd ] && echo "etcd's benchmark" || echo chaosbench)" \
         'BEGIN { if (t0 == "?" || t1 == "?") { printf "  %s: member CPU not readable\n", name; exit }
                  m = (t1 - t0) / hz; printf "  %s: member %.1f us CPU per put; member and tool kept %.2f of %d cores busy\n",
-                 name, m / n * 1e6, (m + u + s) / (w1 - w0), cores }'
+                 name, m / n * 1e6, (m + u + s) / (w1 - w0), cores
+                 printf "%s %.1f %.2f\n", name == "chaosbench" ? "cb" : "etcd", m / n * 1e6, (m + u + s) / (w1 - w0) >>rows }'
+  done
+}
+
+# member_medians: the medians over every round of member_line's figures, per tool.
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%s", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+member_medians() {
+  [ -s "$work/member.rows" ] || return 0
+  echo "median member CPU per put and cores kept busy (the member spends most of the CPU):"
+  for tool in etcd cb; do
+    printf '  %-16s member %s us CPU per put, %s cores busy\n' "$([ "$tool" = etcd ] && echo "etcd benchmark:" || echo chaosbench:)" \
+      "$(awk -v t="$tool" '$1 == t { print $2 }' "$work/member.rows" | median)" \
+      "$(awk -v t="$tool" '$1 == t { print $3 }' "$work/member.rows" | median)"
   done
 }
 
@@ -128,4 +141,5 @@ for round in $(seq "$rounds"); do
       "$work/etcd$round.cpu" "$work/run$round/summary.json" "$work/cb$round.cpu"
   member_line "$round"
 done
+member_medians
 ci/judge.sh vs-etcd "$work/rounds.csv"
