@@ -72,7 +72,8 @@ timed() {
 
 # member_timed NAME CMD...: timed, and the member's CPU ticks and the wall clock before and after in
 # NAME.member, so that each round can say how much CPU the member spent per put and how many of the
-# machine's cores the two processes kept busy together (fewer than all: the member, not CPU, set the pace).
+# machine's cores the two processes kept busy together (all of them: CPU sets the pace; fewer: something
+# else does, such as the member's raft and disk pipeline).
 ticks() { [ -n "$member_pid" ] && sed 's/.*) //' "/proc/$member_pid/stat" | awk '{print $12 + $13}'; }
 member_timed() {
   local name=$1 t0 w0 rc=0
@@ -91,11 +92,12 @@ member_line() {
     read -r t0 t1 w0 w1 <"$work/$tool$1.member"
     read -r user sys <"$work/$tool$1.cpu"
     awk -v t0="$t0" -v t1="$t1" -v w0="$w0" -v w1="$w1" -v u="$user" -v s="$sys" -v hz="$hz" -v n="$total" \
-        -v cores="$(nproc)" -v rows="$work/member.rows" -v name="$([ "$tool" = etcd ] && echo "etcd's benchmark" || echo chaosbench)" \
-        'BEGIN { if (t0 == "?" || t1 == "?") { printf "  %s: member CPU not readable\n", name; exit }
-                 m = (t1 - t0) / hz; printf "  %s: member %.1f us CPU per put; member and tool kept %.2f of %d cores busy\n",
-                 name, m / n * 1e6, (m + u + s) / (w1 - w0), cores
-                 printf "%s %.1f %.2f\n", name == "chaosbench" ? "cb" : "etcd", m / n * 1e6, (m + u + s) / (w1 - w0) >>rows }'
+        -v cores="$(nproc)" -v rows="$work/member.rows" -v tool="$tool" \
+        'BEGIN { name = tool == "etcd" ? "etcd'"'"'s benchmark" : "chaosbench"
+                 if (t0 == "?" || t1 == "?") { printf "  %s: member CPU not readable\n", name; exit }
+                 per = (t1 - t0) / hz / n * 1e6; busy = ((t1 - t0) / hz + u + s) / (w1 - w0)
+                 printf "  %s: member %.1f us CPU per put; member and tool kept %.2f of %d cores busy\n", name, per, busy, cores
+                 printf "%s %.1f %.2f\n", tool, per, busy >>rows }'
   done
 }
 

@@ -148,7 +148,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 		}
 		if oi.taken != ref.branch {
 			if rev, ok := ownSighting(&c.h.Operations[ref.op], kv.Value.ID); ok && rev == kv.ModRevision {
-				c.appliedTwice(ref.op, kv, oi)
+				c.appliedTwice(ref, kv, oi)
 				return
 			}
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
@@ -184,21 +184,20 @@ func ownSighting(op *history.Operation, id uint64) (rev int64, ok bool) {
 // appliedTwice reports, once per operation, a transaction whose own answer shows the value its untaken
 // branch writes: the branch it did not take was applied before the one it took, so etcd applied the
 // one request twice. Every other sighting of that value at that revision is the same anomaly.
-func (c *checker) appliedTwice(i int32, kv *history.KV, oi *opInfo) {
+func (c *checker) appliedTwice(ref valueRef, kv *history.KV, oi *opInfo) {
 	if c.twice == nil {
 		c.twice = map[int32]bool{}
 	}
-	if c.twice[i] {
+	if c.twice[ref.op] {
 		return
 	}
-	c.twice[i] = true
+	c.twice[ref.op] = true
 	branch := [2]string{"else", "then"}
-	taken := branch[max(oi.taken, 0)]
 	c.vs.add(Violation{Check: CheckLinearizability, Kind: "request applied twice", Key: kv.Key, Revision: kv.ModRevision,
-		Ops: []int{int(i)}, Time: oi.call,
+		Ops: []int{int(ref.op)}, Time: oi.call,
 		Message: fmt.Sprintf("%s took its %s branch at revision %d, yet its own answer shows value #%d, which only "+
 			"its %s branch writes, with mod revision %d: etcd applied the one request twice (a write sent again after "+
 			"its first attempt was applied; etcd's Go client retries writes that end in DeadlineExceeded or Canceled "+
 			"from the server: etcd-io/etcd#18424)",
-			c.describe(int(i)), taken, oi.hdr, kv.Value.ID, branch[1-max(oi.taken, 0)], kv.ModRevision)})
+			c.describe(int(ref.op)), branch[1-ref.branch], oi.hdr, kv.Value.ID, branch[ref.branch], kv.ModRevision)})
 }

@@ -43,15 +43,23 @@ func mountForTest(t *testing.T, track bool) *FS {
 	return f
 }
 
-// TestFsyncDelay: an fsync through the mount takes at least the delay set, and no longer once healed.
-func TestFsyncDelay(t *testing.T) {
+// walOnMount mounts a slowfs without unsynced-write tracking and creates a file "wal" on it, closed at the
+// test's end.
+func walOnMount(t *testing.T) (*FS, *os.File) {
+	t.Helper()
 	f := mountForTest(t, false)
-	ctx := context.Background()
 	file, err := os.Create(filepath.Join(f.Mountpoint(), "wal"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer file.Close()
+	t.Cleanup(func() { file.Close() })
+	return f, file
+}
+
+// TestFsyncDelay: an fsync through the mount takes at least the delay set, and no longer once healed.
+func TestFsyncDelay(t *testing.T) {
+	f, file := walOnMount(t)
+	ctx := context.Background()
 	fsync := func() time.Duration {
 		if _, err := file.Write([]byte("record")); err != nil {
 			t.Fatal(err)
@@ -245,13 +253,8 @@ func TestWriteToReplacedFile(t *testing.T) {
 // interrupt (Go's runtime sends its threads SIGURG to preempt them); a slow disk does not get faster for it,
 // so the delay must hold: fsync and write still take the whole delay when their thread is signalled.
 func TestDelaysHoldThroughSignals(t *testing.T) {
-	f := mountForTest(t, false)
+	f, file := walOnMount(t)
 	ctx := context.Background()
-	file, err := os.Create(filepath.Join(f.Mountpoint(), "wal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
 	const delay = 400 * time.Millisecond
 	if err := f.Set(ctx, Delays{Fsync: delay, Write: delay}); err != nil {
 		t.Fatal(err)
@@ -291,13 +294,8 @@ func TestDelaysHoldThroughSignals(t *testing.T) {
 // TestHealEndsDelaysInProgress: healing the disk releases the fsyncs already waiting, as a disk that
 // recovers finishes the writes queued on it.
 func TestHealEndsDelaysInProgress(t *testing.T) {
-	f := mountForTest(t, false)
+	f, file := walOnMount(t)
 	ctx := context.Background()
-	file, err := os.Create(filepath.Join(f.Mountpoint(), "wal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
 	if err := f.Set(ctx, Delays{Fsync: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
