@@ -34,7 +34,7 @@ func (c *Docker) startProxy(i int, ips []netip.Addr) (*proxy.Proxy, error) {
 
 // identifySender names the member a connection to a peer proxy comes from by its source address (see
 // startProxy): the member's id in hex, as X-Server-From carries it, or "" when it is no member's.
-func (c *Docker) identifySender(remote net.Addr) string {
+func (c *Docker) identifySender(remote, _ net.Addr) string {
 	addr, ok := remote.(*net.TCPAddr)
 	if !ok {
 		return ""

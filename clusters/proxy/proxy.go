@@ -77,8 +77,9 @@ type Conn struct {
 
 // Options configures a Proxy.
 type Options struct {
-	// Identify, when set, names the sender of a connection whose first request has no X-Server-From header.
-	Identify func(remote net.Addr) string
+	// Identify, when set, names the sender of a connection whose first request has no X-Server-From header,
+	// from the connection's remote address (the sender's) and local address (the proxy's).
+	Identify func(remote, local net.Addr) string
 	// Shape, when set, is consulted for every chunk of bytes before it is forwarded (after the policies): it
 	// may sleep, block until the connection closes, or return an error to reset the connection.
 	Shape func(c *Conn, d Direction, n int) error
@@ -322,7 +323,7 @@ func (p *Proxy) serve(down net.Conn) {
 	l.info = Conn{Remote: down.RemoteAddr(), Opened: time.Now(), Closed: l.closed}
 	head := p.readHead(down, &l.info)
 	if l.info.From == "" && p.opts.Identify != nil {
-		l.info.From = p.opts.Identify(down.RemoteAddr())
+		l.info.From = p.opts.Identify(down.RemoteAddr(), down.LocalAddr())
 	}
 	if p.rules.Load().isRefused(l.info.From) {
 		p.logf("refused from=%q path=%s remote=%s", l.info.From, l.info.Path, l.info.Remote)

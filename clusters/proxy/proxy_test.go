@@ -74,7 +74,7 @@ func TestProxyUnknownSenderAndIdentify(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "v3.6") }))
 	defer srv.Close()
 	p, err := Listen("127.0.0.1:0", strings.TrimPrefix(srv.URL, "http://"), Options{
-		Identify: func(net.Addr) string { return "from-proc" },
+		Identify: func(net.Addr, net.Addr) string { return "from-proc" },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +437,7 @@ func TestProxyForwardsTLSAtOnce(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
 	p, err := Listen("127.0.0.1:0", strings.TrimPrefix(srv.URL, "https://"), Options{
-		Identify: func(net.Addr) string { return "from-proc" },
+		Identify: func(net.Addr, net.Addr) string { return "from-proc" },
 	})
 	if err != nil {
 		t.Fatal(err)
