@@ -125,6 +125,10 @@ func StartEmbedded(ctx context.Context, opts EmbedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("members dir: %w", err)
 	}
+	if err := probeSockDiag(); err != nil {
+		fmt.Fprintf(opts.Log, "warning: peer connections without X-Server-From (lease forwarding, version probes) "+
+			"cannot be attributed to their member, so partitions will not cut them: %v\n", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create members dir: %w", err)
 	}

@@ -89,3 +89,20 @@ func socketInode(local, remote *net.TCPAddr) (uint32, error) {
 	}
 	return 0, errNoSocket
 }
+
+// probeSockDiag looks up a loopback connection of its own: it fails where the kernel has no sock_diag for
+// TCP (CONFIG_INET_DIAG off, or its module not loadable), and then no connection can be attributed.
+func probeSockDiag() error {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = socketInode(c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr))
+	return err
+}
