@@ -24,10 +24,11 @@ var errNoSocket = errors.New("no such socket")
 // socketInode returns the inode of the TCP socket whose own address is local and whose peer is remote.
 //
 // It asks the kernel by an exact sock_diag lookup (one hash-table lookup, as `ss` does for a full
-// four-tuple) rather than by reading /proc/net/tcp: that file is produced in pieces, and sockets opened or
-// closed between two pieces shift the rest, so a reader can miss a socket that existed the whole time. At
-// a cluster's start members open and drop dozens of peer connections a second, and a missed socket left a
-// member's connection unattributed, outside any partition.
+// four-tuple) rather than by reading /proc/net/tcp. That file is produced in pieces, and a socket opened
+// or closed between two pieces can make a reader skip another one (the kernel resumes by position). We
+// never caught it: 11,880 scans of 3,000 sockets under churn missed none. But a missed socket leaves a
+// member's connection unattributed, outside any partition, and the file's cost grows with every socket on
+// the machine, where this lookup costs the same for one socket or a million.
 func socketInode(local, remote *net.TCPAddr) (uint32, error) {
 	family, src, dst := uint8(unix.AF_INET), local.IP.To4(), remote.IP.To4()
 	if src == nil || dst == nil {
