@@ -54,6 +54,9 @@ func socketOwner(src *net.TCPAddr, dst string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if src.IP.To4() == nil || to.IP.To4() == nil {
+		return 0, fmt.Errorf("%v to %v: only IPv4 sockets are looked up here (peer proxies listen on 127.0.0.1)", src, to)
+	}
 	hexAddr := func(a *net.TCPAddr) string {
 		ip := a.IP.To4()
 		return strings.ToUpper(hex.EncodeToString([]byte{ip[3], ip[2], ip[1], ip[0]})) + fmt.Sprintf(":%04X", a.Port)

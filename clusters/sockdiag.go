@@ -75,12 +75,15 @@ func socketInode(local, remote *net.TCPAddr) (uint32, error) {
 	for _, m := range msgs {
 		switch m.Header.Type {
 		case unix.NLMSG_ERROR:
-			if len(m.Data) >= 4 {
-				if errno := -int32(ne.Uint32(m.Data)); errno == int32(unix.ENOENT) {
-					return 0, errNoSocket
-				} else if errno != 0 {
-					return 0, fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
-				}
+			if len(m.Data) < 4 {
+				continue
+			}
+			switch errno := syscall.Errno(-int32(ne.Uint32(m.Data))); errno {
+			case 0: // an acknowledgement
+			case unix.ENOENT:
+				return 0, errNoSocket
+			default:
+				return 0, fmt.Errorf("sock_diag: %w", errno)
 			}
 		case unix.SOCK_DIAG_BY_FAMILY:
 			if len(m.Data) >= inetDiagMsgInode+4 {
