@@ -68,7 +68,7 @@ var ErrUndecided = errors.New("consistency check undecided")
 // CheckDir checks the history recorded in run directory dir, writes check.json and, for a violation, the
 // visualization, and returns the report. The error wraps ErrViolation when a check failed.
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
-	h, err := history.LoadOperations(dir)
+	ops, err := history.LoadOperationStore(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	if opts.VisualizationPath == "" {
 		opts.VisualizationPath = filepath.Join(dir, VisualizationFile)
 	}
-	rep, err := check(ctx, h, wl, opts)
+	rep, err := check(ctx, ops, wl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +123,11 @@ func firstLine(s string) string {
 // replay in revision order and real-time order of revisions), etcd's watch guarantees, and serializable
 // reads. See the package documentation for what each check covers and why checking them apart is sound.
 func Check(ctx context.Context, h *history.History, opts Options) (*Report, error) {
-	return check(ctx, h, watchLog{records: h.Watches}, opts)
+	return check(ctx, inMemory(h.Operations), watchLog{records: h.Watches}, opts)
 }
 
-// check checks the operations of h and the watch records of wl (h's own watch records are not read).
-func check(ctx context.Context, h *history.History, wl watchLog, opts Options) (*Report, error) {
+// check checks operations ops and the watch records of wl.
+func check(ctx context.Context, ops operations, wl watchLog, opts Options) (*Report, error) {
 	start := time.Now()
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -136,7 +136,7 @@ func check(ctx context.Context, h *history.History, wl watchLog, opts Options) (
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &checker{h: h, wl: wl}
+	c := &checker{hist: ops, wl: wl}
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}

@@ -57,16 +57,25 @@ const (
 )
 
 // opInfo is what the checker derives about one operation.
+//
+// It also says what kind of request an operation is, as far as the passes that look for one kind need to
+// know, so that they do not decode every operation of a history held in a store to find it.
 type opInfo struct {
 	call, ret int64 // ret is math.MaxInt64 for failed operations: they may take effect any time later
-	state     opState
 	hdr       int64 // header revision of an answered operation
 	rev       int64 // revision the operation wrote at; 0 when it wrote nothing or that is unknown
-	taken     int8  // transaction branch taken: 1 then, 0 else, -1 unknown
-	wrote     bool  // an answered operation changed the store (so hdr is its own revision)
-	writes    bool  // the request can change the store (some branch puts or deletes, or a revoke)
 	seen      int64 // resolved: earliest time its effect was observed
 	from      int64 // unresolved: first revision at which it could have taken effect
+	state     opState
+	taken     int8 // transaction branch taken: 1 then, 0 else, -1 unknown
+	wrote     bool // an answered operation changed the store (so hdr is its own revision)
+	writes    bool // the request can change the store (some branch puts or deletes, or a revoke)
+
+	answered     bool // etcd answered it (whatever state the checker puts it in)
+	serializable bool // a serializable range
+	pastRead     bool // a linearizable range at a past revision
+	keepAlive    bool
+	compact      bool
 }
 
 // txnView sees every KV request as a transaction: a plain range, put or delete is the Then branch of a

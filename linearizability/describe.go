@@ -44,7 +44,7 @@ func opKey(op *history.Operation) string {
 // describe names operation i for messages: its record number in history.bin counted from 0 (the line of
 // `chaosbench history dump`, as check.json's ops number it), client, request and outcome.
 func (c *checker) describe(i int) string {
-	return describeOp(i, &c.h.Operations[i])
+	return describeOp(i, c.op(i))
 }
 
 func describeOp(i int, op *history.Operation) string {

@@ -51,7 +51,7 @@ func (c *checker) candidates() {
 		if t := c.existedAt(last); t < infinity {
 			oi.ret = t
 		}
-		op := &c.h.Operations[i]
+		op := c.op(i)
 		if op.Request.Kind == history.KindLeaseRevoke {
 			id := op.Request.Lease.ID
 			if f, ok := c.candRevok[id]; !ok || oi.from < f {
@@ -84,7 +84,7 @@ func (c *checker) candidates() {
 // watcher covered a key the write certainly changes (each branch puts its keys). ok is false when there is
 // none: the write never took effect.
 func (c *checker) candidateRevisions(i int, from int64) (first, last int64, ok bool) {
-	op := &c.h.Operations[i]
+	op := c.op(i)
 	// Each branch that writes: the keys it puts and the single keys it deletes. A put of a covered key
 	// would have been seen (and resolved the write); a delete of a covered key either shows as a delete
 	// event at that revision or, when the key did not exist, takes no revision at all.

@@ -84,8 +84,8 @@ func (c *checker) collectKeys(keys map[string]struct{}) {
 			}
 		}
 	}
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		addReq(&op.Request)
 		if op.Response != nil {
 			addResp(op.Response)

@@ -37,6 +37,9 @@ type keyStep struct {
 // not only its values.
 type keyOp struct {
 	op       int32
+	client   int // the operation's client, call time, and whether it was answered, for porcupine
+	call     int64
+	answered bool
 	key      string
 	cmps     []history.Compare // compares on this key
 	allCmps  bool              // every compare of the request is on this key: the key alone decides the branch

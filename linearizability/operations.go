@@ -9,6 +9,23 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
+// operations is what a check reads a history's operations through: the slice of a history in memory, or
+// a store that holds them encoded and decodes one each time it is asked for it (CheckDir).
+type operations interface {
+	Len() int
+	At(i int) *history.Operation
+}
+
+// inMemory is the operations of a history in memory.
+type inMemory []history.Operation
+
+func (m inMemory) Len() int                    { return len(m) }
+func (m inMemory) At(i int) *history.Operation { return &m[i] }
+
+// op returns operation i. From a store it is decoded afresh at each call: a pass that needs several of an
+// operation's parts takes it once.
+func (c *checker) op(i int) *history.Operation { return c.hist.At(i) }
+
 // compaction is an answered or failed compaction request.
 type compaction struct {
 	rev       int64
@@ -36,7 +53,7 @@ type leaseInfo struct {
 
 // classify fills opInfo for every operation and collects leases and compactions.
 func (c *checker) classify() {
-	c.ops = make([]opInfo, len(c.h.Operations))
+	c.ops = make([]opInfo, c.hist.Len())
 	c.leases = map[int64]*leaseInfo{}
 	c.revokes = map[int64][]int32{}
 	c.stats.Operations = len(c.ops)
@@ -48,12 +65,17 @@ func (c *checker) classify() {
 		}
 		return l
 	}
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		oi := &c.ops[i]
 		oi.call, oi.ret, oi.taken = op.Call, op.Return, -1
 		oi.writes = canWrite(&op.Request)
 		failed := op.Response == nil
+		oi.answered = !failed
+		if rg := op.Request.Range; op.Request.Kind == history.KindRange && rg != nil {
+			oi.serializable, oi.pastRead = rg.Serializable, !rg.Serializable && rg.Revision != 0
+		}
+		oi.keepAlive, oi.compact = op.Request.Kind == history.KindLeaseKeepAlive, op.Request.Kind == history.KindCompact
 		if failed {
 			oi.ret = infinity
 			oi.state = opIgnored

@@ -43,8 +43,8 @@ type perKeyResult struct {
 // keys at a time from it, so that the check never holds the whole history projected.
 func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 	leaseKeys := map[int64][]int32{}
-	for i := range c.h.Operations {
-		v, ok := viewOf(&c.h.Operations[i])
+	for i := range c.hist.Len() {
+		v, ok := viewOf(c.op(i))
 		if !ok {
 			continue
 		}
@@ -63,7 +63,7 @@ func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 	}
 	index := make([][]int32, len(c.ks.keys))
 	p := projection{keysOnly: true}
-	for i := range c.h.Operations {
+	for i := range c.hist.Len() {
 		c.project(i, leaseKeys, 0, int32(len(c.ks.keys)), &p)
 		for _, e := range p.keys {
 			index[e.k] = append(index[e.k], int32(i))
@@ -90,7 +90,7 @@ func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, 
 		}
 	}
 	for k := range byKey {
-		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.h.Operations[a.op].Call, c.h.Operations[b.op].Call) })
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops[a.op].call, c.ops[b.op].call) })
 	}
 	return byKey
 }
@@ -138,14 +138,14 @@ func (p *projection) get(k int32) *keyOp {
 // ever attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
 func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *projection) {
 	p.keys, p.lo, p.hi, p.c = p.keys[:0], lo, hi, c
-	op := &c.h.Operations[i]
+	op := c.op(i)
 	oi := &c.ops[i]
 	switch oi.state {
 	case opAcked, opResolved, opUnresolved:
 	default:
 		return
 	}
-	base := keyOp{op: int32(i), taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
+	base := keyOp{op: int32(i), client: op.Client, call: op.Call, answered: op.Response != nil, taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
 	switch oi.state {
 	case opAcked:
 		if oi.wrote {
@@ -296,7 +296,7 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 			}
 		}
 		for j, ko := range ops {
-			call := c.h.Operations[ko.op].Call
+			call := c.ops[ko.op].call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
 				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain)
@@ -386,7 +386,7 @@ func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := range work {
-				r := checkSegment(ctx, m, segs[i], c.h)
+				r := checkSegment(ctx, m, segs[i])
 				mu.Lock()
 				switch r {
 				case porcupine.Illegal:
@@ -411,27 +411,26 @@ func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment
 	wg.Wait()
 }
 
-func checkSegment(ctx context.Context, m *keyModel, sg segment, h *history.History) porcupine.CheckResult {
+func checkSegment(ctx context.Context, m *keyModel, sg segment) porcupine.CheckResult {
 	timeout := time.Duration(0)
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	return porcupine.CheckOperationsTimeout(m.porcupine(sg.init), porcupineOps(sg.ops, h, false), timeout)
+	return porcupine.CheckOperationsTimeout(m.porcupine(sg.init), porcupineOps(sg.ops, nil), timeout)
 }
 
-// porcupineOps turns key operations into porcupine's; described adds each response as metadata, for
-// visualizations.
-func porcupineOps(ops []*keyOp, h *history.History, described bool) []porcupine.Operation {
+// porcupineOps turns key operations into porcupine's; given the history's operations, it adds each
+// response as metadata, for visualizations.
+func porcupineOps(ops []*keyOp, described operations) []porcupine.Operation {
 	out := make([]porcupine.Operation, len(ops))
 	for i, ko := range ops {
-		op := &h.Operations[ko.op]
 		ret := ko.ret
-		if ko.maybe || op.Response == nil {
+		if ko.maybe || !ko.answered {
 			ret = min(ret, infinity-1)
 		}
-		out[i] = porcupine.Operation{ClientId: op.Client, Input: ko, Call: op.Call, Return: ret}
-		if described {
-			out[i].Metadata = describeResponse(op)
+		out[i] = porcupine.Operation{ClientId: ko.client, Input: ko, Call: ko.call, Return: ret}
+		if described != nil {
+			out[i].Metadata = describeResponse(described.At(int(ko.op)))
 		}
 	}
 	return out
@@ -451,7 +450,7 @@ func (c *checker) mayExpire(id, t int64) bool {
 func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 	m := &keyModel{mayExpire: c.mayExpire}
 	sg := f.seg
-	fails := func(x segment) bool { return checkSegment(ctx, m, x, c.h) == porcupine.Illegal }
+	fails := func(x segment) bool { return checkSegment(ctx, m, x) == porcupine.Illegal }
 	// Drop from the end: binary search the shortest failing prefix (by call order).
 	lo, hi := 1, len(sg.ops)
 	for lo < hi {
@@ -486,7 +485,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 		}
 		maxSeen = max(maxSeen, ko.hdr)
 		uncertain = uncertain || ko.maybe
-		if maxRet >= c.h.Operations[sg.ops[j+1].op].Call {
+		if maxRet >= c.ops[sg.ops[j+1].op].call {
 			continue
 		}
 		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}
@@ -505,7 +504,7 @@ func (c *checker) describeSegment(sg segment, max int) string {
 			s += fmt.Sprintf("\n  ... and %d more", len(sg.ops)-max)
 			break
 		}
-		op := &c.h.Operations[ko.op]
+		op := c.op(int(ko.op))
 		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops[ko.op].ret))
 	}
 	return s

@@ -17,11 +17,11 @@ const maxRevisionSpan = 64 << 20
 
 // checker holds one check of one history.
 type checker struct {
-	h   *history.History // the operations; its watch records, if any, are read through wl
-	wl  watchLog
-	ops []opInfo
-	ks  keyspace
-	vs  violations
+	hist operations // the operations; the watch records are read through wl
+	wl   watchLog
+	ops  []opInfo
+	ks   keyspace
+	vs   violations
 
 	base, maxRev int64 // revisions base+1..maxRev are the run's; base and below came before it
 	preRun       bool  // the store was not empty at the start: keys' first states are unknown
@@ -129,8 +129,8 @@ func (c *checker) bounds(watchMaxRev int64) error {
 			maxRev = r
 		}
 	}
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		if op.Response == nil {
 			continue
 		}

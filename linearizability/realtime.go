@@ -26,9 +26,8 @@ type placed struct {
 // older than one acknowledged before it began" and "nothing reads a revision before its write was sent".
 // With the replay's answers checked at their revisions, it makes the revision order a linearization.
 func (c *checker) checkRealTime() {
-	ps := make([]placed, 0, len(c.h.Operations)+c.evidence)
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	ps := make([]placed, 0, c.hist.Len()+c.evidence)
+	for i := range c.hist.Len() {
 		oi := &c.ops[i]
 		switch oi.state {
 		case opAcked:
@@ -38,23 +37,21 @@ func (c *checker) checkRealTime() {
 		default:
 			continue
 		}
-		switch op.Request.Kind {
-		case history.KindLeaseKeepAlive, history.KindCompact:
+		switch {
+		case oi.keepAlive, oi.compact:
 			// Keep-alives are answered by the leader's lessor without consensus; compactions by the
 			// applier without a linearizable read. Neither promises a place in the order.
 			continue
-		case history.KindRange:
-			if op.Request.Range != nil && op.Request.Range.Serializable {
-				// Stale by design, and checked on their own (a serializable read from the future is
-				// that check's violation, not a write's).
-				continue
-			}
+		case oi.serializable:
+			// Stale by design, and checked on their own (a serializable read from the future is that
+			// check's violation, not a write's).
+			continue
 		}
 		at := 2*oi.hdr + 1
 		if oi.wrote {
 			at = 2 * oi.rev
 		}
-		ps = append(ps, placed{at: at, call: op.Call, ret: op.Return, op: int32(i)})
+		ps = append(ps, placed{at: at, call: oi.call, ret: oi.ret, op: int32(i)})
 	}
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		if r.Revision > 0 && r.Error == "" {
@@ -93,9 +90,12 @@ func (c *checker) checkRealTime() {
 // checkKeepAlives checks that a lease cannot be kept alive once a revoke of it was acknowledged or its
 // expiry was seen: etcd answers ErrLeaseNotFound.
 func (c *checker) checkKeepAlives() {
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
-		if op.Response == nil || op.Request.Kind != history.KindLeaseKeepAlive || op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
+	for i := range c.hist.Len() {
+		if !c.ops[i].answered || !c.ops[i].keepAlive {
+			continue
+		}
+		op := c.op(i)
+		if op.Request.Lease == nil || op.Response.Lease == nil || op.Response.Lease.TTL <= 0 {
 			continue
 		}
 		l := c.leases[op.Request.Lease.ID]
@@ -114,7 +114,7 @@ func (c *checker) checkKeepAlives() {
 // realTimeViolation describes why early (placed earlier, called late) and late (placed later, returned
 // before early was called) contradict each other.
 func (c *checker) realTimeViolation(early, late placed) {
-	eop := &c.h.Operations[early.op]
+	eop := c.op(int(early.op))
 	eRev := early.at / 2
 	lRev := late.at / 2
 	v := Violation{Check: CheckLinearizability, Key: opKey(eop), Time: late.ret, Revision: lRev}
@@ -133,7 +133,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 		c.vs.add(v)
 		return
 	}
-	lop := &c.h.Operations[late.op]
+	lop := c.op(int(late.op))
 	v.Ops = []int{int(late.op), int(early.op)}
 	v.Key = opKey(lop)
 	lateWrite, earlyWrite := late.at%2 == 0, early.at%2 == 0
@@ -161,19 +161,19 @@ func (c *checker) realTimeViolation(early, late placed) {
 // checkSerializableFuture checks that a serializable read never shows a revision whose write was sent
 // after the read returned: stale is allowed, the future is not.
 func (c *checker) checkSerializableFuture() {
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
-		if op.Response == nil || op.Request.Kind != history.KindRange || op.Request.Range == nil || !op.Request.Range.Serializable {
+	for i := range c.hist.Len() {
+		if !c.ops[i].answered || !c.ops[i].serializable {
 			continue
 		}
+		op := c.op(i)
 		h := op.Response.Revision
 		if h <= c.base || h > c.maxRev {
 			continue
 		}
-		if w := c.writer[c.rev(h)]; w >= 0 && c.h.Operations[w].Call > op.Return {
+		if w := c.writer[c.rev(h)]; w >= 0 && c.ops[w].call > op.Return {
 			c.vs.add(Violation{Check: CheckSerializable, Kind: "read from the future", Key: opKey(op), Revision: h, Ops: []int{i, int(w)}, Time: op.Call,
 				Message: fmt.Sprintf("%s returned revision %d at %s, before %s, which wrote it, was sent at %s",
-					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.h.Operations[w].Call))})
+					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.ops[w].call))})
 		}
 	}
 }
@@ -204,7 +204,7 @@ func (c *checker) addFaultCompactions(windows []results.FaultWindow) {
 		end := max(w.EndNs, w.StartNs)
 		rev := int64(infinity)
 		for i := range c.ops {
-			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && c.h.Operations[i].Call > end {
+			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && c.ops[i].call > end {
 				rev = min(rev, oi.rev-1)
 			}
 		}
@@ -217,12 +217,12 @@ func (c *checker) checkCompactedReads() {
 	if len(c.compactions) == 0 {
 		return
 	}
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
-		rg := op.Request.Range
-		if op.Response == nil || op.Request.Kind != history.KindRange || rg == nil || rg.Serializable || rg.Revision == 0 {
+	for i := range c.hist.Len() {
+		if !c.ops[i].answered || !c.ops[i].pastRead {
 			continue
 		}
+		op := c.op(i)
+		rg := op.Request.Range
 		if cr, _ := c.compactedBefore(op.Call); rg.Revision < cr {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "read of compacted revision", Key: rg.Key, Revision: rg.Revision, Ops: []int{i}, Time: op.Call,
 				Message: fmt.Sprintf("%s read revision %d and succeeded, but compaction to %d had been acknowledged before it was sent (etcd answers ErrCompacted)", c.describe(i), rg.Revision, cr)})

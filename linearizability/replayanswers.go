@@ -119,7 +119,7 @@ func (s *sweep) checkKey(i int, k int32, kv *history.KV, keysOnly bool, what str
 			c.vs.add(s.violation(i, "stale "+what, key, fmt.Sprintf("%s returned %s as %s at revision %d, but %q had changed at revision %d already", c.describe(i), describeKV(kv), what, s.curState(), key, ks.anchor)))
 		case kv.ModRevision > ks.anchor && kv.ModRevision > c.base && !s.unknownWriter(kv.ModRevision):
 			w := c.writer[c.rev(kv.ModRevision)]
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom version", Key: key, Revision: kv.ModRevision, Ops: []int{i, int(w)}, Time: c.h.Operations[i].Call,
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom version", Key: key, Revision: kv.ModRevision, Ops: []int{i, int(w)}, Time: c.ops[i].call,
 				Message: fmt.Sprintf("%s returned %s as %s, but revision %d was written by %s, which did not write %q", c.describe(i), describeKV(kv), what, kv.ModRevision, c.describe(int(w)), key)})
 		}
 		s.setLease(k, ks.r.lease*boolInt(ks.exists), kv.Lease)
@@ -269,7 +269,7 @@ func countRange(lo, hi int64) string {
 
 // violation is a finding about operation i at the current revision, filed under its check.
 func (s *sweep) violation(i int, kind, key, msg string) Violation {
-	op := &s.c.h.Operations[i]
+	op := s.c.op(i)
 	return Violation{Check: checkOf(op), Kind: kind, Key: key, Revision: s.cur, Ops: []int{i}, Time: op.Call, Message: msg}
 }
 

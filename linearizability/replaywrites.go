@@ -137,7 +137,7 @@ func prevForCount(deleted int64, key string) *history.KV {
 
 // revoke applies a lease revoke that wrote the current revision: every key attached to the lease goes.
 func (s *sweep) revoke(i int) {
-	id := s.c.h.Operations[i].Request.Lease.ID
+	id := s.c.op(i).Request.Lease.ID
 	keys := make([]int32, 0, len(s.leaseKeys[id]))
 	for k := range s.leaseKeys[id] {
 		keys = append(keys, k)
@@ -162,7 +162,7 @@ func (s *sweep) checkRevokesAt(r int64) {
 		if c.ops[i].wrote {
 			continue
 		}
-		id := c.h.Operations[i].Request.Lease.ID
+		id := c.op(int(i)).Request.Lease.ID
 		for k := range s.leaseKeys[id] {
 			if !s.uncertain(k) {
 				c.vs.add(s.violation(int(i), "revoke left keys", c.key(k), fmt.Sprintf("%s succeeded at revision %d, but %q is still attached to the lease", c.describe(int(i)), r, c.key(k))))

@@ -37,12 +37,11 @@ func (c *checker) noteExistedWatch(r *history.WatchResponse) {
 // computeExisted adds the answers' revisions (failed writes seen count from their first sighting) to
 // the watch records' and makes each revision's time the earliest of it and every later one.
 func (c *checker) computeExisted() {
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.ops {
 		oi := &c.ops[i]
 		switch {
-		case op.Response != nil:
-			c.noteExisted(op.Response.Revision, op.Return)
+		case oi.answered: // an answered operation's ret is its return time, hdr its header's revision
+			c.noteExisted(oi.hdr, oi.ret)
 		case oi.state == opResolved:
 			c.noteExisted(oi.rev, oi.seen)
 		}

@@ -96,12 +96,12 @@ func (c *checker) replay() *sweep {
 // observations lists the answered operations that wrote nothing, by the revision whose state they show.
 func (c *checker) observations() []observation {
 	var obs []observation
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
 		oi := &c.ops[i]
 		if oi.state != opAcked || oi.wrote {
 			continue
 		}
+		op := c.op(i)
 		switch op.Request.Kind {
 		case history.KindRange, history.KindTxn, history.KindDelete:
 		default:
@@ -141,7 +141,7 @@ func (s *sweep) revision(r int64) {
 	if w < 0 {
 		// A revoke whose lease had keys wrote the revision its answer carries.
 		for _, i := range c.revokes[r] {
-			if id := c.h.Operations[i].Request.Lease.ID; len(s.leaseKeys[id]) > 0 {
+			if id := c.op(int(i)).Request.Lease.ID; len(s.leaseKeys[id]) > 0 {
 				w = i
 				c.ops[i].wrote, c.ops[i].rev = true, r
 				c.writer[c.rev(r)] = i
@@ -165,7 +165,7 @@ func (s *sweep) revision(r int64) {
 // (commit) applies its writes at revision s.cur; an observation must find nothing to write.
 func (s *sweep) exec(i int, commit bool) {
 	c := s.c
-	op := &c.h.Operations[i]
+	op := c.op(i)
 	oi := &c.ops[i]
 	if op.Request.Kind == history.KindLeaseRevoke {
 		s.revoke(i)

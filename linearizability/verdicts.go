@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
-	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // findings is what the checks found, per check, for the verdicts.
@@ -66,7 +65,7 @@ func (c *checker) keyViolations(ctx context.Context, pk perKeyResult, s *sweep) 
 			ops[j] = int(ko.op)
 		}
 		out = append(out, Violation{Check: CheckLinearizability, Kind: "not linearizable", Key: c.key(sg.rank),
-			Ops: ops, Time: c.h.Operations[sg.ops[0].op].Call,
+			Ops: ops, Time: c.ops[sg.ops[0].op].call,
 			Message: fmt.Sprintf("no order of these %d operations on %q is consistent with their real-time order and etcd's semantics:%s",
 				len(sg.ops), c.key(sg.rank), c.describeSegment(sg, 12))})
 	}
@@ -96,7 +95,7 @@ func (c *checker) linearizabilityVerdict(ctx context.Context, opts Options, f fi
 	case f.undecided > 0:
 		check.Verdict = results.VerdictUnknown
 		check.Detail = fmt.Sprintf("%d of %d key segments not decided within %s; the global checks passed", f.undecided, c.stats.Partitions, timeout)
-	case len(c.h.Operations) == 0:
+	case c.hist.Len() == 0:
 		check.Verdict = results.VerdictNothing
 		check.Detail = "no operations recorded"
 	default:
@@ -174,9 +173,8 @@ func (c *checker) anyProgress() bool {
 // countSerializable counts the answered serializable reads: none means nothing to check.
 func (c *checker) countSerializable() int {
 	n := 0
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
-		if op.Response != nil && op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
+	for i := range c.ops {
+		if c.ops[i].answered && c.ops[i].serializable {
 			n++
 		}
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-
-	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // visualize writes porcupine's visualization of the key a violation is about: the failing segment for a
@@ -27,7 +25,7 @@ func (c *checker) visualize(ctx context.Context, opts Options, v Violation, smal
 	} else {
 		k := c.rank(v.Key)
 		if k < 0 && len(v.Ops) > 0 {
-			k = c.rank(opKey(&c.h.Operations[v.Ops[0]]))
+			k = c.rank(opKey(c.op(v.Ops[0])))
 		}
 		if k < 0 {
 			return errors.New("the violation concerns no single key")
@@ -41,15 +39,15 @@ func (c *checker) visualize(ctx context.Context, opts Options, v Violation, smal
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	timeout := time.Until(deadlineOf(vctx))
-	_, info := porcupine.CheckOperationsVerbose(m, porcupineOps(sg.ops, c.h, true), max(timeout, time.Second))
+	_, info := porcupine.CheckOperationsVerbose(m, porcupineOps(sg.ops, c.hist), max(timeout, time.Second))
 	var notes []porcupine.Annotation
 	for _, f := range opts.Faults {
 		notes = append(notes, porcupine.Annotation{Tag: "faults", Start: f.StartNs, End: f.EndNs, Description: f.Fault,
 			Details: fmt.Sprintf("%s %s on %s: %s", f.Fault, f.Spec, strings.Join(f.Targets, ","), f.Outcome), BackgroundColor: "#ffd8b0"})
 	}
+	last := lastTime(c.hist)
 	for _, i := range v.Ops {
-		op := &c.h.Operations[i]
-		notes = append(notes, porcupine.Annotation{Tag: "violation", Start: op.Call, End: min(c.ops[i].ret, lastTime(c.h)), Description: v.Kind,
+		notes = append(notes, porcupine.Annotation{Tag: "violation", Start: c.ops[i].call, End: min(c.ops[i].ret, last), Description: v.Kind,
 			Details: v.Message, BackgroundColor: "#ffb0b0"})
 	}
 	info.AddAnnotations(notes)
@@ -71,10 +69,10 @@ func deadlineOf(ctx context.Context) time.Time {
 }
 
 // lastTime is when the history's last operation returned: the end of a failed operation's bar.
-func lastTime(h *history.History) int64 {
+func lastTime(ops operations) int64 {
 	var t int64
-	for i := range h.Operations {
-		t = max(t, h.Operations[i].Return)
+	for i := range ops.Len() {
+		t = max(t, ops.At(i).Return)
 	}
 	return t
 }
@@ -85,15 +83,15 @@ func (c *checker) window(k int32, v Violation) segment {
 	ops := c.buildKeyOps(index, leaseKeys, k, k+1)[0]
 	var from, to int64 = infinity, -infinity
 	for _, i := range v.Ops {
-		from = min(from, c.h.Operations[i].Call)
-		to = max(to, c.h.Operations[i].Return)
+		from = min(from, c.ops[i].call)
+		to = max(to, c.op(i).Return)
 	}
 	if from == infinity {
 		from, to = v.Time, v.Time
 	}
 	// Up to 20 operations on either side of the violating ones.
-	lo := sort.Search(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call >= from })
-	hi := sort.Search(len(ops), func(j int) bool { return c.h.Operations[ops[j].op].Call > to })
+	lo := sort.Search(len(ops), func(j int) bool { return c.ops[ops[j].op].call >= from })
+	hi := sort.Search(len(ops), func(j int) bool { return c.ops[ops[j].op].call > to })
 	lo, hi = max(lo-20, 0), min(hi+20, len(ops))
 	return segment{rank: k, ops: ops[lo:hi], init: []kstate{{any: true}}}
 }

@@ -214,9 +214,9 @@ func (st *watchStream) event(r *history.WatchResponse, j int) {
 			"received %s, but compaction to %d had been acknowledged before the watch was requested (etcd cancels such watches)", describeEvent(e), st.compactedBefore)
 	}
 	if rev > c.base && rev <= c.maxRev {
-		if wi := c.writer[c.rev(rev)]; wi >= 0 && c.h.Operations[wi].Call > r.Time {
+		if wi := c.writer[c.rev(rev)]; wi >= 0 && c.ops[wi].call > r.Time {
 			c.watchViolation(w, "watch event from the future", e.KV.Key, rev, r.Time,
-				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.h.Operations[wi].Call))
+				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.ops[wi].call))
 		}
 	}
 	st.lastEv = max(st.lastEv, rev)

@@ -10,10 +10,11 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// TestWatchLogWaysAgree: the watch checks come to the same report whichever way they read the watch
-// records: from memory (Check) or the watch file pass by pass (CheckDir), each watcher compared with the
-// replay as its events arrive or from its records held. The simulated histories with bugs make every
-// watch check find something, out-of-order events included.
+// TestWatchLogWaysAgree: the checks come to the same report whichever way they read the history: the
+// watch records from memory (Check) or the watch file pass by pass (CheckDir), each watcher compared with
+// the replay as its events arrive or from its records held; the operations from memory or from a store
+// that decodes each when asked (CheckDir). The simulated histories with bugs make every check find
+// something, out-of-order events included.
 func TestWatchLogWaysAgree(t *testing.T) {
 	for _, bug := range append([]string{""}, kubesim.Bugs...) {
 		t.Run("bug="+bug, func(t *testing.T) {
@@ -35,20 +36,27 @@ func TestWatchLogWaysAgree(t *testing.T) {
 				"memory held": {records: h.Watches, holdAll: true},
 				"file held":   {path: path, holdAll: true},
 			}
-			want := checkWith(t, h, watchLog{records: h.Watches})
+			store, err := history.LoadOperationStore(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := checkWith(t, inMemory(h.Operations), watchLog{records: h.Watches})
 			for name, wl := range ways {
-				if got := checkWith(t, h, wl); !reflect.DeepEqual(got, want) {
+				if got := checkWith(t, inMemory(h.Operations), wl); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: %+v\nin memory: %+v", name, got, want)
 				}
+			}
+			if got := checkWith(t, store, watchLog{path: path}); !reflect.DeepEqual(got, want) {
+				t.Errorf("operations from a store: %+v\nin memory: %+v", got, want)
 			}
 		})
 	}
 }
 
-// checkWith checks h's operations with the watch records of wl, and returns the report without timings.
-func checkWith(t *testing.T, h *history.History, wl watchLog) *Report {
+// checkWith checks operations ops with the watch records of wl, and returns the report without timings.
+func checkWith(t *testing.T, ops operations, wl watchLog) *Report {
 	t.Helper()
-	rep, err := check(context.Background(), h, wl, Options{Timeout: time.Minute})
+	rep, err := check(context.Background(), ops, wl, Options{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ type valueRef struct {
 // indexValues maps every written value id to the request that wrote it.
 func (c *checker) indexValues() {
 	c.values = map[uint64]valueRef{}
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		v, ok := viewOf(op)
 		if !ok {
 			continue
@@ -50,7 +50,7 @@ func (c *checker) claim(i int32, r int64) {
 		return
 	}
 	if w := c.writer[c.rev(r)]; w >= 0 && w != i {
-		a, b := &c.h.Operations[w], &c.h.Operations[i]
+		a, b := c.op(int(w)), c.op(int(i))
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "duplicate revision", Revision: r, Key: opKey(b),
 			Ops: []int{int(w), int(i)}, Time: min(a.Call, b.Call),
 			Message: fmt.Sprintf("two writes took revision %d: %s and %s", r, c.describe(int(w)), c.describe(int(i)))})
@@ -61,8 +61,8 @@ func (c *checker) claim(i int32, r int64) {
 
 // claimAnswered gives every answered write its revision: the response header's.
 func (c *checker) claimAnswered() {
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		oi := &c.ops[i]
 		if oi.state != opAcked {
 			continue
@@ -89,8 +89,8 @@ func (c *checker) claimAnswered() {
 // and watch events) with its write. An answered write must be seen at its own revision and key; a failed
 // write whose value was seen took effect, at the revision it was seen with.
 func (c *checker) resolveFromAnswers() {
-	for i := range c.h.Operations {
-		op := &c.h.Operations[i]
+	for i := range c.hist.Len() {
+		op := c.op(i)
 		if op.Response == nil {
 			continue
 		}
@@ -147,7 +147,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 				Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
 		}
 		if oi.taken != ref.branch {
-			if rev, ok := ownSighting(&c.h.Operations[ref.op], kv.Value.ID); ok && rev == kv.ModRevision {
+			if rev, ok := ownSighting(c.op(int(ref.op)), kv.Value.ID); ok && rev == kv.ModRevision {
 				c.appliedTwice(ref, kv, oi)
 				return
 			}

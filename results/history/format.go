@@ -147,6 +147,8 @@ type encoder struct {
 	clients  map[int]int // watcher -> client of its last record
 	scratch  []byte
 	limit    int // strings before a fresh start: maxStrings, less in tests
+
+	res *resident // an OperationStore's records: strings and key-values are the store's (store.go)
 }
 
 func newEncoder() *encoder {
@@ -177,6 +179,10 @@ func appendBool(b []byte, v bool) []byte {
 
 // str appends s, interned, and returns its number.
 func (e *encoder) str(b []byte, s string) ([]byte, uint64) {
+	if e.res != nil {
+		id := e.res.intern(s)
+		return binary.AppendUvarint(b, id+1), id
+	}
 	if id, ok := e.strs[s]; ok {
 		return binary.AppendUvarint(b, id+1), id
 	}
@@ -373,9 +379,9 @@ func (e *encoder) responseParts(b []byte, r *Response) []byte {
 	b = append(b, parts)
 	rev := r.Revision
 	if g := r.Range; g != nil {
-		b = binary.AppendUvarint(b, uint64(len(g.KVs)))
-		for i := range g.KVs {
-			b = e.kv(b, &g.KVs[i], rev)
+		b = binary.AppendUvarint(b, uint64(g.Len()))
+		for i := range g.Len() {
+			b = e.kv(b, g.At(i), rev)
 		}
 		b = binary.AppendVarint(b, g.Count)
 		b = appendBool(b, g.More)
@@ -411,6 +417,9 @@ func (e *encoder) responseParts(b []byte, r *Response) []byte {
 // kv appends kv as the fields that differ from its key's last key-value; rev is the revision of the
 // record it is part of.
 func (e *encoder) kv(b []byte, kv *KV, rev int64) []byte {
+	if e.res != nil {
+		return e.appendResidentKV(b, kv)
+	}
 	b, id := e.str(b, kv.Key)
 	for uint64(len(e.kvs)) <= id {
 		e.kvs = append(e.kvs, kvState{})

@@ -29,6 +29,50 @@ func BenchmarkHistory(b *testing.B) {
 	}
 	b.Run("write", func(b *testing.B) { benchmarkHistoryWrite(b, ops, watches) })
 	b.Run("read", func(b *testing.B) { benchmarkHistoryRead(b, dir, len(ops), len(watches)) })
+	b.Run("store", func(b *testing.B) { benchmarkOperationStore(b, dir) })
+}
+
+// benchmarkOperationStore measures the operations held as the checker holds them: the heap a loaded
+// history's decoded operations take (decoded-B/op) against an OperationStore's (held-B/op), and the cost of
+// decoding one from the store (ns/op, allocs/op, every operation in turn).
+func benchmarkOperationStore(b *testing.B, dir string) {
+	held := func(load func() any) (any, float64) {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		v := load()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		return v, float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	}
+	h, decoded := held(func() any {
+		h, err := history.LoadOperations(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	})
+	n := len(h.(*history.History).Operations)
+	h = nil
+	v, stored := held(func() any {
+		s, err := history.LoadOperationStore(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+	s := v.(*history.OperationStore)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if s.At(i%n) == nil {
+			b.Fatal("no operation")
+		}
+		i++
+	}
+	b.ReportMetric(decoded/float64(n), "decoded-B/op")
+	b.ReportMetric(stored/float64(n), "held-B/op")
+	runtime.KeepAlive(s)
 }
 
 // benchmarkHistoryWrite measures the history writer on the kube workload's records, as the load

@@ -43,6 +43,9 @@ type decoder struct {
 	reqs     slab[Request]
 	events   slab[Event]
 	watchReq slab[WatchRequest]
+	ops      slab[Operation]
+
+	res *resident // an OperationStore's records: strings and key-values are the store's (store.go)
 }
 
 func newDecoder() *decoder { return &decoder{clients: map[int]int{}} }
@@ -126,6 +129,13 @@ func (d *decoder) count() int {
 
 func (d *decoder) str() (string, uint64) {
 	ref := d.uvarint()
+	if d.res != nil {
+		if ref == 0 || ref > uint64(len(d.res.strs)) {
+			d.fail("unknown string")
+			return "", 0
+		}
+		return d.res.strs[ref-1], ref - 1
+	}
 	if ref > 0 {
 		if ref > uint64(len(d.strs)) {
 			d.fail("unknown string")
@@ -306,9 +316,12 @@ func (d *decoder) responseParts(r *Response) {
 	rev := r.Revision
 	if parts&respRange != 0 {
 		g := d.rangeRs.one()
-		if n := d.count(); d.table != nil && n >= packMin {
+		switch n := d.count(); {
+		case d.res != nil && n > 0: // every answer: a reference costs less than a copy
+			g.packed = d.residentPacked(n)
+		case d.table != nil && n >= packMin:
 			g.packed = d.packed(n, rev)
-		} else {
+		default:
 			g.KVs = d.kvs_(n, rev)
 		}
 		g.Count = d.varint()
@@ -382,6 +395,9 @@ func (d *decoder) packed(n int, rev int64) *packedKVs {
 // key-values of watch events and puts, which the three watchers of a resource receive alike, share one
 // copy per version of a key.
 func (d *decoder) sharedKV(rev int64) *KV {
+	if d.res != nil {
+		return d.residentKV()
+	}
 	if d.table == nil {
 		kv := d.kvSlab.one()
 		d.kv(kv, rev)
@@ -400,6 +416,10 @@ func (d *decoder) sharedKV(rev int64) *KV {
 
 // kv decodes one key-value and returns its key's number.
 func (d *decoder) kv(kv *KV, rev int64) uint64 {
+	if d.res != nil {
+		*kv = *d.residentKV()
+		return 0
+	}
 	key, id := d.str()
 	if d.err != nil {
 		return 0

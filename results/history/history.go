@@ -175,6 +175,13 @@ func (t *kvTable) add(kv KV) uint32 {
 	return uint32((n-1)<<kvChunkBits + len(t.chunks[n-1]) - 1)
 }
 
+func (t *kvTable) len() int {
+	if len(t.chunks) == 0 {
+		return 0
+	}
+	return (len(t.chunks)-1)<<kvChunkBits + len(t.chunks[len(t.chunks)-1])
+}
+
 func (t *kvTable) at(ref uint32) *KV {
 	return &t.chunks[ref>>kvChunkBits][ref&(1<<kvChunkBits-1)]
 }

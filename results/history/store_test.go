@@ -1,0 +1,131 @@
+package history
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+// TestOperationStore is the store's property test: random operations of every kind, written to a file,
+// loaded into a store and decoded one at a time in any order, from several goroutines at once, come back
+// exactly as they were; so do the operations of a legacy JSON-lines history.
+func TestOperationStore(t *testing.T) {
+	for seed := range uint64(20) {
+		g := newGen(seed)
+		dir := t.TempDir()
+		w, err := NewWriter(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seed%2 == 1 {
+			w.ops.enc.limit = int(seed) // the file starts afresh: the store must not
+		}
+		var ops []*Operation
+		for range 2000 {
+			op := g.operation()
+			ops = append(ops, op)
+			w.Operation(op)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadOperationStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireStore(t, s, ops)
+
+		if seed%4 == 0 {
+			var lines []byte
+			for _, op := range ops {
+				line, _ := json.Marshal(op)
+				lines = append(append(lines, line...), '\n')
+			}
+			legacy := t.TempDir()
+			if err := os.WriteFile(filepath.Join(legacy, "history.jsonl"), lines, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = LoadOperationStore(legacy); err != nil {
+				t.Fatal(err)
+			}
+			requireStore(t, s, ops)
+		}
+	}
+}
+
+// requireStore fails unless store s holds ops: each decoded last to first, then all of them by four
+// goroutines at once, each in its own order.
+func requireStore(t *testing.T, s *OperationStore, ops []*Operation) {
+	t.Helper()
+	if s.Len() != len(ops) {
+		t.Fatalf("the store holds %d operations, want %d", s.Len(), len(ops))
+	}
+	same := func(i int) bool {
+		got := s.At(i)
+		if got.Response != nil {
+			unpack(got.Response)
+		}
+		return reflect.DeepEqual(got, ops[i])
+	}
+	for i := len(ops) - 1; i >= 0; i-- {
+		if !same(i) {
+			got := s.At(i)
+			t.Fatalf("operation %d differs\n got %s\nwant %s", i, dump(got), dump(ops[i]))
+		}
+	}
+	var wg sync.WaitGroup
+	bad := make([]int, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			bad[w] = -1
+			for j := range ops {
+				if i := (j*(2*w+1) + w) % len(ops); !same(i) {
+					bad[w] = i
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w, i := range bad {
+		if i >= 0 {
+			t.Errorf("reader %d: operation %d differs", w, i)
+		}
+	}
+}
+
+// TestOperationStoreShares: list pages that repeat the same key-values and writes that return the same
+// previous key-value share one copy of each in the store, and the record of a page is a few bytes per
+// key-value.
+func TestOperationStoreShares(t *testing.T) {
+	kvs := make([]KV, 500)
+	for i := range kvs {
+		kvs[i] = KV{Key: "/registry/pods/ns/pod-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Value: Value{ID: uint64(i) << 20, Size: 4096},
+			CreateRevision: int64(i + 1), ModRevision: int64(i + 1), Version: 1}
+	}
+	var ops []Operation
+	for p := range 100 {
+		ops = append(ops, Operation{Op: "list/pods", Call: int64(p), Return: int64(p) + 1, Request: Request{Kind: KindRange, Range: &Range{Key: "/registry/pods/", End: "/registry/pods0"}},
+			Response: &Response{Revision: 1000, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}})
+	}
+	s := NewOperationStore(ops)
+	if n := s.res.table.len(); n != len(kvs) {
+		t.Errorf("the store holds %d key-values for 100 pages of the same %d", n, len(kvs))
+	}
+	bytes := 0
+	for _, c := range s.chunks {
+		bytes += len(c)
+	}
+	if per := float64(bytes) / float64(len(ops)*len(kvs)); per > 3 {
+		t.Errorf("%.1f bytes per key-value of a page, want at most 3", per)
+	}
+	for i := range ops {
+		got := s.At(i)
+		if got.Response.Range.Len() != len(kvs) || !reflect.DeepEqual(got.Response.Range.KeyValues(), kvs) {
+			t.Fatalf("page %d differs", i)
+		}
+	}
+}
