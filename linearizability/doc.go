@@ -114,8 +114,11 @@
 //
 // # Memory
 //
-// CheckDir holds the run's operations (decoded from history.bin) and what the passes derive; it does not
-// hold the watch records. Every pass that needs them (the keys and revisions they name, the watchers and
+// CheckDir holds the run's operations encoded, in a history.OperationStore (about 105 bytes each on a
+// kube-shaped history, where decoded they take about 550), and decodes one each time a pass asks for it;
+// what it needs of every operation at every turn (call and return times, revisions, state, and the kind of
+// request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
+// watch records. Every pass that needs them (the keys and revisions they name, the watchers and
 // what they vouch for, the writes they resolve, when revisions existed, the union of what watchers saw,
 // the real-time evidence, the watch checks) reads watch.bin again, in file order; the file is written once
 // and read the same way each time, so every pass sees the same records with the same numbers. The watch
@@ -131,11 +134,12 @@
 // What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions per
 // operation, 1.8 watch events per operation):
 //
-//   - the operations: every decoded Operation (a few hundred bytes each, list answers packed) and its
-//     opInfo, the real-time order (40 bytes per operation and per watch record with a revision) and the
-//     per-key checks' index (4 bytes per operation and key it projects on). This is the largest part and
-//     it is linear in the number of operations: the global layer replays writes in revision order and the
-//     per-key layer checks whole key histories, and both look up operations by number at any time;
+//   - the operations: each one's record in the store (about 105 bytes; the distinct key-values its answers
+//     hold are the store's, once) and its opInfo (64 bytes), the real-time order (32 bytes per operation and
+//     per watch record with a revision, while it is checked) and the per-key checks' index (4 bytes per
+//     operation and key it projects on). This is linear in the number of operations: the global layer
+//     replays writes in revision order and the per-key layer checks whole key histories, and both look up
+//     operations by number at any time;
 //   - the revisions: the writer, existence time, observed and canonical-log offsets of each (21 bytes),
 //     the replay's canonical log (about 100 bytes per change, which the watch and per-key checks read
 //     back) and, until the replay has read it, the union of what watchers saw (about 150 bytes per
@@ -145,8 +149,10 @@
 // What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
 // history), of which the check holds at most the events of one revision per watcher, plus the records of
 // watchers whose events came out of order. The keys (their names, ranks and replay state) grow with the
-// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 1 KB per
-// operation (1.4 KB when the watch records were held): still linear, a third less.
+// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 540 bytes
+// per operation (1.4 KB when the watch records were held, 960 bytes when the operations were held
+// decoded): still linear, and it peaks during the replay, when the store, the opInfo, the canonical log
+// and the union of what watchers saw are all held.
 //
 // The union of what watchers saw keeps, of the events of one revision and key, the first in file order
 // (and within a record, the first), and holds every other one to it: before, events of one record tied
@@ -160,8 +166,9 @@
 // watcher's span runs to its last event. Failed writes of unknown outcome and watchers that lag far behind
 // would then bound memory (every revision since the oldest of them).
 //
-// The way we mean to take (measured where the 35-minute history's peak goes: the decoded operations are
-// about two thirds of it, about 700 MB of 1 GB live; what the checker derives is the rest):
+// The way we mean to take (the 35-minute history's live heap peaks at about 590 MB: the store 120 MB, the
+// opInfo 70 MB, the canonical log about 85 MB, the union of what watchers saw about 100 MB, the key-values
+// 30 MB, the rest per revision and per key):
 //
 //   - a first streaming pass over both files computes what the passes above look ahead for, and only that:
 //     the outcome of each failed write (a later sighting of its value), each revision's existence time,

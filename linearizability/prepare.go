@@ -116,6 +116,7 @@ func (c *checker) prepare() error {
 	c.findGaps()
 	c.watchSpans()
 	c.candidates()
+	c.pruneObserved()
 	return nil
 }
 

@@ -17,7 +17,7 @@ type placed struct {
 	at        int64
 	call, ret int64
 	op        int32 // -1 for evidence from a watch record
-	watcher   int   // the watcher whose record is the evidence
+	watcher   int32 // the watcher whose record is the evidence (32 bytes in all: one per operation and record)
 }
 
 // checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
@@ -55,7 +55,7 @@ func (c *checker) checkRealTime() {
 	}
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		if r.Revision > 0 && r.Error == "" {
-			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, watcher: r.Watcher})
+			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, watcher: int32(r.Watcher)})
 		}
 	})
 	slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
@@ -119,7 +119,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 	lRev := late.at / 2
 	v := Violation{Check: CheckLinearizability, Key: opKey(eop), Time: late.ret, Revision: lRev}
 	if late.op < 0 {
-		v.Watcher = late.watcher
+		v.Watcher = int(late.watcher)
 		v.Ops = []int{int(early.op)}
 		if early.at%2 == 0 {
 			v.Kind = "revision order contradicts real time"

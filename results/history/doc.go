@@ -9,7 +9,8 @@
 //
 // A Writer streams operations to history.bin and watch records to watch.bin, off the request path, in a
 // compact, versioned binary format (format.go; results/SCHEMA.md describes it). ReadOperations and
-// ReadWatches stream them back; Load reads a whole run for checking; Dump prints a file as JSON lines and
+// ReadWatches stream them back; Load reads a whole run; LoadOperationStore holds a run's operations encoded,
+// each decoded when asked for (what the checker looks them up in); Dump prints a file as JSON lines and
 // ConvertDir rewrites a legacy run's JSON lines (history.jsonl, watch.jsonl) in the binary format.
 //
 // The package sits at the bottom of the layers: the workloads that record, the checks that read
