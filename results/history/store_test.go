@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,6 +127,31 @@ func TestOperationStoreShares(t *testing.T) {
 		got := s.At(i)
 		if got.Response.Range.Len() != len(kvs) || !reflect.DeepEqual(got.Response.Range.KeyValues(), kvs) {
 			t.Fatalf("page %d differs", i)
+		}
+	}
+}
+
+// TestOperationStoreLargeRecord: an operation whose record is larger than a chunk of the store (a list of
+// 400,000 keys) gets a chunk of its own, and the operations around it are unaffected.
+func TestOperationStoreLargeRecord(t *testing.T) {
+	kvs := make([]KV, 400_000)
+	for i := range kvs {
+		kvs[i] = KV{Key: fmt.Sprintf("/registry/pods/ns/pod-%06d", i), Value: Value{ID: uint64(i) << 20, Size: 4096}, CreateRevision: int64(i + 1), ModRevision: int64(i + 1), Version: 1}
+	}
+	small := Operation{Op: "get/pods", Call: 1, Return: 2, Request: Request{Kind: KindRange, Range: &Range{Key: kvs[7].Key}},
+		Response: &Response{Revision: 400_001, Range: &RangeResponse{KVs: kvs[7:8], Count: 1}}}
+	large := Operation{Op: "list/pods", Call: 3, Return: 4, Request: Request{Kind: KindRange, Range: &Range{Key: "/registry/pods/", End: "/registry/pods0"}},
+		Response: &Response{Revision: 400_001, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}}
+	ops := []Operation{small, large, small}
+	s := NewOperationStore(ops)
+	if len(s.chunks) != 3 || len(s.chunks[1]) <= storeChunk {
+		t.Fatalf("chunks of %d records: want the large one (more than %d bytes) alone in the second", len(s.chunks), storeChunk)
+	}
+	for i := range ops {
+		got := s.At(i)
+		unpack(got.Response)
+		if !reflect.DeepEqual(got, &ops[i]) {
+			t.Fatalf("operation %d differs", i)
 		}
 	}
 }
