@@ -142,17 +142,17 @@
 //     operations by number at any time;
 //   - the revisions: the writer, existence time, observed and canonical-log offsets of each (21 bytes),
 //     the replay's canonical log (about 100 bytes per change, which the watch and per-key checks read
-//     back) and, until the replay has read it, the union of what watchers saw (about 150 bytes per
-//     revision and key any watcher saw);
+//     back) and, until the writers are known, the union of what watchers saw (about 150 bytes per
+//     revision and key any watcher saw; then only the revisions nobody is known to have written stay,
+//     for the replay);
 //   - while the union is built, 24 bytes per watch event, released before the replay.
 //
 // What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
 // history), of which the check holds at most the events of one revision per watcher, plus the records of
 // watchers whose events came out of order. The keys (their names, ranks and replay state) grow with the
-// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 540 bytes
-// per operation (1.4 KB when the watch records were held, 960 bytes when the operations were held
-// decoded): still linear, and it peaks during the replay, when the store, the opInfo, the canonical log
-// and the union of what watchers saw are all held.
+// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 500 bytes
+// per operation (1.4 KB when the watch records were held, 950 bytes when the operations were held
+// decoded): still linear.
 //
 // The union of what watchers saw keeps, of the events of one revision and key, the first in file order
 // (and within a record, the first), and holds every other one to it: before, events of one record tied
@@ -166,9 +166,9 @@
 // watcher's span runs to its last event. Failed writes of unknown outcome and watchers that lag far behind
 // would then bound memory (every revision since the oldest of them).
 //
-// The way we mean to take (the 35-minute history's live heap peaks at about 590 MB: the store 120 MB, the
-// opInfo 70 MB, the canonical log about 85 MB, the union of what watchers saw about 100 MB, the key-values
-// 30 MB, the rest per revision and per key):
+// The way we mean to take (the 35-minute history's live heap peaks at about 500 MB: the store 120 MB, the
+// opInfo 70 MB, the canonical log about 85 MB, the key-values 30 MB, per revision and per key the rest,
+// and, where it peaks, the real-time order or the per-key checks' projections, about 100 MB):
 //
 //   - a first streaming pass over both files computes what the passes above look ahead for, and only that:
 //     the outcome of each failed write (a later sighting of its value), each revision's existence time,
