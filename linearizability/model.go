@@ -37,9 +37,8 @@ type keyStep struct {
 // not only its values.
 type keyOp struct {
 	op       int32
-	client   int // the operation's client, call time, and whether it was answered, for porcupine
+	client   int32 // the operation's client, call time, and whether it was answered, for porcupine
 	call     int64
-	answered bool
 	key      string
 	cmps     []history.Compare // compares on this key
 	allCmps  bool              // every compare of the request is on this key: the key alone decides the branch
@@ -51,6 +50,7 @@ type keyOp struct {
 	revoke   int64 // a lease revoke: the lease
 	ret      int64 // the request's (bounded) return time: a lease may expire before it
 	observes bool  // the request tells something about the key (a read, compare, count or previous value)
+	answered bool
 }
 
 // kstate is the state of one key in the per-key model: the key's current version and what the order of

@@ -138,14 +138,14 @@ func (p *projection) get(k int32) *keyOp {
 // ever attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
 func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *projection) {
 	p.keys, p.lo, p.hi, p.c = p.keys[:0], lo, hi, c
-	op := c.op(i)
 	oi := &c.ops[i]
 	switch oi.state {
 	case opAcked, opResolved, opUnresolved:
 	default:
 		return
 	}
-	base := keyOp{op: int32(i), client: op.Client, call: op.Call, answered: op.Response != nil, taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
+	op := c.op(i)
+	base := keyOp{op: int32(i), client: int32(op.Client), call: op.Call, answered: op.Response != nil, taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
 	switch oi.state {
 	case opAcked:
 		if oi.wrote {
@@ -247,7 +247,10 @@ func (c *checker) projectStep(sub *history.Request, res *history.Response, b int
 		if res != nil && res.Delete != nil && d.PrevKV {
 			prevs = map[string]*history.KV{}
 			for i := range res.Delete.PrevKVs {
-				prevs[res.Delete.PrevKVs[i].Key] = &res.Delete.PrevKVs[i]
+				// A copy: a decoded operation's own key-values (unlike those it shares with the history)
+				// would keep its decoder's memory alive as long as the key operation lives.
+				kv := res.Delete.PrevKVs[i]
+				prevs[kv.Key] = &kv
 			}
 		}
 		for k := lo; k < hi; k++ {
@@ -428,7 +431,7 @@ func porcupineOps(ops []*keyOp, described operations) []porcupine.Operation {
 		if ko.maybe || !ko.answered {
 			ret = min(ret, infinity-1)
 		}
-		out[i] = porcupine.Operation{ClientId: ko.client, Input: ko, Call: ko.call, Return: ret}
+		out[i] = porcupine.Operation{ClientId: int(ko.client), Input: ko, Call: ko.call, Return: ret}
 		if described != nil {
 			out[i].Metadata = describeResponse(described.At(int(ko.op)))
 		}

@@ -144,8 +144,9 @@ type Response struct {
 // RangeResponse holds the key-values read, the total count of the range, and whether more remain.
 //
 // A history loaded whole for checking (Load) holds the key-values of its large answers (list
-// pages) packed instead of in KVs: most of them are the same key-values again, page after page, so
-// each answer refers to one shared copy of each. KeyValues returns them either way.
+// pages) packed instead of in KVs, and an OperationStore those of every answer: most of them are the
+// same key-values again, page after page, so each answer refers to one shared copy of each. KVs is then
+// nil: read them with Len and At, or KeyValues, which returns them either way.
 type RangeResponse struct {
 	KVs   []KV  `json:"kvs,omitempty"`
 	Count int64 `json:"count"`

@@ -49,7 +49,9 @@ func (r *resident) ref(kv *KV) uint32 {
 	if ref := r.keyRefs[id]; ref != noRef && *r.table.at(ref) == *kv {
 		return ref
 	}
-	ref := r.table.add(*kv)
+	v := *kv
+	v.Key = r.strs[id] // the interned copy: the caller's may be one of many
+	ref := r.table.add(v)
 	r.keyRefs[id] = ref
 	return ref
 }
@@ -91,14 +93,15 @@ func NewOperationStore(ops []Operation) *OperationStore {
 
 // storeBuilder encodes operations into a store, in order.
 type storeBuilder struct {
-	s   *OperationStore
-	enc *encoder
-	rec []byte
+	s     *OperationStore
+	enc   *encoder
+	rec   []byte
+	chunk int // storeChunk; less in tests
 }
 
 func newStoreBuilder() *storeBuilder {
 	res := &resident{ids: map[string]uint64{}}
-	return &storeBuilder{s: &OperationStore{res: res}, enc: &encoder{res: res}}
+	return &storeBuilder{s: &OperationStore{res: res}, enc: &encoder{res: res}, chunk: storeChunk}
 }
 
 func (b *storeBuilder) add(op *Operation) {
@@ -107,7 +110,7 @@ func (b *storeBuilder) add(op *Operation) {
 	s := b.s
 	n := len(s.chunks)
 	if n == 0 || len(s.chunks[n-1])+len(b.rec) > cap(s.chunks[n-1]) {
-		s.chunks = append(s.chunks, make([]byte, 0, max(storeChunk, len(b.rec))))
+		s.chunks = append(s.chunks, make([]byte, 0, max(b.chunk, len(b.rec))))
 		n++
 	}
 	s.at = append(s.at, uint64(n-1)<<32|uint64(len(s.chunks[n-1])))
@@ -129,7 +132,8 @@ func (b *storeBuilder) done() *OperationStore {
 func (s *OperationStore) Len() int { return len(s.at) }
 
 // At decodes operation i. The operation is the caller's, but for the key-values it refers to, which the
-// store shares among all of its operations: they must not be changed.
+// store shares among all of its operations: they must not be changed. Its range answers hold their
+// key-values packed (see RangeResponse: KVs is nil).
 func (s *OperationStore) At(i int) *Operation {
 	chunk, off := s.at[i]>>32, uint32(s.at[i])
 	end := uint32(len(s.chunks[chunk]))

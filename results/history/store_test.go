@@ -39,6 +39,17 @@ func TestOperationStore(t *testing.T) {
 		}
 		requireStore(t, s, ops)
 
+		// Chunks of 1 KB: dozens of them, records packed up to their ends.
+		b := newStoreBuilder()
+		b.chunk = 1 << 10
+		for _, op := range ops {
+			b.add(op)
+		}
+		if s = b.done(); len(s.chunks) < 30 {
+			t.Fatalf("%d chunks of 1 KB for %d operations", len(s.chunks), len(ops))
+		}
+		requireStore(t, s, ops)
+
 		if seed%4 == 0 {
 			var lines []byte
 			for _, op := range ops {
