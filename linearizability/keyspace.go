@@ -84,13 +84,12 @@ func (c *checker) collectKeys(keys map[string]struct{}) {
 			}
 		}
 	}
-	for i := range c.hist.Len() {
-		op := c.op(i)
+	c.hist.Scan(func(_ int, op *history.Operation) {
 		addReq(&op.Request)
 		if op.Response != nil {
 			addResp(op.Response)
 		}
-	}
+	})
 	c.ks = newKeyspace(keys)
 	c.stats.Keys = len(c.ks.keys)
 }

@@ -14,6 +14,8 @@ import (
 type operations interface {
 	Len() int
 	At(i int) *history.Operation
+	// Scan calls fn with every operation in order; the operation is valid only during the call.
+	Scan(fn func(i int, op *history.Operation))
 }
 
 // inMemory is the operations of a history in memory.
@@ -21,6 +23,11 @@ type inMemory []history.Operation
 
 func (m inMemory) Len() int                    { return len(m) }
 func (m inMemory) At(i int) *history.Operation { return &m[i] }
+func (m inMemory) Scan(fn func(i int, op *history.Operation)) {
+	for i := range m {
+		fn(i, &m[i])
+	}
+}
 
 // op returns operation i. From a store it is decoded afresh at each call: a pass that needs several of an
 // operation's parts takes it once.
@@ -65,8 +72,7 @@ func (c *checker) classify() {
 		}
 		return l
 	}
-	for i := range c.hist.Len() {
-		op := c.op(i)
+	c.hist.Scan(func(i int, op *history.Operation) {
 		oi := &c.ops[i]
 		oi.call, oi.ret, oi.taken = op.Call, op.Return, -1
 		oi.writes = canWrite(&op.Request)
@@ -102,7 +108,7 @@ func (c *checker) classify() {
 		case history.KindLeaseRevoke:
 			if op.Request.Lease == nil {
 				oi.state = opIgnored
-				continue
+				return
 			}
 			l := lease(op.Request.Lease.ID)
 			if !failed {
@@ -119,5 +125,5 @@ func (c *checker) classify() {
 				oi.state = opIgnored
 			}
 		}
-	}
+	})
 }

@@ -43,10 +43,10 @@ type perKeyResult struct {
 // keys at a time from it, so that the check never holds the whole history projected.
 func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 	leaseKeys := map[int64][]int32{}
-	for i := range c.hist.Len() {
-		v, ok := viewOf(c.op(i))
+	c.hist.Scan(func(_ int, op *history.Operation) {
+		v, ok := viewOf(op)
 		if !ok {
-			continue
+			return
 		}
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
@@ -55,7 +55,7 @@ func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 				}
 			}
 		}
-	}
+	})
 	for l, ks := range leaseKeys {
 		// A shared lease (kube's events) holds a thousand keys: sorting once beats searching each time.
 		slices.Sort(ks)

@@ -130,10 +130,9 @@ func (c *checker) bounds(watchMaxRev int64) error {
 			maxRev = r
 		}
 	}
-	for i := range c.hist.Len() {
-		op := c.op(i)
+	c.hist.Scan(func(_ int, op *history.Operation) {
 		if op.Response == nil {
-			continue
+			return
 		}
 		h := op.Response.Revision
 		if h > 0 {
@@ -146,7 +145,7 @@ func (c *checker) bounds(watchMaxRev int64) error {
 			}
 		}
 		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
-	}
+	})
 	note(watchMaxRev)
 	if base == 1<<62 {
 		base = 1

@@ -21,11 +21,10 @@ type valueRef struct {
 // indexValues maps every written value id to the request that wrote it.
 func (c *checker) indexValues() {
 	c.values = map[uint64]valueRef{}
-	for i := range c.hist.Len() {
-		op := c.op(i)
+	c.hist.Scan(func(i int, op *history.Operation) {
 		v, ok := viewOf(op)
 		if !ok {
-			continue
+			return
 		}
 		for b := range 2 {
 			for _, sub := range v.branches[b] {
@@ -41,7 +40,7 @@ func (c *checker) indexValues() {
 				c.values[id] = valueRef{op: int32(i), branch: int8(b), key: sub.Put.Key}
 			}
 		}
-	}
+	})
 }
 
 // claim records that operation i wrote revision r. Two writes cannot share a revision.
@@ -61,41 +60,38 @@ func (c *checker) claim(i int32, r int64) {
 
 // claimAnswered gives every answered write its revision: the response header's.
 func (c *checker) claimAnswered() {
-	for i := range c.hist.Len() {
-		op := c.op(i)
+	c.hist.Scan(func(i int, op *history.Operation) {
 		oi := &c.ops[i]
 		if oi.state != opAcked {
-			continue
+			return
 		}
 		v, ok := viewOf(op)
 		if !ok {
-			continue
+			return
 		}
 		wrote, ok := answeredWrote(op, v, oi.taken)
 		if !ok {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "malformed response", Key: opKey(op), Ops: []int{i}, Time: op.Call,
 				Message: fmt.Sprintf("the response does not match the request: %s", c.describe(i))})
 			oi.state = opIgnored
-			continue
+			return
 		}
 		if wrote {
 			oi.wrote, oi.rev = true, oi.hdr
 			c.claim(int32(i), oi.hdr)
 		}
-	}
+	})
 }
 
 // resolveFromAnswers, resolveFromWatch and claimResolved match every value seen (in reads, previous values
 // and watch events) with its write. An answered write must be seen at its own revision and key; a failed
 // write whose value was seen took effect, at the revision it was seen with.
 func (c *checker) resolveFromAnswers() {
-	for i := range c.hist.Len() {
-		op := c.op(i)
-		if op.Response == nil {
-			continue
+	c.hist.Scan(func(i int, op *history.Operation) {
+		if op.Response != nil {
+			forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, "a read returned", []int{i}) })
 		}
-		forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, "a read returned", []int{i}) })
-	}
+	})
 }
 
 // resolveFromWatch matches the values of a watch record's events and their previous values.

@@ -34,7 +34,8 @@ func BenchmarkHistory(b *testing.B) {
 
 // benchmarkOperationStore measures the operations held as the checker holds them: the heap a loaded
 // history's decoded operations take (decoded-B/op) against an OperationStore's (held-B/op), and the cost of
-// decoding one from the store (ns/op, allocs/op, every operation in turn).
+// decoding one from the store (ns/op, allocs/op, every operation in turn): alone (At) and in a pass over
+// all of them (Scan, each decoded into the memory of the one before).
 func benchmarkOperationStore(b *testing.B, dir string) {
 	held := func(load func() any) (any, float64) {
 		var before, after runtime.MemStats
@@ -62,16 +63,34 @@ func benchmarkOperationStore(b *testing.B, dir string) {
 		return s
 	})
 	s := v.(*history.OperationStore)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if s.At(i%n) == nil {
-			b.Fatal("no operation")
+	b.Run("at", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if s.At(i%n) == nil {
+				b.Fatal("no operation")
+			}
+			i++
 		}
-		i++
-	}
-	b.ReportMetric(decoded/float64(n), "decoded-B/op")
-	b.ReportMetric(stored/float64(n), "held-B/op")
+		b.ReportMetric(decoded/float64(n), "decoded-B/op")
+		b.ReportMetric(stored/float64(n), "held-B/op")
+	})
+	b.Run("scan", func(b *testing.B) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		scans := 0
+		for b.Loop() {
+			s.Scan(func(int, *history.Operation) {})
+			scans++
+		}
+		elapsed := time.Since(start)
+		runtime.ReadMemStats(&after)
+		ops := float64(scans * n)
+		b.ReportMetric(float64(elapsed.Nanoseconds())/ops, "ns/record")
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/record")
+		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/record")
+	})
 	runtime.KeepAlive(s)
 }
 

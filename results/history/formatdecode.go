@@ -64,6 +64,37 @@ func (s *slab[T]) one() *T {
 	return &s.buf[len(s.buf)-1]
 }
 
+// reuse hands out the current chunk's values again, zeroed: whatever was carved from it is no longer used.
+func (s *slab[T]) reuse() {
+	clear(s.buf)
+	s.buf = s.buf[:0]
+}
+
+// reuse makes the decoder carve the next record's parts from the memory of the last one's (see
+// OperationStore.Scan).
+func (d *decoder) reuse() {
+	d.packs.reuse()
+	d.refs.reuse()
+	d.ranges.reuse()
+	d.puts.reuse()
+	d.deletes.reuse()
+	d.txns.reuse()
+	d.leases.reuse()
+	d.compacts.reuse()
+	d.resps.reuse()
+	d.rangeRs.reuse()
+	d.putRs.reuse()
+	d.deleteRs.reuse()
+	d.txnRs.reuse()
+	d.leaseRs.reuse()
+	d.kvSlab.reuse()
+	d.compares.reuse()
+	d.reqs.reuse()
+	d.events.reuse()
+	d.watchReq.reuse()
+	d.ops.reuse()
+}
+
 func (s *slab[T]) slice(n int) []T {
 	if n == 0 {
 		return nil

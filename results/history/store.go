@@ -131,15 +131,40 @@ func (b *storeBuilder) done() *OperationStore {
 // Len returns the number of operations.
 func (s *OperationStore) Len() int { return len(s.at) }
 
+// record returns where record i is: its chunk, and its start and end in it.
+func (s *OperationStore) record(i int) (chunk uint64, off, end uint32) {
+	chunk, off = s.at[i]>>32, uint32(s.at[i])
+	end = uint32(len(s.chunks[chunk]))
+	if i+1 < len(s.at) && s.at[i+1]>>32 == chunk {
+		end = uint32(s.at[i+1])
+	}
+	return chunk, off, end
+}
+
+// Scan decodes the operations in order, each into the memory of the one before, and calls fn with each:
+// the operation and its parts are valid only during the call, but for the key-values it refers to, which
+// the store shares. A pass over every operation allocates nothing this way.
+func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
+	d := newDecoder()
+	d.res = s.res
+	var op Operation
+	for i := range s.at {
+		d.reuse()
+		d.prevTime, d.prevRev = 0, 0
+		op = Operation{}
+		chunk, off, end := s.record(i)
+		if err := d.operation(s.chunks[chunk][off:end], &op); err != nil {
+			panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
+		}
+		fn(i, &op)
+	}
+}
+
 // At decodes operation i. The operation is the caller's, but for the key-values it refers to, which the
 // store shares among all of its operations: they must not be changed. Its range answers hold their
 // key-values packed (see RangeResponse: KVs is nil).
 func (s *OperationStore) At(i int) *Operation {
-	chunk, off := s.at[i]>>32, uint32(s.at[i])
-	end := uint32(len(s.chunks[chunk]))
-	if i+1 < len(s.at) && s.at[i+1]>>32 == chunk {
-		end = uint32(s.at[i+1])
-	}
+	chunk, off, end := s.record(i)
 	d := s.decoders.Get().(*decoder)
 	defer s.decoders.Put(d)
 	d.prevTime, d.prevRev = 0, 0

@@ -68,8 +68,8 @@ func TestOperationStore(t *testing.T) {
 	}
 }
 
-// requireStore fails unless store s holds ops: each decoded last to first, then all of them by four
-// goroutines at once, each in its own order.
+// requireStore fails unless store s holds ops: each decoded last to first, all of them scanned, then all
+// of them by four goroutines at once, each in its own order.
 func requireStore(t *testing.T, s *OperationStore, ops []*Operation) {
 	t.Helper()
 	if s.Len() != len(ops) {
@@ -87,6 +87,19 @@ func requireStore(t *testing.T, s *OperationStore, ops []*Operation) {
 			got := s.At(i)
 			t.Fatalf("operation %d differs\n got %s\nwant %s", i, dump(got), dump(ops[i]))
 		}
+	}
+	n := 0
+	s.Scan(func(i int, got *Operation) {
+		if got.Response != nil {
+			unpack(got.Response)
+		}
+		if i != n || !reflect.DeepEqual(got, ops[i]) {
+			t.Fatalf("scanned operation %d (the %dth) differs\n got %s\nwant %s", i, n, dump(got), dump(ops[i]))
+		}
+		n++
+	})
+	if n != len(ops) {
+		t.Fatalf("scanned %d operations, want %d", n, len(ops))
 	}
 	var wg sync.WaitGroup
 	bad := make([]int, 4)
