@@ -115,8 +115,9 @@
 // # Memory
 //
 // CheckDir holds the run's operations encoded, in a history.OperationStore (about 105 bytes each on a
-// kube-shaped history, where decoded they take about 550), and decodes one each time a pass asks for it;
-// what it needs of every operation at every turn (call and return times, revisions, state, and the kind of
+// kube-shaped history, where decoded they take about 550), and decodes one each time a pass asks for it
+// (a pass over every operation scans them, each decoded into the memory of the one before). What it
+// needs of every operation at every turn (call and return times, revisions, state, and the kind of
 // request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
 // watch records. Every pass that needs them (the keys and revisions they name, the watchers and
 // what they vouch for, the writes they resolve, when revisions existed, the union of what watchers saw,
