@@ -7,7 +7,8 @@ import (
 
 // decoder reads the records of one file, keeping the state the encoder kept (see format.go). Records it
 // returns stay valid: their parts are carved from slabs that are never reused, which costs a checker that
-// keeps a whole history one allocation per slab instead of several per operation.
+// keeps a whole history one allocation per slab instead of several per operation. The one exception is
+// OperationStore.Scan, whose decoder reuses its slabs from record to record (reuse).
 type decoder struct {
 	b   []byte // the record being decoded
 	i   int

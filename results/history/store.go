@@ -143,7 +143,8 @@ func (s *OperationStore) record(i int) (chunk uint64, off, end uint32) {
 
 // Scan decodes the operations in order, each into the memory of the one before, and calls fn with each:
 // the operation and its parts are valid only during the call, but for the key-values it refers to, which
-// the store shares. A pass over every operation allocates nothing this way.
+// the store shares. A pass over every operation allocates nothing per operation this way, but for answers
+// of more than a hundred key-values, whose references get a slice of their own.
 func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 	d := newDecoder()
 	d.res = s.res
