@@ -145,7 +145,7 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 		return
 	}
 	op := c.op(i)
-	base := keyOp{op: int32(i), client: int32(op.Client), call: op.Call, answered: op.Response != nil, taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
+	base := keyOp{op: int32(i), client: int32(op.Client), call: oi.call, answered: oi.answered, taken: oi.taken, maybe: oi.state == opUnresolved, ret: oi.ret}
 	switch oi.state {
 	case opAcked:
 		if oi.wrote {

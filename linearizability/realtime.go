@@ -204,7 +204,7 @@ func (c *checker) addFaultCompactions(windows []results.FaultWindow) {
 		end := max(w.EndNs, w.StartNs)
 		rev := int64(infinity)
 		for i := range c.ops {
-			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && c.ops[i].call > end {
+			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && oi.call > end {
 				rev = min(rev, oi.rev-1)
 			}
 		}

@@ -184,33 +184,41 @@ func (g *gen) watchResponse() *WatchResponse {
 	return r
 }
 
+// writeGenerated writes 2000 random operations and watch records from the generator of seed to a run
+// directory, and returns it with the records. For odd seeds the writer starts afresh every seed strings:
+// what the writer of a long run does every maxStrings.
+func writeGenerated(t *testing.T, seed uint64) (string, []*Operation, []*WatchResponse) {
+	t.Helper()
+	g := newGen(seed)
+	dir := t.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seed%2 == 1 {
+		w.ops.enc.limit, w.watches.enc.limit = int(seed), int(seed)
+	}
+	var ops []*Operation
+	var watches []*WatchResponse
+	for range 2000 {
+		op, wr := g.operation(), g.watchResponse()
+		ops, watches = append(ops, op), append(watches, wr)
+		w.Operation(op)
+		w.Watch(wr)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ops, watches
+}
+
 // TestFormatRoundTrip is the format's property test: random records of every kind, from seeded
 // generators, written by a Writer and read back, must come back exactly as they were.
 func TestFormatRoundTrip(t *testing.T) {
 	for seed := range uint64(20) {
-		g := newGen(seed)
-		dir := t.TempDir()
-		w, err := NewWriter(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seed%2 == 1 {
-			// Start afresh every few strings: what the writer of a long run does every maxStrings.
-			w.ops.enc.limit, w.watches.enc.limit = int(seed), int(seed)
-		}
-		var ops []*Operation
-		var watches []*WatchResponse
-		for range 2000 {
-			op, wr := g.operation(), g.watchResponse()
-			ops, watches = append(ops, op), append(watches, wr)
-			w.Operation(op)
-			w.Watch(wr)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		dir, ops, watches := writeGenerated(t, seed)
 		i := 0
-		err = ReadOperations(filepath.Join(dir, HistoryFile), func(got *Operation) error {
+		err := ReadOperations(filepath.Join(dir, HistoryFile), func(got *Operation) error {
 			if !reflect.DeepEqual(got, ops[i]) {
 				t.Fatalf("seed %d: operation %d differs\n got %+v\nwant %+v", seed, i, dump(got), dump(ops[i]))
 			}

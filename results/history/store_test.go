@@ -15,24 +15,7 @@ import (
 // exactly as they were; so do the operations of a legacy JSON-lines history.
 func TestOperationStore(t *testing.T) {
 	for seed := range uint64(20) {
-		g := newGen(seed)
-		dir := t.TempDir()
-		w, err := NewWriter(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seed%2 == 1 {
-			w.ops.enc.limit = int(seed) // the file starts afresh: the store must not
-		}
-		var ops []*Operation
-		for range 2000 {
-			op := g.operation()
-			ops = append(ops, op)
-			w.Operation(op)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		dir, ops, _ := writeGenerated(t, seed) // for odd seeds the file starts afresh: the store must not
 		s, err := LoadOperationStore(dir)
 		if err != nil {
 			t.Fatal(err)
