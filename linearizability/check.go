@@ -72,6 +72,7 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer ops.Close()
 	wl := watchLog{}
 	if path, err := history.WatchPath(dir); err == nil {
 		wl.path = path // a run without watches has no watch file
@@ -173,6 +174,9 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (*Rep
 	rep.Seconds = time.Since(start).Seconds()
 	if c.readErr != nil {
 		return nil, c.readErr
+	}
+	if err := ops.Err(); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }

@@ -40,6 +40,7 @@ func TestWatchLogWaysAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer store.Close()
 			want := checkWith(t, inMemory(h.Operations), watchLog{records: h.Watches})
 			for name, wl := range ways {
 				if got := checkWith(t, inMemory(h.Operations), wl); !reflect.DeepEqual(got, want) {

@@ -33,9 +33,11 @@ func BenchmarkHistory(b *testing.B) {
 }
 
 // benchmarkOperationStore measures the operations held as the checker holds them: the heap a loaded
-// history's decoded operations take (decoded-B/op) against an OperationStore's (held-B/op), and the cost of
-// decoding one from the store (ns/op, allocs/op, every operation in turn): alone (At) and in a pass over
-// all of them (Scan, each decoded into the memory of the one before).
+// history's decoded operations take (decoded-B/op) against an OperationStore's (held-B/op, and on-disk-B/op
+// for the records a store loaded from a run directory keeps on disk), and the cost of decoding one from
+// the store (ns/op, allocs/op, every operation in turn): alone (At) and in a pass over all of them (Scan,
+// each decoded into the memory of the one before); from a store that keeps its records on disk (disk) and
+// from one that holds them in memory (memory).
 func benchmarkOperationStore(b *testing.B, dir string) {
 	held := func(load func() any) (any, float64) {
 		var before, after runtime.MemStats
@@ -46,52 +48,65 @@ func benchmarkOperationStore(b *testing.B, dir string) {
 		runtime.ReadMemStats(&after)
 		return v, float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	}
-	h, decoded := held(func() any {
+	loadOps := func() []history.Operation {
 		h, err := history.LoadOperations(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return h
-	})
-	n := len(h.(*history.History).Operations)
+		return h.Operations
+	}
+	h, decoded := held(func() any { return loadOps() })
+	n := len(h.([]history.Operation))
 	h = nil
-	v, stored := held(func() any {
+	v, spilledHeld := held(func() any {
 		s, err := history.LoadOperationStore(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return s
 	})
-	s := v.(*history.OperationStore)
-	b.Run("at", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if s.At(i%n) == nil {
-				b.Fatal("no operation")
+	spilled := v.(*history.OperationStore)
+	defer spilled.Close()
+	v, memHeld := held(func() any { return history.NewOperationStore(loadOps()) })
+	for _, tc := range []struct {
+		name string
+		s    *history.OperationStore
+		held float64
+	}{{"disk", spilled, spilledHeld}, {"memory", v.(*history.OperationStore), memHeld}} {
+		s := tc.s
+		b.Run(tc.name+"/at", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if s.At(i%n) == nil {
+					b.Fatal("no operation")
+				}
+				i++
 			}
-			i++
+			b.ReportMetric(decoded/float64(n), "decoded-B/op")
+			b.ReportMetric(tc.held/float64(n), "held-B/op")
+			b.ReportMetric(float64(s.DiskBytes())/float64(n), "on-disk-B/op")
+		})
+		b.Run(tc.name+"/scan", func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			scans := 0
+			for b.Loop() {
+				s.Scan(func(int, *history.Operation) {})
+				scans++
+			}
+			elapsed := time.Since(start)
+			runtime.ReadMemStats(&after)
+			ops := float64(scans * n)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/ops, "ns/record")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/record")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/record")
+		})
+		if err := s.Err(); err != nil {
+			b.Fatal(err)
 		}
-		b.ReportMetric(decoded/float64(n), "decoded-B/op")
-		b.ReportMetric(stored/float64(n), "held-B/op")
-	})
-	b.Run("scan", func(b *testing.B) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		start := time.Now()
-		scans := 0
-		for b.Loop() {
-			s.Scan(func(int, *history.Operation) {})
-			scans++
-		}
-		elapsed := time.Since(start)
-		runtime.ReadMemStats(&after)
-		ops := float64(scans * n)
-		b.ReportMetric(float64(elapsed.Nanoseconds())/ops, "ns/record")
-		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/record")
-		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/record")
-	})
-	runtime.KeepAlive(s)
+	}
 }
 
 // benchmarkHistoryWrite measures the history writer on the kube workload's records, as the load

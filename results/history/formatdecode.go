@@ -47,6 +47,11 @@ type decoder struct {
 	ops      slab[Operation]
 
 	res *resident // an OperationStore's records: strings and key-values are the store's (store.go)
+	// window is the part of a spilled OperationStore's file last read: b holds it from offset at.
+	window struct {
+		at int64
+		b  []byte
+	}
 }
 
 func newDecoder() *decoder { return &decoder{clients: map[int]int{}} }

@@ -2,7 +2,10 @@ package history
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 )
 
@@ -15,11 +18,24 @@ import (
 // (the table a loaded history packs its list pages into), and a record names them by number; times and
 // revisions are written whole instead of as deltas from the record before. A store only grows while it is
 // loaded, and is read-only, and safe for concurrent readers, afterwards.
+//
+// A store loaded from a run directory keeps its records on disk, in a file of its own that has no name
+// (it is removed as soon as it is created, so that nothing is left behind however the process ends), and
+// reads each one back when it is asked for: the process holds only the shared strings and key-values and
+// eight bytes per operation, and the records are the operating system's to cache or to drop. Close
+// releases the file.
 type OperationStore struct {
-	res      *resident
-	chunks   [][]byte
-	at       []uint64 // chunk<<32 | offset of each record: a record never spans two chunks
+	res    *resident
+	chunks [][]byte // the records, in memory; nil when they are spilled
+	spill  *os.File // the records, when they are on disk: chunk c at starts[c]
+	starts []int64  // spilled: where each chunk starts in spill, and where the last one ends
+	at     []uint64 // chunk<<32 | offset of each record: a record never spans two chunks
+	window int64    // storeWindow; less in tests
+
 	decoders sync.Pool
+
+	errOnce sync.Once
+	err     error // the first record that could not be read back from disk
 }
 
 // resident is the state the records of an OperationStore share instead of carrying it.
@@ -61,13 +77,18 @@ func (r *resident) ref(kv *KV) uint32 {
 const storeChunk = 1 << 20
 
 // LoadOperationStore reads the operations of run directory dir (binary, or a legacy run's JSON lines)
-// into a store.
+// into a store that keeps its records on disk: in dir, where the history is (not in a temporary directory,
+// which may be held in memory), or, when dir cannot be written, in the temporary directory. The caller
+// closes the store.
 func LoadOperationStore(dir string) (*OperationStore, error) {
 	path, err := HistoryPath(dir)
 	if err != nil {
 		return nil, err
 	}
 	b := newStoreBuilder()
+	if b.s.spill, err = spillFile(dir); err != nil {
+		return nil, err
+	}
 	var op Operation
 	err = readOperations(path, nil, func() *Operation {
 		op = Operation{}
@@ -76,10 +97,31 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		b.add(op)
 		return nil
 	})
+	if err == nil {
+		err = b.flush()
+	}
 	if err != nil {
+		b.s.Close()
 		return nil, err
 	}
 	return b.done(), nil
+}
+
+// spillFile creates the file a store keeps its records in, in dir or else in the temporary directory,
+// and removes its name at once.
+func spillFile(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ".chaosbench-operations-*")
+	if err != nil {
+		var err2 error
+		if f, err2 = os.CreateTemp("", "chaosbench-operations-*"); err2 != nil {
+			return nil, fmt.Errorf("operation store: %w", errors.Join(err, err2))
+		}
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("operation store: %w", err)
+	}
+	return f, nil
 }
 
 // NewOperationStore returns a store of ops.
@@ -91,17 +133,19 @@ func NewOperationStore(ops []Operation) *OperationStore {
 	return b.done()
 }
 
-// storeBuilder encodes operations into a store, in order.
+// storeBuilder encodes operations into a store, in order. When the store spills, each chunk is written
+// out when the next one begins, and its memory reused.
 type storeBuilder struct {
 	s     *OperationStore
 	enc   *encoder
 	rec   []byte
 	chunk int // storeChunk; less in tests
+	err   error
 }
 
 func newStoreBuilder() *storeBuilder {
 	res := &resident{ids: map[string]uint64{}}
-	return &storeBuilder{s: &OperationStore{res: res}, enc: &encoder{res: res}, chunk: storeChunk}
+	return &storeBuilder{s: &OperationStore{res: res, window: storeWindow}, enc: &encoder{res: res}, chunk: storeChunk}
 }
 
 func (b *storeBuilder) add(op *Operation) {
@@ -110,11 +154,46 @@ func (b *storeBuilder) add(op *Operation) {
 	s := b.s
 	n := len(s.chunks)
 	if n == 0 || len(s.chunks[n-1])+len(b.rec) > cap(s.chunks[n-1]) {
-		s.chunks = append(s.chunks, make([]byte, 0, max(b.chunk, len(b.rec))))
+		if n > 0 && s.spill != nil {
+			last := s.chunks[n-1]
+			b.writeChunk(last)
+			s.chunks[n-1] = nil
+			if cap(last) >= len(b.rec) {
+				s.chunks = append(s.chunks, last[:0])
+			}
+		}
+		if len(s.chunks) == n {
+			s.chunks = append(s.chunks, make([]byte, 0, max(b.chunk, len(b.rec))))
+		}
 		n++
 	}
 	s.at = append(s.at, uint64(n-1)<<32|uint64(len(s.chunks[n-1])))
 	s.chunks[n-1] = append(s.chunks[n-1], b.rec...)
+}
+
+// writeChunk appends a full chunk to the spill file.
+func (b *storeBuilder) writeChunk(chunk []byte) {
+	s := b.s
+	if len(s.starts) == 0 {
+		s.starts = append(s.starts, 0)
+	}
+	end := s.starts[len(s.starts)-1]
+	if b.err == nil {
+		if _, err := s.spill.WriteAt(chunk, end); err != nil {
+			b.err = fmt.Errorf("operation store: %w", err)
+		}
+	}
+	s.starts = append(s.starts, end+int64(len(chunk)))
+}
+
+// flush writes the last chunk out, when the store spills, and returns the first write that failed.
+func (b *storeBuilder) flush() error {
+	s := b.s
+	if s.spill != nil && len(s.chunks) > 0 {
+		b.writeChunk(s.chunks[len(s.chunks)-1])
+		s.chunks = nil
+	}
+	return b.err
 }
 
 func (b *storeBuilder) done() *OperationStore {
@@ -131,31 +210,115 @@ func (b *storeBuilder) done() *OperationStore {
 // Len returns the number of operations.
 func (s *OperationStore) Len() int { return len(s.at) }
 
+// Close releases the file a store loaded from a run directory keeps its records in. Nothing can be read
+// from the store afterwards.
+func (s *OperationStore) Close() error {
+	if s.spill == nil {
+		return nil
+	}
+	return s.spill.Close()
+}
+
+// DiskBytes returns the size of the records a store keeps on disk (0 for one that holds them in memory).
+func (s *OperationStore) DiskBytes() int64 {
+	if s.spill == nil || len(s.starts) == 0 {
+		return 0
+	}
+	return s.starts[len(s.starts)-1]
+}
+
+// Err returns the first error reading a record back from disk. Such a record reads as an empty operation:
+// whoever used the store must check Err before trusting what it concluded.
+func (s *OperationStore) Err() error {
+	return s.err
+}
+
+func (s *OperationStore) fail(err error) {
+	s.errOnce.Do(func() { s.err = fmt.Errorf("operation store: read back: %w", err) })
+}
+
+// chunkLen returns the length of chunk c.
+func (s *OperationStore) chunkLen(c uint64) uint32 {
+	if s.spill != nil {
+		return uint32(s.starts[c+1] - s.starts[c])
+	}
+	return uint32(len(s.chunks[c]))
+}
+
 // record returns where record i is: its chunk, and its start and end in it.
 func (s *OperationStore) record(i int) (chunk uint64, off, end uint32) {
 	chunk, off = s.at[i]>>32, uint32(s.at[i])
-	end = uint32(len(s.chunks[chunk]))
+	end = s.chunkLen(chunk)
 	if i+1 < len(s.at) && s.at[i+1]>>32 == chunk {
 		end = uint32(s.at[i+1])
 	}
 	return chunk, off, end
 }
 
+// bytes returns record i: in memory, or from disk through d's window on the file, which is moved (read
+// again) when the record is not in it. The checker mostly asks for operations close to the one before.
+func (s *OperationStore) bytes(i int, d *decoder) ([]byte, bool) {
+	chunk, off, end := s.record(i)
+	if s.spill == nil {
+		return s.chunks[chunk][off:end], true
+	}
+	pos, n := s.starts[chunk]+int64(off), int64(end-off)
+	if w := &d.window; pos < w.at || pos+n > w.at+int64(len(w.b)) {
+		size := max(n, s.window)
+		if cap(w.b) < int(size) {
+			w.b = make([]byte, size)
+		}
+		size = min(size, s.starts[len(s.starts)-1]-pos)
+		w.at, w.b = pos, w.b[:size]
+		if _, err := s.spill.ReadAt(w.b, pos); err != nil {
+			w.b = w.b[:0]
+			s.fail(err)
+			return nil, false
+		}
+	}
+	start := pos - d.window.at
+	return d.window.b[start : start+n], true
+}
+
+// storeWindow is how much of a spilled store's file a decoder reads at once: about a thousand records.
+const storeWindow = 64 << 10
+
 // Scan decodes the operations in order, each into the memory of the one before, and calls fn with each:
 // the operation and its parts are valid only during the call, but for the key-values it refers to, which
 // the store shares. A pass over every operation allocates nothing per operation this way, but for answers
 // of more than a hundred key-values, whose references get a slice of their own.
+//
+// A spilled store is read a chunk at a time.
 func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 	d := newDecoder()
 	d.res = s.res
 	var op Operation
+	var buf []byte
+	loaded := ^uint64(0)
 	for i := range s.at {
 		d.reuse()
 		d.prevTime, d.prevRev = 0, 0
 		op = Operation{}
 		chunk, off, end := s.record(i)
-		if err := d.operation(s.chunks[chunk][off:end], &op); err != nil {
-			panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
+		if s.spill == nil {
+			buf = s.chunks[chunk]
+		} else if chunk != loaded {
+			buf = buf[:cap(buf)]
+			if n := int(s.chunkLen(chunk)); len(buf) < n {
+				buf = make([]byte, n)
+			} else {
+				buf = buf[:n]
+			}
+			loaded = chunk
+			if _, err := s.spill.ReadAt(buf, s.starts[chunk]); err != nil && !errors.Is(err, io.EOF) {
+				s.fail(err)
+				buf = buf[:0]
+			}
+		}
+		if int(end) <= len(buf) {
+			if err := d.operation(buf[off:end], &op); err != nil {
+				panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
+			}
 		}
 		fn(i, &op)
 	}
@@ -164,13 +327,18 @@ func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 // At decodes operation i. The operation is the caller's, but for the key-values it refers to, which the
 // store shares among all of its operations: they must not be changed. Its range answers hold their
 // key-values packed (see RangeResponse: KVs is nil).
+//
+// For a spilled store, each call reads the record from disk (the operating system's cache, mostly).
 func (s *OperationStore) At(i int) *Operation {
-	chunk, off, end := s.record(i)
 	d := s.decoders.Get().(*decoder)
 	defer s.decoders.Put(d)
 	d.prevTime, d.prevRev = 0, 0
 	op := d.ops.one()
-	if err := d.operation(s.chunks[chunk][off:end], op); err != nil {
+	rec, ok := s.bytes(i, d)
+	if !ok {
+		return op
+	}
+	if err := d.operation(rec, op); err != nil {
 		// The store wrote the record itself: failing to read it back is a bug, not bad input.
 		panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
 	}

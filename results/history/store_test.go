@@ -12,26 +12,41 @@ import (
 
 // TestOperationStore is the store's property test: random operations of every kind, written to a file,
 // loaded into a store and decoded one at a time in any order, from several goroutines at once, come back
-// exactly as they were; so do the operations of a legacy JSON-lines history.
+// exactly as they were, from a store that keeps its records on disk and from one that holds them in
+// memory; so do the operations of a legacy JSON-lines history.
 func TestOperationStore(t *testing.T) {
 	for seed := range uint64(20) {
 		dir, ops, _ := writeGenerated(t, seed) // for odd seeds the file starts afresh: the store must not
-		s, err := LoadOperationStore(dir)
-		if err != nil {
-			t.Fatal(err)
+		s := loadStore(t, dir)
+		if s.spill == nil || s.chunks != nil {
+			t.Fatalf("a store loaded from a run directory holds its records in memory")
 		}
 		requireStore(t, s, ops)
 
-		// Chunks of 1 KB: dozens of them, records packed up to their ends.
-		b := newStoreBuilder()
-		b.chunk = 1 << 10
-		for _, op := range ops {
-			b.add(op)
+		// Chunks of 1 KB: dozens of them, records packed up to their ends; in memory, and on disk, read
+		// through windows of 300 bytes, a few records each (a larger record is read alone).
+		for _, spill := range []bool{false, true} {
+			b := newStoreBuilder()
+			b.chunk, b.s.window = 1<<10, 300
+			if spill {
+				var err error
+				if b.s.spill, err = spillFile(t.TempDir()); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.s.Close() })
+			}
+			for _, op := range ops {
+				b.add(op)
+			}
+			if err := b.flush(); err != nil {
+				t.Fatal(err)
+			}
+			s = b.done()
+			if chunks := max(len(s.chunks), len(s.starts)-1); chunks < 30 {
+				t.Fatalf("%d chunks of 1 KB for %d operations", chunks, len(ops))
+			}
+			requireStore(t, s, ops)
 		}
-		if s = b.done(); len(s.chunks) < 30 {
-			t.Fatalf("%d chunks of 1 KB for %d operations", len(s.chunks), len(ops))
-		}
-		requireStore(t, s, ops)
 
 		if seed%4 == 0 {
 			var lines []byte
@@ -43,11 +58,71 @@ func TestOperationStore(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(legacy, "history.jsonl"), lines, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if s, err = LoadOperationStore(legacy); err != nil {
-				t.Fatal(err)
-			}
-			requireStore(t, s, ops)
+			requireStore(t, loadStore(t, legacy), ops)
 		}
+	}
+}
+
+// loadStore loads the operation store of run directory dir, closed when the test ends, and fails unless
+// the directory holds exactly what it held before: the file the store keeps its records in has no name.
+func loadStore(t *testing.T, dir string) *OperationStore {
+	t.Helper()
+	before, _ := os.ReadDir(dir)
+	s, err := LoadOperationStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Fatalf("loading the store left %d entries in the run directory, want %d", len(after), len(before))
+	}
+	return s
+}
+
+// TestOperationStoreSpillElsewhere: a run directory the store cannot write to (here: one that does not
+// exist) spills to the temporary directory, and leaves no name there either.
+func TestOperationStoreSpillElsewhere(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	f, err := spillFile(filepath.Join(tmp, "missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte("record")); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("the spill file left %d entries in the temporary directory", len(left))
+	}
+}
+
+// TestOperationStoreReadError: a record that cannot be read back (the spill file closed under the store)
+// reads as an empty operation and is reported by Err, never silently taken for what it was.
+func TestOperationStoreReadError(t *testing.T) {
+	dir, ops, _ := writeGenerated(t, 3)
+	s, err := LoadOperationStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Err() != nil {
+		t.Fatal(s.Err())
+	}
+	s.Close()
+	if op := s.At(len(ops) - 1); op.Call != 0 || op.Response != nil {
+		t.Fatalf("a record that could not be read decoded as %s", dump(op))
+	}
+	if s.Err() == nil {
+		t.Fatal("a record that could not be read is not reported")
+	}
+	n := 0
+	s.Scan(func(int, *Operation) { n++ })
+	if n != len(ops) {
+		t.Fatalf("a scan of a store that cannot be read called back %d times, want %d", n, len(ops))
 	}
 }
 
@@ -154,11 +229,23 @@ func TestOperationStoreLargeRecord(t *testing.T) {
 	if len(s.chunks) != 3 || len(s.chunks[1]) <= storeChunk {
 		t.Fatalf("chunks of %d records: want the large one (more than %d bytes) alone in the second", len(s.chunks), storeChunk)
 	}
-	for i := range ops {
-		got := s.At(i)
-		unpack(got.Response)
-		if !reflect.DeepEqual(got, &ops[i]) {
-			t.Fatalf("operation %d differs", i)
-		}
+	requireStore(t, s, []*Operation{&ops[0], &ops[1], &ops[2]})
+
+	// On disk: the large record's chunk is written out whole between the small ones'.
+	dir := t.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for i := range ops {
+		w.Operation(&ops[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = loadStore(t, dir)
+	if len(s.starts) != 4 || s.starts[2]-s.starts[1] <= storeChunk {
+		t.Fatalf("chunk starts %v: want the large one (more than %d bytes) alone in the second", s.starts, storeChunk)
+	}
+	requireStore(t, s, []*Operation{&ops[0], &ops[1], &ops[2]})
 }
