@@ -44,7 +44,7 @@ func (s *sweep) put(i int, p *history.Put, res *history.Response) {
 	default:
 		unk = unkCreate | unkVersion
 	}
-	s.emit(canonEvent{rank: k, r: n, unk: unk, prevExists: pe, prev: pr, prevUnk: pu})
+	s.emit(canonEvent{rank: k, r: n, unk: unk, prevExists: pe, prevUnk: pu}, pr)
 	s.setLease(k, ks.r.lease*boolInt(ks.exists), p.Lease)
 	ks.r, ks.unk = n, unk
 	s.setExists(k, true)
@@ -118,7 +118,7 @@ func (s *sweep) del(i int, d *history.Delete, res *history.Response, commit bool
 			continue
 		}
 		pe, pr, pu := s.prevOf(v.k)
-		s.emit(canonEvent{rank: v.k, del: true, maybe: pe < 0, r: rec{mod: s.cur}, prevExists: pe, prev: pr, prevUnk: pu})
+		s.emit(canonEvent{rank: v.k, del: true, maybe: pe < 0, r: rec{mod: s.cur}, prevExists: pe, prevUnk: pu}, pr)
 		s.setLease(v.k, ks.r.lease*boolInt(ks.exists), 0)
 		ks.r, ks.unk = rec{}, 0
 		s.setExists(v.k, false)
@@ -146,7 +146,7 @@ func (s *sweep) revoke(i int) {
 	for _, k := range keys {
 		ks := &s.st[k]
 		pe, pr, pu := s.prevOf(k)
-		s.emit(canonEvent{rank: k, del: true, r: rec{mod: s.cur}, prevExists: pe, prev: pr, prevUnk: pu})
+		s.emit(canonEvent{rank: k, del: true, r: rec{mod: s.cur}, prevExists: pe, prevUnk: pu}, pr)
 		s.setLease(k, ks.r.lease, 0)
 		ks.r, ks.unk = rec{}, 0
 		s.setExists(k, false)

@@ -13,15 +13,19 @@ import (
 )
 
 // canonEvent is one change the replay made at a revision: what every watcher of the key must see.
+//
+// The canonical log holds one per change of the run, so it is kept to 64 bytes: the key's version before
+// the change is not held in it but named, and is almost always the version the key's change before it
+// made (sweep.prevOf).
 type canonEvent struct {
 	rev        int64
+	r          rec
 	rank       int32
+	prevAt     int32 // when prevExists is 1: the change that made the key's previous version, or -1-i for prevs[i]
 	del        bool
 	maybe      bool // a range delete of a key that may not have existed
-	r          rec
 	unk        uint8
 	prevExists int8 // 1, 0, or -1 when the replay does not know
-	prev       rec
 	prevUnk    uint8
 }
 
@@ -48,6 +52,8 @@ type sweep struct {
 	writing   bool // a writer is being applied: answers describe the state before it
 
 	canon   []canonEvent
+	prevs   []rec   // the previous versions of changes that no change before them made
+	last    []int32 // by key rank: 1 + the index of the key's last change in canon, 0 for none
 	canonAt []int32 // by revision-base
 	gap     []bool  // by revision-base: nobody knows what was written
 }
@@ -58,7 +64,7 @@ type sweep struct {
 func (c *checker) replay() *sweep {
 	n := len(c.ks.keys)
 	s := &sweep{
-		c: c, st: make([]keyState, n),
+		c: c, st: make([]keyState, n), last: make([]int32, n),
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
 		canonAt:   make([]int32, c.rev(c.maxRev)+2),
@@ -222,9 +228,26 @@ func (s *sweep) observe(i int32) {
 	s.exec(int(i), false)
 }
 
-// emit records a change at the current revision: the watch checks compare what watchers received with
-// these.
-func (s *sweep) emit(e canonEvent) {
+// emit records a change at the current revision, the key's version before it being prev: the watch checks
+// compare what watchers received with these.
+func (s *sweep) emit(e canonEvent, prev rec) {
 	e.rev = s.cur
+	if e.prevExists == 1 {
+		if l := s.last[e.rank]; l > 0 && s.canon[l-1].r == prev {
+			e.prevAt = l - 1
+		} else {
+			e.prevAt = int32(-1 - len(s.prevs))
+			s.prevs = append(s.prevs, prev)
+		}
+	}
 	s.canon = append(s.canon, e)
+	s.last[e.rank] = int32(len(s.canon))
+}
+
+// prevOfChange returns the key's version before change e (when e.prevExists is 1).
+func (s *sweep) prevOfChange(e *canonEvent) rec {
+	if e.prevAt >= 0 {
+		return s.canon[e.prevAt].r
+	}
+	return s.prevs[-1-e.prevAt]
 }

@@ -98,13 +98,13 @@ func (s *sweep) applyObserved(r int64) {
 				c.vs.add(Violation{Check: CheckLinearizability, Kind: cause, Key: e.KV.Key, Revision: r, Watcher: o.watcher, Time: o.time,
 					Message: s.deleteCauseMessage(cause, k, r, o.watcher)})
 			}
-			s.emit(canonEvent{rank: k, del: true, r: rec{mod: r}, prevExists: pe, prev: pr, prevUnk: pu})
+			s.emit(canonEvent{rank: k, del: true, r: rec{mod: r}, prevExists: pe, prevUnk: pu}, pr)
 			s.setLease(k, ks.r.lease*boolInt(ks.exists), 0)
 			ks.r, ks.unk = rec{}, 0
 			s.setExists(k, false)
 		} else {
 			n := rec{value: e.KV.Value.ID, create: e.KV.CreateRevision, mod: r, version: e.KV.Version, lease: e.KV.Lease}
-			s.emit(canonEvent{rank: k, r: n, prevExists: pe, prev: pr, prevUnk: pu})
+			s.emit(canonEvent{rank: k, r: n, prevExists: pe, prevUnk: pu}, pr)
 			s.setLease(k, ks.r.lease*boolInt(ks.exists), n.lease)
 			ks.r, ks.unk = n, 0
 			s.setExists(k, true)

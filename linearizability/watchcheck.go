@@ -409,7 +409,7 @@ func (dc *deliveryCheck) revision(r int64, have []delivered) {
 			hi2++
 			c.deliveryViolation(w, "phantom watch event", d.e.KV.Key, r, d.time, "received %s, but the replay changed nothing of %q at revision %d", describeEvent(d.e), d.e.KV.Key, r)
 		default:
-			c.checkEvent(w, want[wi], have[hi2], dc.compactions)
+			c.checkEvent(w, want[wi], s.prevOfChange(want[wi]), have[hi2], dc.compactions)
 			wi++
 			hi2++
 		}
@@ -438,8 +438,8 @@ func eventName(e *canonEvent) string {
 	return "put"
 }
 
-// checkEvent compares one received event with the replay's change.
-func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compactions []compaction) {
+// checkEvent compares one received event with the replay's change, which found the key at version prev.
+func (c *checker) checkEvent(w *watcher, want *canonEvent, prev rec, d delivered, compactions []compaction) {
 	e := d.e
 	key := e.KV.Key
 	if want.del != (e.Type == history.EventDelete) {
@@ -468,14 +468,14 @@ func (c *checker) checkEvent(w *watcher, want *canonEvent, d delivered, compacti
 		// etcd reads the previous value when it sends the event; a compaction past it in between makes
 		// the read fail and the event goes without one. Anything else is a missing previous value.
 		if !compactedSince(compactions, d.rev-1, d.time) {
-			c.deliveryViolation(w, "missing watch prevKV", key, d.rev, d.time, "received %s without the previous value it asked for (%s)", describeEvent(e), describeRec(key, want.prev))
+			c.deliveryViolation(w, "missing watch prevKV", key, d.rev, d.time, "received %s without the previous value it asked for (%s)", describeEvent(e), describeRec(key, prev))
 		}
 	case want.prevExists == 1:
 		p := e.PrevKV
-		bad := p.Key != key || p.ModRevision != want.prev.mod || (want.prevUnk&unkValue == 0 && p.Value.ID != want.prev.value) || p.Lease != want.prev.lease ||
-			(want.prevUnk&unkCreate == 0 && p.CreateRevision != want.prev.create) || (want.prevUnk&unkVersion == 0 && p.Version != want.prev.version)
+		bad := p.Key != key || p.ModRevision != prev.mod || (want.prevUnk&unkValue == 0 && p.Value.ID != prev.value) || p.Lease != prev.lease ||
+			(want.prevUnk&unkCreate == 0 && p.CreateRevision != prev.create) || (want.prevUnk&unkVersion == 0 && p.Version != prev.version)
 		if bad {
-			c.deliveryViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but the replay has %s", describeEvent(e), describeKV(p), describeRec(key, want.prev))
+			c.deliveryViolation(w, "wrong watch prevKV", key, d.rev, d.time, "received %s with previous value %s, but the replay has %s", describeEvent(e), describeKV(p), describeRec(key, prev))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
@@ -66,4 +67,15 @@ func checkWith(t *testing.T, ops operations, wl watchLog) *Report {
 		rep.Checks[i].Seconds = 0
 	}
 	return rep
+}
+
+// TestCheckerRecordSizes: what the check holds per change of the run (the canonical log) and per operation
+// stays at the size its memory figures were measured at (see the package documentation, Memory).
+func TestCheckerRecordSizes(t *testing.T) {
+	if n := unsafe.Sizeof(canonEvent{}); n > 64 {
+		t.Errorf("a change of the canonical log takes %d bytes, want at most 64", n)
+	}
+	if n := unsafe.Sizeof(opInfo{}); n > 64 {
+		t.Errorf("an operation's opInfo takes %d bytes, want at most 64", n)
+	}
 }
