@@ -349,7 +349,7 @@ func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, 
 
 // perKeyBatch is about how many operations the per-key checks project at a time: the projection of a
 // whole long history would hold hundreds of bytes per operation at once.
-const perKeyBatch = 100_000
+const perKeyBatch = 25_000
 
 // checkPerKey runs porcupine on every segment, on all CPUs, until ctx is done. Keys are taken in batches
 // of about perKeyBatch operations; only a batch's operations are projected at a time.
