@@ -325,9 +325,9 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool) []kstate {
 	st := kstate{floor: seen}
 	found := false
-	i := sort.Search(len(hist), func(i int) bool { return s.canon[hist[i]].rev > upTo })
+	i := sort.Search(len(hist), func(i int) bool { return s.canon.at(int(hist[i])).rev > upTo })
 	if i > 0 {
-		e := &s.canon[hist[i-1]]
+		e := s.canon.at(int(hist[i-1]))
 		found = true
 		st.last = e.rev
 		if !e.del {
@@ -356,8 +356,8 @@ const perKeyBatch = 25_000
 func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	index, leaseKeys := c.keyIndex()
 	keyHist := make([][]int32, len(c.ks.keys))
-	for i := range s.canon {
-		k := s.canon[i].rank
+	for i := range s.canon.len() {
+		k := s.canon.at(i).rank
 		keyHist[k] = append(keyHist[k], int32(i))
 	}
 	m := &keyModel{mayExpire: c.mayExpire}
@@ -469,8 +469,8 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 	}
 	// Cut from the front at quiescent points, starting from the replay's state there.
 	keyHist := []int32{}
-	for i := range s.canon {
-		if s.canon[i].rank == sg.rank {
+	for i := range s.canon.len() {
+		if s.canon.at(i).rank == sg.rank {
 			keyHist = append(keyHist, int32(i))
 		}
 	}

@@ -29,6 +29,30 @@ type canonEvent struct {
 	prevUnk    uint8
 }
 
+// canonLog is the replay's changes in order, held in blocks: it grows without copying what it holds (one
+// slice would, a quarter more at a time, and hold old and new at once), and wastes at most one block.
+type canonLog struct {
+	blocks [][]canonEvent
+	n      int
+}
+
+// canonBlock is how many changes a block of the canonical log holds (4 MB).
+const canonBlock = 1 << 16
+
+func (l *canonLog) len() int { return l.n }
+
+// at returns change i.
+func (l *canonLog) at(i int) *canonEvent { return &l.blocks[i/canonBlock][i%canonBlock] }
+
+func (l *canonLog) add(e canonEvent) {
+	if l.n%canonBlock == 0 {
+		l.blocks = append(l.blocks, make([]canonEvent, 0, canonBlock))
+	}
+	b := &l.blocks[len(l.blocks)-1]
+	*b = append(*b, e)
+	l.n++
+}
+
 // observation is an answered operation to check against the replay at revision at.
 type observation struct {
 	at int64
@@ -51,7 +75,7 @@ type sweep struct {
 	leaseKeys map[int64]map[int32]struct{}
 	writing   bool // a writer is being applied: answers describe the state before it
 
-	canon   []canonEvent
+	canon   canonLog
 	prevs   []rec   // the previous versions of changes that no change before them made
 	last    []int32 // by key rank: 1 + the index of the key's last change in canon, 0 for none
 	canonAt []int32 // by revision-base
@@ -68,7 +92,6 @@ func (c *checker) replay() *sweep {
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
 		canonAt:   make([]int32, c.rev(c.maxRev)+2),
-		canon:     make([]canonEvent, 0, c.rev(c.maxRev)+1), // about one change per revision
 		gap:       make([]bool, c.rev(c.maxRev)+1),
 	}
 	for k := range n {
@@ -87,7 +110,7 @@ func (c *checker) replay() *sweep {
 	}
 	for r := c.base + 1; r <= c.maxRev; r++ {
 		s.cur = r
-		s.canonAt[c.rev(r)] = int32(len(s.canon))
+		s.canonAt[c.rev(r)] = int32(s.canon.len())
 		s.revision(r)
 		for j < len(obs) && obs[j].at == r {
 			s.observe(obs[j].op)
@@ -95,7 +118,7 @@ func (c *checker) replay() *sweep {
 		}
 		s.checkRevokesAt(r)
 	}
-	s.canonAt[c.rev(c.maxRev)+1] = int32(len(s.canon))
+	s.canonAt[c.rev(c.maxRev)+1] = int32(s.canon.len())
 	return s
 }
 
@@ -233,21 +256,21 @@ func (s *sweep) observe(i int32) {
 func (s *sweep) emit(e canonEvent, prev rec) {
 	e.rev = s.cur
 	if e.prevExists == 1 {
-		if l := s.last[e.rank]; l > 0 && s.canon[l-1].r == prev {
+		if l := s.last[e.rank]; l > 0 && s.canon.at(int(l-1)).r == prev {
 			e.prevAt = l - 1
 		} else {
 			e.prevAt = int32(-1 - len(s.prevs))
 			s.prevs = append(s.prevs, prev)
 		}
 	}
-	s.canon = append(s.canon, e)
-	s.last[e.rank] = int32(len(s.canon))
+	s.canon.add(e)
+	s.last[e.rank] = int32(s.canon.len())
 }
 
 // prevOfChange returns the key's version before change e (when e.prevExists is 1).
 func (s *sweep) prevOfChange(e *canonEvent) rec {
 	if e.prevAt >= 0 {
-		return s.canon[e.prevAt].r
+		return s.canon.at(int(e.prevAt)).r
 	}
 	return s.prevs[-1-e.prevAt]
 }

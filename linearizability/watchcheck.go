@@ -382,10 +382,9 @@ func (dc *deliveryCheck) upTo(end int64, have []delivered) {
 func (dc *deliveryCheck) revision(r int64, have []delivered) {
 	s, c, w := dc.s, dc.s.c, dc.w
 	ri := c.rev(r)
-	canon := s.canon[s.canonAt[ri]:s.canonAt[ri+1]]
 	var want []*canonEvent
-	for j := range canon {
-		if e := &canon[j]; e.rank >= dc.lo && e.rank < dc.hi {
+	for j := s.canonAt[ri]; j < s.canonAt[ri+1]; j++ {
+		if e := s.canon.at(int(j)); e.rank >= dc.lo && e.rank < dc.hi {
 			want = append(want, e)
 		}
 	}
