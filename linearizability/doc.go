@@ -135,28 +135,30 @@
 // findings are reported in the order the one-watcher-at-a-time check reported them, so the report is the
 // same, violation for violation (Check, on a history in memory, goes through the same passes).
 //
-// What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions per
-// operation, 1.8 watch events per operation):
+// What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions and 0.7
+// changes per operation, 1.8 watch events per operation):
 //
-//   - the operations: each one's record in the store (about 105 bytes; the distinct key-values its answers
-//     hold are the store's, once) and its opInfo (64 bytes), the real-time order (32 bytes per operation and
-//     per watch record with a revision, while it is checked) and the per-key checks' index (4 bytes per
-//     operation and key it projects on). This is linear in the number of operations: the global layer
-//     replays writes in revision order and the per-key layer checks whole key histories, and both look up
-//     operations by number at any time;
+//   - the operations: where each one's record is in the store (8 bytes; the record itself, about 47, is on
+//     disk) and the distinct key-values its answers hold (the store's, once: about 27 bytes per operation),
+//     its opInfo (64 bytes), the real-time order (32 bytes per operation and per watch record with a
+//     revision, while it is checked) and the per-key checks' index (4 bytes per operation and key it
+//     projects on). This is linear in the number of operations: the global layer replays writes in
+//     revision order and the per-key layer checks whole key histories, and both look up operations by
+//     number at any time;
 //   - the revisions: the writer, existence time, observed and canonical-log offsets of each (21 bytes),
-//     the replay's canonical log (about 100 bytes per change, which the watch and per-key checks read
-//     back) and, until the writers are known, the union of what watchers saw (about 150 bytes per
-//     revision and key any watcher saw; then only the revisions nobody is known to have written stay,
-//     for the replay);
+//     the replay's canonical log (64 bytes per change, which the watch and per-key checks read back; the
+//     key's version before a change is named, not copied) and, until the writers are known, the union of
+//     what watchers saw (about 150 bytes per revision and key any watcher saw; then only the revisions
+//     nobody is known to have written stay, for the replay);
 //   - while the union is built, 24 bytes per watch event, released before the replay.
 //
 // What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
 // history), of which the check holds at most the events of one revision per watcher, plus the records of
-// watchers whose events came out of order. The keys (their names, ranks and replay state) grow with the
-// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 500 bytes
+// watchers whose events came out of order; the operations' records, on disk; the per-key checks'
+// projections, 25,000 operations at a time. The keys (their names, ranks and replay state) grow with the
+// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 300 bytes
 // per operation (1.4 KB when the watch records were held, 950 bytes when the operations were held
-// decoded): still linear.
+// decoded, 500 with their records in memory): still linear.
 //
 // The union of what watchers saw keeps, of the events of one revision and key, the first in file order
 // (and within a record, the first), and holds every other one to it: before, events of one record tied
@@ -170,9 +172,9 @@
 // watcher's span runs to its last event. Failed writes of unknown outcome and watchers that lag far behind
 // would then bound memory (every revision since the oldest of them).
 //
-// The way we mean to take (the 35-minute history's live heap peaks at about 500 MB: the store 120 MB, the
-// opInfo 70 MB, the canonical log about 85 MB, the key-values 30 MB, per revision and per key the rest,
-// and, where it peaks, the real-time order or the per-key checks' projections, about 100 MB):
+// The way we mean to take (the 35-minute history's live heap peaks at about 340 MB: the opInfo 67 MB, the
+// canonical log 49 MB, the store's key-values and strings 45 MB, where its records are 9 MB, per revision
+// and per key the rest, and, where it peaks, the replay's own state or the real-time order, about 100 MB):
 //
 //   - a first streaming pass over both files computes what the passes above look ahead for, and only that:
 //     the outcome of each failed write (a later sighting of its value), each revision's existence time,
