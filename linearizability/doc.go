@@ -119,7 +119,8 @@
 // before). The store keeps the records on disk, in a file without a name next to the history, and holds
 // only the strings and key-values they share and where each record is: about 50 bytes per operation of a
 // kube-shaped history, against 105 with the records in memory and 550 decoded. It reads them back through
-// a window of 64 KB per reader, which the passes, going mostly in file order, seldom move. What it
+// a window of 64 KB per reader, which the passes, going mostly in file order, seldom move. A record that
+// cannot be read back ends the check with that error (history.ReadBackError): it decided nothing. What it
 // needs of every operation at every turn (call and return times, revisions, state, and the kind of
 // request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
 // watch records. Every pass that needs them (the keys and revisions they name, the watchers and

@@ -16,9 +16,6 @@ type operations interface {
 	At(i int) *history.Operation
 	// Scan calls fn with every operation in order; the operation is valid only during the call.
 	Scan(fn func(i int, op *history.Operation))
-	// Err returns the first operation that could not be read (a store's records are read back from
-	// disk): a check that read one decided nothing.
-	Err() error
 }
 
 // inMemory is the operations of a history in memory.
@@ -31,7 +28,6 @@ func (m inMemory) Scan(fn func(i int, op *history.Operation)) {
 		fn(i, &m[i])
 	}
 }
-func (m inMemory) Err() error { return nil }
 
 // op returns operation i. From a store it is decoded afresh at each call: a pass that needs several of an
 // operation's parts takes it once.

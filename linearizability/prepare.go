@@ -50,7 +50,8 @@ type checker struct {
 	leases      map[int64]*leaseInfo
 	revokes     map[int64][]int32 // answered revokes by header revision
 
-	stats Stats
+	stats      Stats
+	canonBlock int // changes per block of the replay's canonical log (0: canonBlock); tests cross blocks
 }
 
 // Stats counts what a check covered and what it could only check in part.

@@ -505,3 +505,52 @@ func TestAppliedTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchPrevKVOfPinnedVersion: a watcher's previous value is held to the key's version before the
+// change, also when that version is not the one the key's last change made: a key from before the run
+// whose first put came with its version unknown, then a read that showed it. The replay keeps such a
+// version apart from the canonical log (sweep.prevs); a wrong one there, or the last change's taken for
+// it, is a false violation here, and a watcher that received another previous value must still be caught.
+func TestWatchPrevKVOfPinnedVersion(t *testing.T) {
+	pinned := kv("k", 1, 5, 11, 3) // the read at 11 shows the pre-run key's creation and version
+	hist := func(prev history.KV) *history.History {
+		b := new(hb).
+			op(0, 0, 10, getReq("j"), getResp(10)). // the store was at revision 10 when the run began
+			watch(history.WatchResponse{Watcher: 1, Time: 1, Request: &history.WatchRequest{Key: "k", PrevKV: true}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 2, Revision: 10, Created: true}).
+			op(0, 20, 30, putReq("k", 1), putResp(11)).
+			op(1, 40, 50, getReq("k"), getResp(11, pinned)).
+			op(0, 60, 70, putReq("k", 2), putResp(12)).
+			watch(history.WatchResponse{Watcher: 1, Time: 31, Revision: 11, Events: []history.Event{{Type: history.EventPut, KV: pinned}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 71, Revision: 12, Events: []history.Event{{Type: history.EventPut, KV: kv("k", 2, 5, 12, 4), PrevKV: &prev}}})
+		return &b.h
+	}
+	for _, tc := range []struct {
+		name string
+		prev history.KV
+		want string
+	}{
+		{"the version the read showed", pinned, results.VerdictOK},
+		{"another version", kv("k", 1, 5, 11, 2), results.VerdictViolation},
+		{"another creation", kv("k", 1, 4, 11, 3), results.VerdictViolation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Check(context.Background(), hist(tc.prev), Options{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range rep.Checks {
+				want := results.VerdictOK
+				switch c.Name {
+				case CheckWatch:
+					want = tc.want
+				case CheckSerializable:
+					want = results.VerdictNothing
+				}
+				if c.Verdict != want {
+					t.Errorf("%s: %s, want %s: %s", c.Name, c.Verdict, want, c.Detail)
+				}
+			}
+		})
+	}
+}

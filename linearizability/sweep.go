@@ -34,6 +34,7 @@ type canonEvent struct {
 type canonLog struct {
 	blocks [][]canonEvent
 	n      int
+	block  int // changes per block: canonBlock, less in tests
 }
 
 // canonBlock is how many changes a block of the canonical log holds (4 MB).
@@ -42,11 +43,11 @@ const canonBlock = 1 << 16
 func (l *canonLog) len() int { return l.n }
 
 // at returns change i.
-func (l *canonLog) at(i int) *canonEvent { return &l.blocks[i/canonBlock][i%canonBlock] }
+func (l *canonLog) at(i int) *canonEvent { return &l.blocks[i/l.block][i%l.block] }
 
 func (l *canonLog) add(e canonEvent) {
-	if l.n%canonBlock == 0 {
-		l.blocks = append(l.blocks, make([]canonEvent, 0, canonBlock))
+	if l.n%l.block == 0 {
+		l.blocks = append(l.blocks, make([]canonEvent, 0, l.block))
 	}
 	b := &l.blocks[len(l.blocks)-1]
 	*b = append(*b, e)
@@ -88,7 +89,7 @@ type sweep struct {
 func (c *checker) replay() *sweep {
 	n := len(c.ks.keys)
 	s := &sweep{
-		c: c, st: make([]keyState, n), last: make([]int32, n),
+		c: c, st: make([]keyState, n), last: make([]int32, n), canon: canonLog{block: cmp.Or(c.canonBlock, canonBlock)},
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
 		canonAt:   make([]int32, c.rev(c.maxRev)+2),

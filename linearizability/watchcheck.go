@@ -408,7 +408,11 @@ func (dc *deliveryCheck) revision(r int64, have []delivered) {
 			hi2++
 			c.deliveryViolation(w, "phantom watch event", d.e.KV.Key, r, d.time, "received %s, but the replay changed nothing of %q at revision %d", describeEvent(d.e), d.e.KV.Key, r)
 		default:
-			c.checkEvent(w, want[wi], s.prevOfChange(want[wi]), have[hi2], dc.compactions)
+			var prev rec
+			if want[wi].prevExists == 1 {
+				prev = s.prevOfChange(want[wi])
+			}
+			c.checkEvent(w, want[wi], prev, have[hi2], dc.compactions)
 			wi++
 			hi2++
 		}

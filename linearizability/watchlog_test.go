@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func TestWatchLogWaysAgree(t *testing.T) {
 			if got := checkWith(t, store, watchLog{path: path}); !reflect.DeepEqual(got, want) {
 				t.Errorf("operations from a store: %+v\nin memory: %+v", got, want)
 			}
+			// The replay's canonical log in blocks of 16 changes: every revision's changes may straddle two.
+			if got := checkOpts(t, store, watchLog{path: path}, Options{Timeout: time.Minute, canonBlock: 16}); !reflect.DeepEqual(got, want) {
+				t.Errorf("the canonical log in blocks of 16: %+v\nin one block: %+v", got, want)
+			}
 		})
 	}
 }
@@ -58,7 +63,13 @@ func TestWatchLogWaysAgree(t *testing.T) {
 // checkWith checks operations ops with the watch records of wl, and returns the report without timings.
 func checkWith(t *testing.T, ops operations, wl watchLog) *Report {
 	t.Helper()
-	rep, err := check(context.Background(), ops, wl, Options{Timeout: time.Minute})
+	return checkOpts(t, ops, wl, Options{Timeout: time.Minute})
+}
+
+// checkOpts is checkWith with options.
+func checkOpts(t *testing.T, ops operations, wl watchLog, opts Options) *Report {
+	t.Helper()
+	rep, err := check(context.Background(), ops, wl, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +88,57 @@ func TestCheckerRecordSizes(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(opInfo{}); n > 64 {
 		t.Errorf("an operation's opInfo takes %d bytes, want at most 64", n)
+	}
+}
+
+// failingStore is a store whose records stop being readable after a number of reads, as a store's
+// records on disk would if the disk failed: it panics with the store's ReadBackError.
+type failingStore struct {
+	inMemory
+	left int
+}
+
+func (f *failingStore) read() {
+	if f.left--; f.left < 0 {
+		panic(&history.ReadBackError{Err: errors.New("input/output error")})
+	}
+}
+
+func (f *failingStore) At(i int) *history.Operation {
+	f.read()
+	return f.inMemory.At(i)
+}
+
+func (f *failingStore) Scan(fn func(int, *history.Operation)) {
+	f.inMemory.Scan(func(i int, op *history.Operation) {
+		f.read()
+		fn(i, op)
+	})
+}
+
+// TestCheckReadBackError: a check whose operations stop being readable, at any point of any pass, fails
+// with the read's error: no verdict, no crash.
+func TestCheckReadBackError(t *testing.T) {
+	dir := t.TempDir()
+	o := kubesim.Options{Seed: 3, Duration: 10 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: -1, Bug: "stale-read"}
+	if _, err := kubesim.Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := &failingStore{inMemory: inMemory(h.Operations), left: 1 << 40}
+	if _, err := check(context.Background(), count, watchLog{records: h.Watches}, Options{Timeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	reads := 1<<40 - count.left
+	t.Logf("%d operations, %d reads in a check", len(h.Operations), reads)
+	for _, n := range []int{0, 1, reads / 7, reads / 3, reads / 2, reads * 2 / 3, reads - 1} {
+		rep, err := check(context.Background(), &failingStore{inMemory: inMemory(h.Operations), left: n}, watchLog{records: h.Watches}, Options{Timeout: time.Minute})
+		var rb *history.ReadBackError
+		if !errors.As(err, &rb) || rep != nil {
+			t.Errorf("operations unreadable after %d of %d reads: report %v, error %v; want no report and the read's error", n, reads, rep != nil, err)
+		}
 	}
 }

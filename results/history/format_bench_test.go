@@ -103,9 +103,6 @@ func benchmarkOperationStore(b *testing.B, dir string) {
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/ops, "allocs/record")
 			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/ops, "B/record")
 		})
-		if err := s.Err(); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 

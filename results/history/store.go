@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 )
@@ -33,10 +32,17 @@ type OperationStore struct {
 	window int64    // storeWindow; less in tests
 
 	decoders sync.Pool
-
-	errOnce sync.Once
-	err     error // the first record that could not be read back from disk
 }
+
+// ReadBackError is what a store's At and Scan panic with when a record kept on disk cannot be read back:
+// they return no error, and an operation that was not read must never be taken for one. A caller that
+// must not crash (the checker) recovers it and fails with it.
+type ReadBackError struct{ Err error }
+
+func (e *ReadBackError) Error() string { return "operation store: read back: " + e.Err.Error() }
+
+// Unwrap returns the read's error.
+func (e *ReadBackError) Unwrap() error { return e.Err }
 
 // resident is the state the records of an OperationStore share instead of carrying it.
 type resident struct {
@@ -95,7 +101,7 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		return &op
 	}, func(op *Operation) error {
 		b.add(op)
-		return nil
+		return b.err // a chunk that could not be written out ends the load
 	})
 	if err == nil {
 		err = b.flush()
@@ -227,14 +233,9 @@ func (s *OperationStore) DiskBytes() int64 {
 	return s.starts[len(s.starts)-1]
 }
 
-// Err returns the first error reading a record back from disk. Such a record reads as an empty operation:
-// whoever used the store must check Err before trusting what it concluded.
-func (s *OperationStore) Err() error {
-	return s.err
-}
-
+// fail panics with a ReadBackError: see ReadBackError.
 func (s *OperationStore) fail(err error) {
-	s.errOnce.Do(func() { s.err = fmt.Errorf("operation store: read back: %w", err) })
+	panic(&ReadBackError{Err: err})
 }
 
 // chunkLen returns the length of chunk c.
@@ -256,28 +257,28 @@ func (s *OperationStore) record(i int) (chunk uint64, off, end uint32) {
 }
 
 // bytes returns record i: in memory, or from disk through d's window on the file, which is moved (read
-// again) when the record is not in it. The checker mostly asks for operations close to the one before.
-func (s *OperationStore) bytes(i int, d *decoder) ([]byte, bool) {
+// again) when the record is not in it. The checker mostly asks for operations after the one before, but
+// sometimes for one a little before it: a window starts a quarter of its size before the record.
+func (s *OperationStore) bytes(i int, d *decoder) []byte {
 	chunk, off, end := s.record(i)
 	if s.spill == nil {
-		return s.chunks[chunk][off:end], true
+		return s.chunks[chunk][off:end]
 	}
 	pos, n := s.starts[chunk]+int64(off), int64(end-off)
 	if w := &d.window; pos < w.at || pos+n > w.at+int64(len(w.b)) {
-		size := max(n, s.window)
-		if cap(w.b) < int(size) {
+		at := max(pos-s.window/4, 0)
+		size := min(max(pos+n-at, s.window), s.starts[len(s.starts)-1]-at)
+		if int64(cap(w.b)) < size {
 			w.b = make([]byte, size)
 		}
-		size = min(size, s.starts[len(s.starts)-1]-pos)
-		w.at, w.b = pos, w.b[:size]
-		if _, err := s.spill.ReadAt(w.b, pos); err != nil {
+		w.at, w.b = at, w.b[:size]
+		if _, err := s.spill.ReadAt(w.b, at); err != nil {
 			w.b = w.b[:0]
 			s.fail(err)
-			return nil, false
 		}
 	}
 	start := pos - d.window.at
-	return d.window.b[start : start+n], true
+	return d.window.b[start : start+n]
 }
 
 // storeWindow is how much of a spilled store's file a decoder reads at once: about a thousand records.
@@ -288,7 +289,7 @@ const storeWindow = 64 << 10
 // the store shares. A pass over every operation allocates nothing per operation this way, but for answers
 // of more than a hundred key-values, whose references get a slice of their own.
 //
-// A spilled store is read a chunk at a time.
+// A spilled store is read a chunk at a time; a read that fails panics with a ReadBackError.
 func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 	d := newDecoder()
 	d.res = s.res
@@ -310,15 +311,12 @@ func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 				buf = buf[:n]
 			}
 			loaded = chunk
-			if _, err := s.spill.ReadAt(buf, s.starts[chunk]); err != nil && !errors.Is(err, io.EOF) {
+			if _, err := s.spill.ReadAt(buf, s.starts[chunk]); err != nil {
 				s.fail(err)
-				buf = buf[:0]
 			}
 		}
-		if int(end) <= len(buf) {
-			if err := d.operation(buf[off:end], &op); err != nil {
-				panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
-			}
+		if err := d.operation(buf[off:end], &op); err != nil {
+			panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
 		}
 		fn(i, &op)
 	}
@@ -328,17 +326,14 @@ func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 // store shares among all of its operations: they must not be changed. Its range answers hold their
 // key-values packed (see RangeResponse: KVs is nil).
 //
-// For a spilled store, each call reads the record from disk (the operating system's cache, mostly).
+// For a spilled store, a record outside the reader's window is read from disk (the operating system's
+// cache, mostly); a read that fails panics with a ReadBackError.
 func (s *OperationStore) At(i int) *Operation {
 	d := s.decoders.Get().(*decoder)
 	defer s.decoders.Put(d)
 	d.prevTime, d.prevRev = 0, 0
 	op := d.ops.one()
-	rec, ok := s.bytes(i, d)
-	if !ok {
-		return op
-	}
-	if err := d.operation(rec, op); err != nil {
+	if err := d.operation(s.bytes(i, d), op); err != nil {
 		// The store wrote the record itself: failing to read it back is a bug, not bad input.
 		panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
 	}
