@@ -76,8 +76,10 @@ func microOptions() MicroOptions {
 		TxnOps: 2, RWRatio: 1, WatchStreams: 2, WatchersPerStream: 3}
 }
 
-// TestOpenLoopKeepsRate: well below capacity, the achieved rate is within 2% of the target and nothing
-// starts late.
+// TestOpenLoopKeepsRate: well below capacity, the achieved rate is within 2% of the target and at most 2%
+// of the operations start later than the schedule's slack (10 ms). A generator that drifts or waits for
+// answers misses hundreds; a virtual machine that stalls both cores for a few tens of milliseconds makes
+// a few operations late at once (22 of 2,000 in one CI run on a 2-core machine, with nothing else running).
 func TestOpenLoopKeepsRate(t *testing.T) {
 	skipUnderRace(t)
 	c := startCluster(t, 1)
@@ -93,7 +95,7 @@ func TestOpenLoopKeepsRate(t *testing.T) {
 	if put.Errors != 0 {
 		t.Fatalf("%d errors", put.Errors)
 	}
-	if late := put.MissedBacklog + put.MissedLag; late > put.Count/100 {
+	if late := put.MissedBacklog + put.MissedLag; late > put.Count/50 {
 		t.Fatalf("%d of %d operations missed their slot at a rate far below capacity", late, put.Count)
 	}
 }
