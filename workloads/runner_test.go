@@ -78,25 +78,35 @@ func microOptions() MicroOptions {
 
 // TestOpenLoopKeepsRate: well below capacity, the achieved rate is within 2% of the target and at most 2%
 // of the operations start later than the schedule's slack (10 ms). A generator that drifts or waits for
-// answers misses hundreds; a virtual machine that stalls both cores for a few tens of milliseconds makes
-// a few operations late at once (22 of 2,000 in one CI run on a 2-core machine, with nothing else running).
+// answers misses hundreds every time; a virtual machine that stalls both cores (steal time) makes tens to
+// a hundred and more late at once now and then (22, 135 and 177 of 2,000 in three runs of one afternoon on
+// a 2-core machine, with nothing else running). So a run whose operations started late is tried again,
+// three runs in all: the schedule must be kept in one of them.
 func TestOpenLoopKeepsRate(t *testing.T) {
 	skipUnderRace(t)
 	c := startCluster(t, 1)
-	wl, _ := NewMicro("put", microOptions())
-	got := runLoad(t, c, wl, RunOptions{Rate: 400, Clients: 8, Conns: 2, Duration: 5 * time.Second, RequestTimeout: 10 * time.Second, Seed: 1}, nil)
-	put := got.ops["put"]
-	if put == nil || put.Count != 2000 {
-		t.Fatalf("put count %v, want the 2000 scheduled in 5s at 400/s", put)
-	}
-	if math.Abs(put.Throughput-400)/400 > 0.02 {
-		t.Fatalf("achieved %.1f puts/s over %v, target 400", put.Throughput, got.measured)
-	}
-	if put.Errors != 0 {
-		t.Fatalf("%d errors", put.Errors)
-	}
-	if late := put.MissedBacklog + put.MissedLag; late > put.Count/50 {
-		t.Fatalf("%d of %d operations missed their slot at a rate far below capacity", late, put.Count)
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		wl, _ := NewMicro("put", microOptions())
+		got := runLoad(t, c, wl, RunOptions{Rate: 400, Clients: 8, Conns: 2, Duration: 5 * time.Second, RequestTimeout: 10 * time.Second, Seed: 1}, nil)
+		put := got.ops["put"]
+		if put == nil || put.Count != 2000 {
+			t.Fatalf("put count %v, want the 2000 scheduled in 5s at 400/s", put)
+		}
+		if math.Abs(put.Throughput-400)/400 > 0.02 {
+			t.Fatalf("achieved %.1f puts/s over %v, target 400", put.Throughput, got.measured)
+		}
+		if put.Errors != 0 {
+			t.Fatalf("%d errors", put.Errors)
+		}
+		late := put.MissedBacklog + put.MissedLag
+		if late <= put.Count/50 {
+			return
+		}
+		if attempt == attempts {
+			t.Fatalf("%d of %d operations missed their slot at a rate far below capacity, in each of %d runs", late, put.Count, attempts)
+		}
+		t.Logf("run %d: %d of %d operations missed their slot; trying again (a stalled machine, or the generator?)", attempt, late, put.Count)
 	}
 }
 
