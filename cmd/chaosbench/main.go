@@ -104,24 +104,18 @@ func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			if err := useWorkerIndex(&s, cmd, code); err != nil {
 				return err
 			}
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					*code = outcome.ExitUsage
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				*code = outcome.ExitUsage
+				return err
 			}
+			defer stop()
 			// The generator's live heap is small (histograms, buffers) while it allocates per request, so
 			// the default GOGC collects several times a second, on CPUs etcd may share. Collect less often.
 			debug.SetGCPercent(400)
 			ctx, cancel := interruptible(stderr, "stopping the load and the cluster, writing partial results")
 			defer cancel()
-			_, err := chaosbench.Run(ctx, s, chaosbench.Env{
+			_, err = chaosbench.Run(ctx, s, chaosbench.Env{
 				Version: chaosbenchVersion, Command: os.Args, Out: stdout,
 			})
 			*code = chaosbench.ExitCode(err)
@@ -184,6 +178,7 @@ func interruptible(stderr io.Writer, what string) (context.Context, context.Canc
 
 func checkCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var o chaosbench.CheckOptions
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "check DIR",
 		Short: "Check the history recorded in a run directory: linearizability, watch guarantees, serializable reads",
@@ -194,15 +189,42 @@ func checkCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.Dir, o.Out = args[0], stdout
+			stop, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				*code = outcome.ExitUsage
+				return err
+			}
+			defer stop()
 			ctx, cancel := interruptible(stderr, "stopping the check")
 			defer cancel()
-			_, err := chaosbench.Check(ctx, o)
+			_, err = chaosbench.Check(ctx, o)
 			*code = chaosbench.ExitCode(err)
 			return err
 		},
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "time limit; what is not decided in time is unknown, which is not a pass (default 5m)")
+	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the check to this file (go tool pprof reads it)")
 	return cmd
+}
+
+// startCPUProfile starts profiling chaosbench's CPU into path, when it is not empty, and returns what stops
+// it. A file that cannot be created is a usage error: nothing has started.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func versionCommand(stdout io.Writer) *cobra.Command {

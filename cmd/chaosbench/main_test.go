@@ -102,6 +102,8 @@ func TestBadInput(t *testing.T) {
 		{"check without dir", []string{"check"}, "accepts 1 arg(s)"},
 		{"check not a run", []string{"check", dir}, "not a run directory"},
 		{"check timeout", []string{"check", "--timeout", "-1s", dir}, "--timeout -1s"},
+		{"check profile", []string{"check", "--cpu-profile", filepath.Join(dir, "no", "such", "cpu.prof"), dir}, "--cpu-profile: open"},
+		{"run profile", []string{"run", "--cpu-profile", filepath.Join(dir, "no", "such", "cpu.prof")}, "--cpu-profile: open"},
 		{"check-timeout", []string{"run", "--check-timeout", "-1s"}, "--check-timeout -1s"},
 		{"workload typo", []string{"run", "--workload", "kub"}, "did you mean kube"},
 		{"kube total", []string{"run", "--total", "100"}, "the kube workload runs for --duration"},
@@ -248,7 +250,8 @@ func TestCheckCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			if code := execute([]string{"check", dir}, &stdout, &stderr); code != tc.code {
+			profile := filepath.Join(t.TempDir(), "cpu.prof")
+			if code := execute([]string{"check", "--cpu-profile", profile, dir}, &stdout, &stderr); code != tc.code {
 				t.Fatalf("exit code %d, want %d\n%s%s", code, tc.code, stdout.String(), stderr.String())
 			}
 			if !strings.Contains(stdout.String(), tc.want) || !strings.Contains(stdout.String(), "serializable-reads") {
@@ -256,6 +259,9 @@ func TestCheckCommand(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(dir, "check.json")); err != nil {
 				t.Fatal(err)
+			}
+			if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+				t.Fatalf("no CPU profile written: %v", err)
 			}
 			if tc.code == outcome.ExitViolation && strings.Contains(tc.want, "linearizability") {
 				if _, err := os.Stat(filepath.Join(dir, "linearizability.html")); err != nil {
