@@ -30,7 +30,15 @@ func newKeyspace(keys map[string]struct{}) keyspace {
 // collectKeys builds the keyspace from every key the history names: single keys of requests (a range's
 // bounds need not be keys), and every key of answers; keys holds those of watch events.
 func (c *checker) collectKeys(keys map[string]struct{}) {
-	add := func(k string) { keys[k] = struct{}{} }
+	// Most keys are answered again and again (every page of every list), each time with the store's one
+	// copy of its bytes: the cache spares hashing them into the set.
+	recent := history.NewRecentStrings(16)
+	add := func(k string) {
+		if _, ok := recent.Get(k); !ok {
+			keys[k] = struct{}{}
+			recent.Put(k, 0)
+		}
+	}
 	addKVs := func(kvs []history.KV) {
 		for i := range kvs {
 			add(kvs[i].Key)

@@ -26,7 +26,7 @@ type checker struct {
 	base, maxRev int64 // revisions base+1..maxRev are the run's; base and below came before it
 	preRun       bool  // the store was not empty at the start: keys' first states are unknown
 
-	values   map[uint64]valueRef
+	values   *valueIndex
 	twice    map[int32]bool // transactions found applied twice, reported once each
 	writer   []int32        // by revision-base: the operation that wrote it, -1 none known
 	existed  []int64        // by revision-base: earliest time some revision >= it was known to exist

@@ -194,11 +194,9 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 	lo, hi := c.ks.interval(rg.Key, rg.End)
 	n := resp.Len()
 	// The answer must be consistent with itself first.
-	for j := range n {
-		if key := resp.At(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.At(j-1).Key) {
-			c.vs.add(s.violationIn(check, i, "malformed range", key, fmt.Sprintf("%s returned %q out of order or outside its range", c.describe(i), key)))
-			return
-		}
+	if key, ok := wellFormed(resp, rg); !ok {
+		c.vs.add(s.violationIn(check, i, "malformed range", key, fmt.Sprintf("%s returned %q out of order or outside its range", c.describe(i), key)))
+		return
 	}
 	limited := rg.Limit > 0 && int64(n) == rg.Limit && resp.More
 	if !rg.CountOnly {
@@ -238,8 +236,13 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
-		for j < n && resp.At(j).Key < key {
+		// Mostly the answer has the key: equal keys of an answer from the store share their bytes with the
+		// keyspace's, which makes == cheap where < would compare them through.
+		for j < n {
 			kv := resp.At(j)
+			if kv.Key == key || kv.Key > key {
+				break
+			}
 			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 			j++
 		}
@@ -257,6 +260,34 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 		kv := resp.At(j)
 		s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 	}
+}
+
+// wellFormed reports whether a range answer's keys are in strictly increasing order and inside the range,
+// and if not, the first key that is not. Keys in order lie in the range when the first and last do.
+func wellFormed(resp *history.RangeResponse, rg *history.Range) (string, bool) {
+	n := resp.Len()
+	prev := ""
+	for j := range n {
+		key := resp.At(j).Key
+		if j > 0 && key <= prev {
+			return firstMalformed(resp, rg)
+		}
+		prev = key
+	}
+	if n > 0 && (!inRange(resp.At(0).Key, rg.Key, rg.End) || !inRange(prev, rg.Key, rg.End)) {
+		return firstMalformed(resp, rg)
+	}
+	return "", true
+}
+
+// firstMalformed returns the first key of a malformed answer that is out of order or outside the range.
+func firstMalformed(resp *history.RangeResponse, rg *history.Range) (string, bool) {
+	for j := range resp.Len() {
+		if key := resp.At(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.At(j-1).Key) {
+			return key, false
+		}
+	}
+	return "", true
 }
 
 // countRange says how many keys the replay has: a number, or bounds when uncertain keys may count.

@@ -10,17 +10,88 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// valueRef locates the write of a value id: which operation, branch and branch position wrote it.
+// valueRef locates the write of a value id: which operation and branch wrote it, to which key.
 type valueRef struct {
+	key    string
 	op     int32
 	branch int8
-	key    string
 	dup    bool // written by more than one request: useless as evidence
+	set    bool // an entry of the dense index (its zero value is no write)
+}
+
+// valueIndex maps every written value id to the request that wrote it. The run's ids are a client's number
+// plus one in the high 32 bits and its own sequence number in the low ones (workloads.Client.NewValue), so
+// each client's ids are dense: they index a slice of that client's writes, with no hashing. An id outside
+// that scheme (a history from elsewhere) goes to a map; ids that would make a client's slice much longer
+// than the history has operations do too, so a stray id cannot make the index large.
+type valueIndex struct {
+	clients [][]valueRef
+	other   map[uint64]valueRef
+	limit   uint64 // longest a client's slice may grow
+}
+
+// maxIndexedClients bounds the clients whose ids are indexed densely.
+const maxIndexedClients = 1 << 16
+
+func newValueIndex(ops int) *valueIndex {
+	return &valueIndex{other: map[uint64]valueRef{}, limit: 4*uint64(ops) + 4096}
+}
+
+// slot returns the dense entry of id, or nil when id goes to the map; grow makes room for it.
+func (x *valueIndex) slot(id uint64, grow bool) *valueRef {
+	client, seq := id>>32, id&(1<<32-1)
+	if client >= maxIndexedClients || seq >= x.limit {
+		return nil
+	}
+	if client >= uint64(len(x.clients)) {
+		if !grow {
+			return nil
+		}
+		x.clients = append(x.clients, make([][]valueRef, int(client)+1-len(x.clients))...)
+	}
+	refs := x.clients[client]
+	if seq >= uint64(len(refs)) {
+		if !grow {
+			return nil
+		}
+		refs = append(refs, make([]valueRef, int(seq)+1-len(refs))...)
+		x.clients[client] = refs[:cap(refs)]
+		refs = x.clients[client]
+	}
+	return &refs[seq]
+}
+
+// get returns the write of id.
+func (x *valueIndex) get(id uint64) (valueRef, bool) {
+	if ref := x.slot(id, false); ref != nil {
+		return *ref, ref.set
+	}
+	ref, ok := x.other[id]
+	return ref, ok
+}
+
+// add notes that operation op's branch wrote id to key; a second write of id makes it a duplicate.
+func (x *valueIndex) add(id uint64, op int32, branch int8, key string) {
+	ref := x.slot(id, true)
+	if ref == nil {
+		if r, ok := x.other[id]; ok {
+			r.dup = r.dup || r.op != op || r.key != key
+			x.other[id] = r
+			return
+		}
+		x.other[id] = valueRef{key: key, op: op, branch: branch, set: true}
+		return
+	}
+	if ref.set {
+		ref.dup = ref.dup || ref.op != op || ref.key != key
+		return
+	}
+	*ref = valueRef{key: key, op: op, branch: branch, set: true}
 }
 
 // indexValues maps every written value id to the request that wrote it.
 func (c *checker) indexValues() {
-	c.values = map[uint64]valueRef{}
+	c.values = newValueIndex(c.hist.Len())
 	c.hist.Scan(func(i int, op *history.Operation) {
 		v, ok := viewOf(op)
 		if !ok {
@@ -31,13 +102,7 @@ func (c *checker) indexValues() {
 				if sub.Kind != history.KindPut || sub.Put == nil || sub.Put.Value.ID == 0 {
 					continue
 				}
-				id := sub.Put.Value.ID
-				if ref, ok := c.values[id]; ok {
-					ref.dup = ref.dup || ref.op != int32(i) || ref.key != sub.Put.Key
-					c.values[id] = ref
-					continue
-				}
-				c.values[id] = valueRef{op: int32(i), branch: int8(b), key: sub.Put.Key}
+				c.values.add(sub.Put.Value.ID, int32(i), int8(b), sub.Put.Key)
 			}
 		}
 	})
@@ -89,7 +154,7 @@ func (c *checker) claimAnswered() {
 func (c *checker) resolveFromAnswers() {
 	c.hist.Scan(func(i int, op *history.Operation) {
 		if op.Response != nil {
-			forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, "a read returned", []int{i}) })
+			forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, sighting{op: int32(i)}) })
 		}
 	})
 }
@@ -98,9 +163,9 @@ func (c *checker) resolveFromAnswers() {
 func (c *checker) resolveFromWatch(r *history.WatchResponse) {
 	for j := range r.Events {
 		e := &r.Events[j]
-		c.see(&e.KV, r.Time, fmt.Sprintf("watcher %d received", r.Watcher), nil)
+		c.see(&e.KV, r.Time, sighting{op: -1, watcher: int32(r.Watcher)})
 		if e.PrevKV != nil {
-			c.see(e.PrevKV, r.Time, fmt.Sprintf("watcher %d received as previous value", r.Watcher), nil)
+			c.see(e.PrevKV, r.Time, sighting{op: -1, watcher: int32(r.Watcher), prev: true})
 		}
 	}
 }
@@ -114,14 +179,40 @@ func (c *checker) claimResolved() {
 	}
 }
 
-// see matches one value seen, at time at, by who (operations ops), with its write.
-func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
+// sighting says who saw a value: an operation's answer, or a watcher's event or its previous value.
+type sighting struct {
+	op      int32 // -1 for a watcher
+	watcher int32
+	prev    bool
+}
+
+// String is the sighting as a message begins it.
+func (w sighting) String() string {
+	switch {
+	case w.op >= 0:
+		return "a read returned"
+	case w.prev:
+		return fmt.Sprintf("watcher %d received as previous value", w.watcher)
+	}
+	return fmt.Sprintf("watcher %d received", w.watcher)
+}
+
+// ops returns the operations of the sighting (none for a watcher).
+func (w sighting) ops() []int {
+	if w.op < 0 {
+		return nil
+	}
+	return []int{int(w.op)}
+}
+
+// see matches one value seen, at time at, by who, with its write.
+func (c *checker) see(kv *history.KV, at int64, who sighting) {
 	if kv.Value.ID == 0 || kv.ModRevision <= c.base {
 		return // not a value of this run (keys-only reads, foreign or earlier writes)
 	}
-	ref, ok := c.values[kv.Value.ID]
+	ref, ok := c.values.get(kv.Value.ID)
 	if !ok {
-		c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: ops, Time: at,
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: who.ops(), Time: at,
 			Message: fmt.Sprintf("%s value #%d at revision %d, which no request of the run wrote", who, kv.Value.ID, kv.ModRevision)})
 		return
 	}
@@ -130,7 +221,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 	}
 	if ref.key != kv.Key {
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "value under wrong key", Key: kv.Key, Revision: kv.ModRevision,
-			Ops: append([]int{int(ref.op)}, ops...), Time: at,
+			Ops: append([]int{int(ref.op)}, who.ops()...), Time: at,
 			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
 		return
 	}
@@ -139,7 +230,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 	case opAcked:
 		if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
-				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+				Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
 				Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
 		}
 		if oi.taken != ref.branch {
@@ -148,7 +239,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 				return
 			}
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
-				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.call),
+				Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
 				Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
 		}
 	case opUnresolved:
@@ -157,7 +248,7 @@ func (c *checker) see(kv *history.KV, at int64, who string, ops []int) {
 	case opResolved:
 		if oi.rev != kv.ModRevision {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "value at two revisions", Key: kv.Key, Revision: kv.ModRevision,
-				Ops: append([]int{int(ref.op)}, ops...), Time: min(at, oi.seen),
+				Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.seen),
 				Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
 		}
 		oi.seen = min(oi.seen, at)

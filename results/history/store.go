@@ -49,19 +49,33 @@ type resident struct {
 	strs    []string
 	ids     map[string]uint64 // while loading: each string's number
 	table   kvTable
-	keyRefs []uint32 // while loading, by string number: the key's last key-value in table, or noRef
+	keyRefs []uint32       // while loading, by string number: the key's last key-value in table, or noRef
+	recent  *RecentStrings // while loading: ids of the strings met last, by their bytes
 }
 
 // intern returns the number of string s, adding it the first time.
 func (r *resident) intern(s string) uint64 {
+	if r.recent != nil {
+		if id, ok := r.recent.Get(s); ok {
+			return id
+		}
+	}
 	if id, ok := r.ids[s]; ok {
+		r.remember(s, id)
 		return id
 	}
 	id := uint64(len(r.strs))
 	r.ids[s] = id
+	r.remember(s, id)
 	r.strs = append(r.strs, s)
 	r.keyRefs = append(r.keyRefs, noRef)
 	return id
+}
+
+func (r *resident) remember(s string, id uint64) {
+	if r.recent != nil {
+		r.recent.Put(s, id)
+	}
 }
 
 // ref returns the reference of kv in the table: the key's last key-value when kv is the same, else a
@@ -150,7 +164,7 @@ type storeBuilder struct {
 }
 
 func newStoreBuilder() *storeBuilder {
-	res := &resident{ids: map[string]uint64{}}
+	res := &resident{ids: map[string]uint64{}, recent: NewRecentStrings(16)}
 	return &storeBuilder{s: &OperationStore{res: res, window: storeWindow}, enc: &encoder{res: res}, chunk: storeChunk}
 }
 
@@ -204,7 +218,7 @@ func (b *storeBuilder) flush() error {
 
 func (b *storeBuilder) done() *OperationStore {
 	s := b.s
-	s.res.ids, s.res.keyRefs = nil, nil
+	s.res.ids, s.res.keyRefs, s.res.recent = nil, nil, nil
 	s.decoders.New = func() any {
 		d := newDecoder()
 		d.res = s.res
