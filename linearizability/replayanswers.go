@@ -7,6 +7,7 @@ package linearizability
 import (
 	"cmp"
 	"fmt"
+	"strings"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
@@ -236,20 +237,20 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
-		// Mostly the answer has the key: equal keys of an answer from the store share their bytes with the
-		// keyspace's, which makes == cheap where < would compare them through.
-		for j < n {
+		// One comparison per step: keys of a list share long prefixes, and equal keys of an answer from
+		// the store share their bytes with the keyspace's, which strings.Compare tells at once.
+		order := 1
+		for ; j < n; j++ {
 			kv := resp.At(j)
-			if kv.Key == key || kv.Key > key {
+			if order = strings.Compare(kv.Key, key); order >= 0 {
 				break
 			}
 			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
-			j++
 		}
 		if limited && key > last {
 			break
 		}
-		if j < n && resp.At(j).Key == key {
+		if j < n && order == 0 {
 			s.checkKeyIn(check, i, k, resp.At(j), rg.KeysOnly)
 			j++
 			continue
