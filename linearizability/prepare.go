@@ -42,7 +42,6 @@ type checker struct {
 
 	watchers    []*watcher
 	progress    bool  // some watcher received a progress notification
-	evidence    int   // watch records that carry a revision: evidence that it existed
 	readErr     error // reading the watch records again failed
 	spans       []span
 	coverage    [][]span // by key rank, computed on demand

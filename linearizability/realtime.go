@@ -9,15 +9,39 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// placed is an operation at its place in etcd's revision order: a write at 2×its revision, anything that
-// read the store (reads, writes that wrote nothing, grants, revokes) at 2×the revision it saw + 1. Evidence
-// that a revision existed (a watch response) is placed like a read, with no call time: whatever began after
-// it must come after that revision.
+// placed is an operation or a watch record at its place in etcd's revision order: a write at 2×its
+// revision, anything that read the store (reads, writes that wrote nothing, grants, revokes) at 2×the
+// revision it saw + 1. Evidence that a revision existed (a watch response) is placed like a read, with no
+// call time: whatever began after it must come after that revision.
 type placed struct {
 	at        int64
 	call, ret int64
 	op        int32 // -1 for evidence from a watch record
-	watcher   int32 // the watcher whose record is the evidence (32 bytes in all: one per operation and record)
+	watcher   int32 // the watcher whose record is the evidence
+}
+
+// opAt is an operation at its place, as the real-time check sorts them (16 bytes per operation).
+type opAt struct {
+	at int64
+	op int32
+}
+
+// callSteps is the latest call of the operations placed before a place, as a step function of the place:
+// at steps[i].at and after, the latest call is steps[i].call, by operation steps[i].op.
+type callSteps []callStep
+
+type callStep struct {
+	at, call int64
+	op       int32
+}
+
+// before returns the step in force for places strictly before at, or nil when nothing is placed before it.
+func (cs callSteps) before(at int64) *callStep {
+	i, _ := slices.BinarySearchFunc(cs, at, func(s callStep, at int64) int { return cmp.Compare(s.at, at) })
+	if i == 0 {
+		return nil
+	}
+	return &cs[i-1]
 }
 
 // checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
@@ -25,66 +49,107 @@ type placed struct {
 // finished before another began has the smaller revision", "a linearizable read never returns a revision
 // older than one acknowledged before it began" and "nothing reads a revision before its write was sent".
 // With the replay's answers checked at their revisions, it makes the revision order a linearization.
+//
+// The operations are sorted by place; the watch records, which are most of what is placed, are not held:
+// each is compared, as watch.bin is read once more, with the latest call placed before it.
 func (c *checker) checkRealTime() {
-	ps := make([]placed, 0, c.hist.Len()+c.evidence)
+	ops := make([]opAt, 0, c.hist.Len())
 	for i := range c.hist.Len() {
-		oi := &c.ops[i]
-		switch oi.state {
-		case opAcked:
-		case opResolved:
-			ps = append(ps, placed{at: 2 * oi.rev, call: oi.call, ret: infinity, op: int32(i)})
-			continue
-		default:
-			continue
+		if at, ok := c.revPlace(int32(i)); ok {
+			ops = append(ops, opAt{at: at, op: int32(i)})
 		}
-		switch {
-		case oi.keepAlive, oi.compact:
-			// Keep-alives are answered by the leader's lessor without consensus; compactions by the
-			// applier without a linearizable read. Neither promises a place in the order.
-			continue
-		case oi.serializable:
-			// Stale by design, and checked on their own (a serializable read from the future is that
-			// check's violation, not a write's).
-			continue
-		}
-		at := 2*oi.hdr + 1
-		if oi.wrote {
-			at = 2 * oi.rev
-		}
-		ps = append(ps, placed{at: at, call: oi.call, ret: oi.ret, op: int32(i)})
 	}
-	c.eachWatch(func(_ int32, r *history.WatchResponse) {
-		if r.Revision > 0 && r.Error == "" {
-			ps = append(ps, placed{at: 2*r.Revision + 1, call: -infinity, ret: r.Time, op: -1, watcher: int32(r.Watcher)})
-		}
+	slices.SortFunc(ops, func(a, b opAt) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.op, b.op))
 	})
-	slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
-
-	maxCall, arg := int64(-infinity), -1
-	// One violation per operation placed too early: a stale read contradicts every later write it missed,
-	// but it is one anomaly.
-	reported := map[int]bool{}
-	for i := 0; i < len(ps); {
+	// One violation per operation placed too early (a stale read contradicts every later write it
+	// missed, but it is one anomaly): the first, in the revision order, of what contradicts it, and of
+	// those at one place (a write's readers and watchers), the one that returned first.
+	first := map[int32]placed{}
+	contradict := func(early int32, late placed) {
+		if prev, ok := first[early]; !ok || late.at < prev.at || late.at == prev.at && late.ret < prev.ret {
+			first[early] = late
+		}
+	}
+	steps := callSteps{}
+	maxCall, arg := int64(-infinity), int32(-1)
+	for i := 0; i < len(ops); {
 		j := i
-		for j < len(ps) && ps[j].at == ps[i].at {
+		for j < len(ops) && ops[j].at == ops[i].at {
 			j++
 		}
-		for _, p := range ps[i:j] {
-			if p.ret < maxCall && !reported[arg] && len(reported) < 1000 {
-				c.realTimeViolation(ps[arg], p)
-				reported[arg] = true
+		for _, o := range ops[i:j] {
+			if p := c.placedOp(o.op); p.ret < maxCall {
+				contradict(arg, p)
 			}
 		}
-		for k := i; k < j; k++ {
-			if ps[k].call > maxCall {
-				maxCall, arg = ps[k].call, k
+		for _, o := range ops[i:j] {
+			if call := c.ops[o.op].call; call > maxCall {
+				maxCall, arg = call, o.op
 			}
+		}
+		if len(steps) == 0 || steps[len(steps)-1].call != maxCall {
+			steps = append(steps, callStep{at: ops[i].at, call: maxCall, op: arg})
 		}
 		i = j
+	}
+	ops = nil
+	c.eachWatch(func(_ int32, r *history.WatchResponse) {
+		if r.Revision <= 0 || r.Error != "" {
+			return
+		}
+		at := 2*r.Revision + 1
+		if st := steps.before(at); st != nil && r.Time < st.call {
+			contradict(st.op, placed{at: at, call: -infinity, ret: r.Time, op: -1, watcher: int32(r.Watcher)})
+		}
+	})
+	found := make([]int32, 0, len(first))
+	for early := range first {
+		found = append(found, early)
+	}
+	slices.SortFunc(found, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(first[a].at, first[b].at), cmp.Compare(a, b))
+	})
+	for _, early := range found[:min(len(found), 1000)] {
+		c.realTimeViolation(c.placedOp(early), first[early])
 	}
 	c.checkSerializableFuture()
 	c.checkCompactedReads()
 	c.checkKeepAlives()
+}
+
+// revPlace returns where operation i is placed in the revision order, or false when it has no place:
+// failed operations never seen to take effect, keep-alives (answered by the leader's lessor without
+// consensus), compactions (by the applier without a linearizable read) and serializable reads (stale by
+// design, and checked on their own: one from the future is that check's violation, not a write's).
+func (c *checker) revPlace(i int32) (int64, bool) {
+	oi := &c.ops[i]
+	switch oi.state {
+	case opAcked:
+	case opResolved:
+		return 2 * oi.rev, true
+	default:
+		return 0, false
+	}
+	if oi.keepAlive || oi.compact || oi.serializable {
+		return 0, false
+	}
+	if oi.wrote {
+		return 2 * oi.rev, true
+	}
+	return 2*oi.hdr + 1, true
+}
+
+// placedOp is operation i, which has a place, with its real-time interval: a write resolved from a
+// sighting may have taken effect any time after it was sent.
+func (c *checker) placedOp(i int32) placed {
+	oi := &c.ops[i]
+	at, _ := c.revPlace(i)
+	ret := oi.ret
+	if oi.state == opResolved {
+		ret = infinity
+	}
+	return placed{at: at, call: oi.call, ret: ret, op: i}
 }
 
 // checkKeepAlives checks that a lease cannot be kept alive once a revoke of it was acknowledged or its

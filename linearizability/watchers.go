@@ -49,9 +49,6 @@ func (c *checker) groupWatchers(keys map[string]struct{}) (maxRev int64) {
 			w.req, w.hasReq = *r.Request, true
 			w.requested = min(w.requested, r.Time)
 		}
-		if r.Revision > 0 && r.Error == "" {
-			c.evidence++
-		}
 		c.progress = c.progress || r.Progress
 		if isRequestRecord(r) {
 			return
