@@ -65,18 +65,25 @@ type opInfo struct {
 	hdr       int64 // header revision of an answered operation
 	rev       int64 // revision the operation wrote at; 0 when it wrote nothing or that is unknown
 	seen      int64 // resolved: earliest time its effect was observed
-	from      int64 // unresolved: first revision at which it could have taken effect
 	state     opState
 	taken     int8 // transaction branch taken: 1 then, 0 else, -1 unknown
 	wrote     bool // an answered operation changed the store (so hdr is its own revision)
 	writes    bool // the request can change the store (some branch puts or deletes, or a revoke)
 
-	answered     bool // etcd answered it (whatever state the checker puts it in)
-	serializable bool // a serializable range
-	pastRead     bool // a linearizable range at a past revision
-	keepAlive    bool
-	compact      bool
+	answered bool   // etcd answered it (whatever state the checker puts it in)
+	kind     opKind // 48 bytes in all
 }
+
+// opKind is the kind of request an operation is, for the passes that look for one kind.
+type opKind uint8
+
+const (
+	kindOther        opKind = iota
+	kindSerializable        // a serializable range
+	kindPastRead            // a linearizable range at a past revision
+	kindKeepAlive
+	kindCompact
+)
 
 // txnView sees every KV request as a transaction: a plain range, put or delete is the Then branch of a
 // transaction without compares, which always takes Then.

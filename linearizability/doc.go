@@ -141,7 +141,7 @@
 //
 //   - the operations: where each one's record is in the store (8 bytes; the record itself, about 47, is on
 //     disk) and the distinct key-values its answers hold (the store's, once: about 27 bytes per operation),
-//     its opInfo (64 bytes), the real-time order (16 bytes per operation placed, and 24 per place where
+//     its opInfo (48 bytes), the real-time order (16 bytes per operation placed, and 24 per place where
 //     the latest call rises, while it is checked; the watch records are compared with it as watch.bin is
 //     read, not held) and the per-key checks' index (4 bytes per operation and key it projects on). This is linear in the number of operations: the global layer replays writes in
 //     revision order and the per-key layer checks whole key histories, and both look up operations by
@@ -175,9 +175,9 @@
 //
 // The way we mean to take (the 35-minute history's live heap peaked at about 340 MB, in the real-time
 // check, and is now about 300 MB, in the replay, with the real-time check at 275 MB and the per-key
-// checks, 8,000 operations projected at a time, at 290 MB: the opInfo 67 MB, the canonical log 49 MB, the
-// store's key-values and strings 45 MB, where its records are 9 MB, per revision and per key the rest, and
-// the replay's own state):
+// checks, 8,000 operations projected at a time, at 290 MB: the opInfo 50 MB (67 at 64 bytes), the
+// canonical log 49 MB, the store's key-values and strings 45 MB, where its records are 9 MB, per revision
+// and per key the rest, and the replay's own state):
 //
 //   - a first streaming pass over both files computes what the passes above look ahead for, and only that:
 //     the outcome of each failed write (a later sighting of its value), each revision's existence time,

@@ -46,7 +46,6 @@ func (c *checker) candidates() {
 			c.stats.DroppedWrites++
 			continue
 		}
-		oi.from = first
 		c.stats.UnresolvedWrites++
 		if t := c.existedAt(last); t < infinity {
 			oi.ret = t
@@ -54,8 +53,8 @@ func (c *checker) candidates() {
 		op := c.op(i)
 		if op.Request.Kind == history.KindLeaseRevoke {
 			id := op.Request.Lease.ID
-			if f, ok := c.candRevok[id]; !ok || oi.from < f {
-				c.candRevok[id] = oi.from
+			if f, ok := c.candRevok[id]; !ok || first < f {
+				c.candRevok[id] = first
 			}
 			continue
 		}
@@ -70,8 +69,8 @@ func (c *checker) candidates() {
 					lo, hi = c.ks.interval(sub.Delete.Key, sub.Delete.End)
 				}
 				for k := lo; k < hi; k++ {
-					if c.candFrom[k] == 0 || oi.from < c.candFrom[k] {
-						c.candFrom[k] = oi.from
+					if c.candFrom[k] == 0 || first < c.candFrom[k] {
+						c.candFrom[k] = first
 					}
 				}
 			}

@@ -78,10 +78,16 @@ func (c *checker) classify() {
 		oi.writes = canWrite(&op.Request)
 		failed := op.Response == nil
 		oi.answered = !failed
-		if rg := op.Request.Range; op.Request.Kind == history.KindRange && rg != nil {
-			oi.serializable, oi.pastRead = rg.Serializable, !rg.Serializable && rg.Revision != 0
+		switch rg := op.Request.Range; {
+		case op.Request.Kind == history.KindRange && rg != nil && rg.Serializable:
+			oi.kind = kindSerializable
+		case op.Request.Kind == history.KindRange && rg != nil && rg.Revision != 0:
+			oi.kind = kindPastRead
+		case op.Request.Kind == history.KindLeaseKeepAlive:
+			oi.kind = kindKeepAlive
+		case op.Request.Kind == history.KindCompact:
+			oi.kind = kindCompact
 		}
-		oi.keepAlive, oi.compact = op.Request.Kind == history.KindLeaseKeepAlive, op.Request.Kind == history.KindCompact
 		if failed {
 			oi.ret = infinity
 			oi.state = opIgnored

@@ -131,7 +131,7 @@ func (c *checker) revPlace(i int32) (int64, bool) {
 	default:
 		return 0, false
 	}
-	if oi.keepAlive || oi.compact || oi.serializable {
+	if oi.kind == kindKeepAlive || oi.kind == kindCompact || oi.kind == kindSerializable {
 		return 0, false
 	}
 	if oi.wrote {
@@ -156,7 +156,7 @@ func (c *checker) placedOp(i int32) placed {
 // expiry was seen: etcd answers ErrLeaseNotFound.
 func (c *checker) checkKeepAlives() {
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || !c.ops[i].keepAlive {
+		if !c.ops[i].answered || c.ops[i].kind != kindKeepAlive {
 			continue
 		}
 		op := c.op(i)
@@ -227,7 +227,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 // after the read returned: stale is allowed, the future is not.
 func (c *checker) checkSerializableFuture() {
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || !c.ops[i].serializable {
+		if !c.ops[i].answered || c.ops[i].kind != kindSerializable {
 			continue
 		}
 		op := c.op(i)
@@ -283,7 +283,7 @@ func (c *checker) checkCompactedReads() {
 		return
 	}
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || !c.ops[i].pastRead {
+		if !c.ops[i].answered || c.ops[i].kind != kindPastRead {
 			continue
 		}
 		op := c.op(i)

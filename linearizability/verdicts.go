@@ -174,7 +174,7 @@ func (c *checker) anyProgress() bool {
 func (c *checker) countSerializable() int {
 	n := 0
 	for i := range c.ops {
-		if c.ops[i].answered && c.ops[i].serializable {
+		if c.ops[i].answered && c.ops[i].kind == kindSerializable {
 			n++
 		}
 	}

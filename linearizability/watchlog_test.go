@@ -86,8 +86,8 @@ func TestCheckerRecordSizes(t *testing.T) {
 	if n := unsafe.Sizeof(canonEvent{}); n > 64 {
 		t.Errorf("a change of the canonical log takes %d bytes, want at most 64", n)
 	}
-	if n := unsafe.Sizeof(opInfo{}); n > 64 {
-		t.Errorf("an operation's opInfo takes %d bytes, want at most 64", n)
+	if n := unsafe.Sizeof(opInfo{}); n > 48 {
+		t.Errorf("an operation's opInfo takes %d bytes, want at most 48", n)
 	}
 }
 
