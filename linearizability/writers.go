@@ -73,20 +73,19 @@ func (x *valueIndex) get(id uint64) (valueRef, bool) {
 // add notes that operation op's branch wrote id to key; a second write of id makes it a duplicate.
 func (x *valueIndex) add(id uint64, op int32, branch int8, key string) {
 	ref := x.slot(id, true)
+	var mapped valueRef
 	if ref == nil {
-		if r, ok := x.other[id]; ok {
-			r.dup = r.dup || r.op != op || r.key != key
-			x.other[id] = r
-			return
-		}
-		x.other[id] = valueRef{key: key, op: op, branch: branch, set: true}
-		return
+		mapped = x.other[id]
+		ref = &mapped
 	}
 	if ref.set {
 		ref.dup = ref.dup || ref.op != op || ref.key != key
-		return
+	} else {
+		*ref = valueRef{key: key, op: op, branch: branch, set: true}
 	}
-	*ref = valueRef{key: key, op: op, branch: branch, set: true}
+	if ref == &mapped {
+		x.other[id] = mapped
+	}
 }
 
 // indexValues maps every written value id to the request that wrote it.
