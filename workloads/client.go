@@ -85,6 +85,7 @@ type Slot struct {
 type Client struct {
 	id   int
 	etcd *clientv3.Client
+	kv   clientv3.KV // etcd's KV API over conn, or over the runner's unary connection beside it
 	rec  *Recorder
 	opts ClientOptions
 
@@ -107,7 +108,7 @@ type ClientOptions struct {
 
 // NewClient returns a recording client with id (the client number in histories) over conn.
 func NewClient(id int, conn *clientv3.Client, rec *Recorder, opts ClientOptions) *Client {
-	return &Client{id: id, etcd: conn, rec: rec, opts: opts}
+	return &Client{id: id, etcd: conn, kv: conn.KV, rec: rec, opts: opts}
 }
 
 // ID returns the client's number in histories.
@@ -275,7 +276,7 @@ func (c *Client) send(ctx context.Context, req history.Request) (history.Respons
 		}
 		return history.Response{Revision: r.Header.Revision}, nil
 	}
-	r, err := c.etcd.Do(ctx, c.toOp(req))
+	r, err := c.kv.Do(ctx, c.toOp(req))
 	if err != nil {
 		return history.Response{}, err
 	}

@@ -13,8 +13,9 @@ import (
 
 // BenchmarkPutOverhead compares a put from etcd's client as etcd's benchmark tool configures it
 // (etcd-client), the same with the runner's connection options (runner-conn: etcd's generated codec,
-// fixed flow-control windows), and the same put sent through the recording Client over the runner's
-// connection (history file, HDR collector, per-request timeout), against a real single-member cluster. The
+// fixed flow-control windows), the same over the runner's unary connection (unary-conn), and the same
+// put sent through the recording Client over the unary connection as the runner sends it (history file,
+// HDR collector, per-request timeout), against a real single-member cluster. The
 // differences in allocs/op and B/op are what the options save and what chaosbench's recording costs.
 func BenchmarkPutOverhead(b *testing.B) {
 	c := startCluster(b, 1)
@@ -33,10 +34,15 @@ func BenchmarkPutOverhead(b *testing.B) {
 	ctx := context.Background()
 	val := string(history.EncodeValue(history.Value{ID: 1, Size: 256}, []byte("x")))
 
+	eps, _ := parseUnaryEndpoints(cfg.Endpoints, false)
+	unary := newUnaryConn(cli.ActiveConnection(), eps, nil, 0)
+	defer unary.Close()
+	lean := clientv3.NewKVFromKVClient(unaryKV{unary}, cli)
+
 	for _, v := range []struct {
 		name string
-		conn *clientv3.Client
-	}{{"etcd-client", plain}, {"runner-conn", cli}} {
+		conn clientv3.KV
+	}{{"etcd-client", plain}, {"runner-conn", cli}, {"unary-conn", lean}} {
 		conn := v.conn
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -62,6 +68,7 @@ func BenchmarkPutOverhead(b *testing.B) {
 		rec := NewRecorder(time.Now(), hist, []byte("x"), col)
 		rec.Begin()
 		client := NewClient(0, cli, rec, ClientOptions{Timeout: 10 * time.Second})
+		client.kv = lean
 		b.ReportAllocs()
 		for b.Loop() {
 			req := history.Request{Kind: history.KindPut, Put: &history.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}

@@ -82,6 +82,8 @@ type Runner struct {
 	opts    RunOptions
 	rec     *Recorder
 	conns   []*clientv3.Client
+	kvs     []clientv3.KV // each connection's KV API: over its unary connection when there is one
+	unary   []*unaryConn
 	workers []*Worker
 	nextID  atomic.Int64
 }
@@ -103,12 +105,19 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 			return nil, fmt.Errorf("connect to etcd: %w", err)
 		}
 		r.conns = append(r.conns, c)
+		kv := c.KV
+		if eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil); ok && !opts.ProbeBandwidth {
+			u := newUnaryConn(c.ActiveConnection(), eps, cfg.TLS, len(r.conns)-1)
+			r.unary = append(r.unary, u)
+			kv = clientv3.NewKVFromKVClient(unaryKV{u}, c)
+		}
+		r.kvs = append(r.kvs, kv)
 	}
 	rec.watchIDs.Store(int64(opts.IDBase))
 	for i := range opts.Clients {
 		r.workers = append(r.workers, &Worker{
 			ID:     i,
-			Client: NewClient(opts.IDBase+i, r.conns[i%len(r.conns)], rec, r.clientOptions()),
+			Client: r.newClient(opts.IDBase+i, i),
 			Rand:   r.Rand("worker", opts.IDBase+i),
 		})
 	}
@@ -131,7 +140,13 @@ func (r *Runner) Conns() []*clientv3.Client { return r.conns }
 // NewClient returns a recording client with a fresh client number, over connection i (mod Conns), for
 // actors outside the worker pool (watchers, periodic writers).
 func (r *Runner) NewClient(i int) *Client {
-	return NewClient(int(r.nextID.Add(1)-1), r.conns[i%len(r.conns)], r.rec, r.clientOptions())
+	return r.newClient(int(r.nextID.Add(1)-1), i)
+}
+
+func (r *Runner) newClient(id, conn int) *Client {
+	c := NewClient(id, r.conns[conn%len(r.conns)], r.rec, r.clientOptions())
+	c.kv = r.kvs[conn%len(r.kvs)]
+	return c
 }
 
 func (r *Runner) clientOptions() ClientOptions {
@@ -149,6 +164,9 @@ func (r *Runner) Rand(name string, i int) *rand.Rand {
 // Close closes the connections.
 func (r *Runner) Close() error {
 	var errs []error
+	for _, u := range r.unary {
+		u.Close()
+	}
 	for _, c := range r.conns {
 		errs = append(errs, c.Close())
 	}

@@ -1,0 +1,184 @@
+package workloads
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+)
+
+// unaryConn carries etcd's unary calls (KV requests) over one HTTP/2 connection of its own, as gRPC does
+// on the wire: a HEADERS frame and a DATA frame per request (content type application/grpc, the call's
+// deadline as grpc-timeout, the context's metadata), answered by HEADERS, DATA and trailers whose
+// grpc-status becomes the call's error, as gRPC's. It exists for the closed-loop micro workloads, where the
+// client's CPU per request decides what a 2-core machine measures: gRPC's client allocates about 106 times
+// and 7.8 KB per put (stream bookkeeping, hand-offs to its writer goroutine, per-call options), the unary
+// connection 27 times and 1.5 KB (BenchmarkPutOverhead), and the client's CPU per put fell from 0.9-1.0x
+// of etcd's benchmark tool to 0.57x (make bench-vs-etcd). The framing is golang.org/x/net/http2's.
+//
+// What it does not carry goes to the gRPC connection it was made with (fallback): streams (watch, lease
+// keep-alive), requests larger than one frame or than the server's flow-control window allows, and every
+// call while the connection cannot be dialed. Writes of concurrent calls share system calls: the last
+// writer of a burst flushes.
+type unaryConn struct {
+	fallback  grpc.ClientConnInterface
+	endpoints []unaryEndpoint
+	tls       *tls.Config
+
+	mu       sync.Mutex // guards cur, next and failed
+	cur      *h2Transport
+	next     int       // endpoint the next dial tries
+	failed   time.Time // when the last dial failed: calls go to the fallback for a while
+	failures int
+}
+
+// unaryEndpoint is where a unaryConn dials: a network and address, and the authority its requests name.
+type unaryEndpoint struct {
+	network, addr, authority string
+	secure                   bool
+}
+
+// parseUnaryEndpoints reads clientv3 endpoints (host:port, http(s)://host:port, unix://path); ok is false
+// when one is of a form the unary connection does not dial, which leaves every call to gRPC.
+func parseUnaryEndpoints(endpoints []string, tlsOn bool) (eps []unaryEndpoint, ok bool) {
+	for _, ep := range endpoints {
+		e := unaryEndpoint{network: "tcp", secure: tlsOn}
+		switch {
+		case strings.HasPrefix(ep, "unix://"), strings.HasPrefix(ep, "unixs://"):
+			e.network, e.addr, e.authority = "unix", ep[strings.Index(ep, "://")+3:], "localhost"
+			e.secure = strings.HasPrefix(ep, "unixs://") || tlsOn
+		case strings.Contains(ep, "://"):
+			u, err := url.Parse(ep)
+			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				return nil, false
+			}
+			e.addr, e.authority, e.secure = u.Host, u.Host, u.Scheme == "https" || tlsOn
+		default:
+			e.addr, e.authority = ep, ep
+		}
+		eps = append(eps, e)
+	}
+	return eps, len(eps) > 0
+}
+
+// newUnaryConn returns a unary connection to endpoints that falls back to fallback; it dials lazily, on
+// the first call, endpoint first (mod their number) and the next one each time it dials again, so that the
+// runner's connections spread over a cluster's members as gRPC's round robin spreads calls.
+func newUnaryConn(fallback grpc.ClientConnInterface, endpoints []unaryEndpoint, tlsConfig *tls.Config, first int) *unaryConn {
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
+		tlsConfig.NextProtos = []string{"h2"}
+	}
+	return &unaryConn{fallback: fallback, endpoints: endpoints, tls: tlsConfig, next: first}
+}
+
+// NewStream is the fallback's: the unary connection carries no streams.
+func (c *unaryConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.fallback.NewStream(ctx, desc, method, opts...)
+}
+
+// Invoke sends one unary call. A call the connection cannot carry (see unaryConn) goes to the fallback;
+// one it sent and lost with the connection fails with codes.Unavailable, as gRPC's would.
+func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	in, ok1 := args.(gogoMessage)
+	out, ok2 := reply.(gogoMessage)
+	if !ok1 || !ok2 {
+		return c.fallback.Invoke(ctx, method, args, reply, opts...)
+	}
+	for range 2 {
+		t := c.transport(ctx)
+		if t == nil {
+			break
+		}
+		err := t.invoke(ctx, method, in, out)
+		if errors.Is(err, errTooLarge) {
+			break
+		}
+		if !errors.Is(err, errNotSent) {
+			return err
+		}
+	}
+	return c.fallback.Invoke(ctx, method, args, reply, opts...)
+}
+
+// Close closes the HTTP/2 connection (not the fallback); calls in flight fail.
+func (c *unaryConn) Close() {
+	c.mu.Lock()
+	t := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if t != nil {
+		t.close(errors.New("connection closed"))
+	}
+}
+
+// transport returns a live HTTP/2 connection, dialing one when there is none, or nil when dialing failed
+// recently (backing off up to a second): such calls go to the fallback, which has its own reconnection.
+func (c *unaryConn) transport(ctx context.Context) *h2Transport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil && c.cur.usable() {
+		return c.cur
+	}
+	if c.failures > 0 && time.Since(c.failed) < min(time.Duration(c.failures)*100*time.Millisecond, time.Second) {
+		return nil
+	}
+	ep := c.endpoints[c.next%len(c.endpoints)]
+	c.next++
+	t, err := dialH2(ctx, ep, c.tls)
+	if err != nil {
+		c.failures++
+		c.failed = time.Now()
+		return nil
+	}
+	c.failures = 0
+	c.cur = t
+	return t
+}
+
+var (
+	// errTooLarge: the request does not fit the connection's frame size or flow-control window now.
+	errTooLarge = errors.New("request too large for the unary connection")
+	// errNotSent: the connection was lost before the request was written; it may be sent elsewhere.
+	errNotSent = errors.New("unary connection lost before the request was sent")
+)
+
+// unaryKV is etcd's KV API (pb.KVClient) over a unary connection: etcd's generated client takes a
+// *grpc.ClientConn only.
+type unaryKV struct{ c *unaryConn }
+
+// Range sends a RangeRequest.
+func (kv unaryKV) Range(ctx context.Context, in *pb.RangeRequest, opts ...grpc.CallOption) (*pb.RangeResponse, error) {
+	out := new(pb.RangeResponse)
+	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/Range", in, out, opts...)
+}
+
+// Put sends a PutRequest.
+func (kv unaryKV) Put(ctx context.Context, in *pb.PutRequest, opts ...grpc.CallOption) (*pb.PutResponse, error) {
+	out := new(pb.PutResponse)
+	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/Put", in, out, opts...)
+}
+
+// DeleteRange sends a DeleteRangeRequest.
+func (kv unaryKV) DeleteRange(ctx context.Context, in *pb.DeleteRangeRequest, opts ...grpc.CallOption) (*pb.DeleteRangeResponse, error) {
+	out := new(pb.DeleteRangeResponse)
+	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/DeleteRange", in, out, opts...)
+}
+
+// Txn sends a TxnRequest.
+func (kv unaryKV) Txn(ctx context.Context, in *pb.TxnRequest, opts ...grpc.CallOption) (*pb.TxnResponse, error) {
+	out := new(pb.TxnResponse)
+	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/Txn", in, out, opts...)
+}
+
+// Compact sends a CompactionRequest.
+func (kv unaryKV) Compact(ctx context.Context, in *pb.CompactionRequest, opts ...grpc.CallOption) (*pb.CompactionResponse, error) {
+	out := new(pb.CompactionResponse)
+	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/Compact", in, out, opts...)
+}

@@ -1,0 +1,386 @@
+package workloads
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters"
+)
+
+// grpcServer is a real gRPC server whose every method runs handle; it records the user agent of each
+// request, which tells the unary connection's requests from the fallback's.
+type grpcServer struct {
+	addr   string
+	srv    *grpc.Server
+	mu     sync.Mutex
+	agents []string
+}
+
+func startGRPCServer(t *testing.T, addr string, handle func(ctx context.Context, method string, stream grpc.ServerStream) error) *grpcServer {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &grpcServer{addr: lis.Addr().String()}
+	s.srv = grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		md, _ := metadata.FromIncomingContext(stream.Context())
+		s.mu.Lock()
+		s.agents = append(s.agents, strings.Join(md.Get("user-agent"), ","))
+		s.mu.Unlock()
+		method, _ := grpc.MethodFromServerStream(stream)
+		return handle(stream.Context(), method, stream)
+	}))
+	go s.srv.Serve(lis)
+	t.Cleanup(s.srv.Stop)
+	return s
+}
+
+// unaryCalls is how many requests arrived over the unary connection, and how many over the fallback.
+func (s *grpcServer) unaryCalls() (unary, fallback int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.agents {
+		if strings.HasPrefix(a, "chaosbench ") {
+			unary++
+		} else {
+			fallback++
+		}
+	}
+	return unary, fallback
+}
+
+// newTestUnaryConn returns a unary connection to addrs whose fallback is a gRPC connection to the first.
+func newTestUnaryConn(t *testing.T, addrs ...string) *unaryConn {
+	t.Helper()
+	fb, err := grpc.NewClient(addrs[0], append(dialOptions(false), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, ok := parseUnaryEndpoints(addrs, false)
+	if !ok {
+		t.Fatalf("endpoints %q not understood", addrs)
+	}
+	u := newUnaryConn(fb, eps, nil, 0)
+	t.Cleanup(func() { u.Close(); fb.Close() })
+	return u
+}
+
+// echoPut answers a PutRequest with its key's length as the revision and its value as the previous value.
+func echoPut(_ context.Context, _ string, stream grpc.ServerStream) error {
+	var req pb.PutRequest
+	if err := stream.RecvMsg(&req); err != nil {
+		return err
+	}
+	return stream.SendMsg(&pb.PutResponse{Header: &pb.ResponseHeader{Revision: int64(len(req.Key))}, PrevKv: &mvccpb.KeyValue{Key: req.Key, Value: req.Value}})
+}
+
+// TestUnaryConnConcurrentCalls: many goroutines' calls share one connection, each gets its own answer,
+// and all of them go over the unary connection.
+func TestUnaryConnConcurrentCalls(t *testing.T) {
+	s := startGRPCServer(t, "127.0.0.1:0", echoPut)
+	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for g := range 50 {
+		wg.Go(func() {
+			for i := range 40 {
+				key := fmt.Sprintf("/k/%d/%s", g, strings.Repeat("x", i))
+				resp, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte(key), Value: []byte(key + "=v")})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if resp.Header.Revision != int64(len(key)) || string(resp.PrevKv.Value) != key+"=v" {
+					errs <- fmt.Errorf("put %q answered %v", key, resp)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if unary, fallback := s.unaryCalls(); unary != 2000 || fallback != 0 {
+		t.Errorf("%d calls over the unary connection and %d over the fallback, want 2000 and 0", unary, fallback)
+	}
+}
+
+// TestUnaryConnStatusDeadlineMetadata: a server's status and percent-encoded message come back as gRPC's
+// would, the call's deadline reaches the server, and so does the context's metadata.
+func TestUnaryConnStatusDeadlineMetadata(t *testing.T) {
+	type seen struct {
+		left   time.Duration
+		leader []string
+	}
+	saw := make(chan seen, 1)
+	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, _ string, stream grpc.ServerStream) error {
+		var req pb.RangeRequest
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		dl, _ := ctx.Deadline()
+		md, _ := metadata.FromIncomingContext(ctx)
+		saw <- seen{time.Until(dl), md.Get("hasleader")}
+		return status.Error(codes.FailedPrecondition, "100% wrong: ünïcode, \"quoted\"")
+	})
+	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "hasleader", "true"), 3*time.Second)
+	defer cancel()
+	_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
+	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition || st.Message() != "100% wrong: ünïcode, \"quoted\"" {
+		t.Errorf("error %v, want FailedPrecondition with the server's message", err)
+	}
+	got := <-saw
+	if got.left <= 2*time.Second || got.left > 3*time.Second || len(got.leader) != 1 || got.leader[0] != "true" {
+		t.Errorf("server saw %v left and hasleader %q, want 2-3 s and [true]", got.left, got.leader)
+	}
+}
+
+// TestUnaryConnCancel: a canceled call returns at once with codes.Canceled and the server's handler sees
+// its context canceled (the stream was reset); the connection carries the next call.
+func TestUnaryConnCancel(t *testing.T) {
+	serverErr := make(chan error, 1)
+	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, method string, stream grpc.ServerStream) error {
+		if strings.HasSuffix(method, "/Put") {
+			return echoPut(ctx, method, stream)
+		}
+		var req pb.RangeRequest
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			serverErr <- ctx.Err()
+		case <-time.After(10 * time.Second):
+			serverErr <- errors.New("not canceled")
+		}
+		return ctx.Err()
+	})
+	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
+	if status.Code(err) != codes.Canceled || time.Since(start) > 2*time.Second {
+		t.Errorf("canceled call returned %v after %v, want Canceled at once", err, time.Since(start))
+	}
+	if err := <-serverErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("server's context: %v, want canceled", err)
+	}
+	if _, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k")}); err != nil {
+		t.Errorf("call after a cancel: %v", err)
+	}
+}
+
+// TestUnaryConnLargeMessages: a request larger than a frame goes to the fallback; an answer larger than
+// the stream's flow-control window arrives whole over the unary connection (window updates are sent).
+func TestUnaryConnLargeMessages(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB, twice the stream window
+	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, method string, stream grpc.ServerStream) error {
+		if strings.HasSuffix(method, "/Put") {
+			return echoPut(ctx, method, stream)
+		}
+		var req pb.RangeRequest
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		return stream.SendMsg(&pb.RangeResponse{Kvs: []*mvccpb.KeyValue{{Key: req.Key, Value: big}}, Count: 1})
+	})
+	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	val := bytes.Repeat([]byte("v"), 20<<10)
+	if resp, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: val}); err != nil || !bytes.Equal(resp.PrevKv.Value, val) {
+		t.Fatalf("large put: %v", err)
+	}
+	if unary, fallback := s.unaryCalls(); unary != 0 || fallback != 1 {
+		t.Errorf("large put: %d unary and %d fallback calls, want 0 and 1", unary, fallback)
+	}
+	for range 2 {
+		resp, err := kv.Range(context.Background(), &pb.RangeRequest{Key: []byte("r")})
+		if err != nil || len(resp.Kvs) != 1 || !bytes.Equal(resp.Kvs[0].Value, big) {
+			t.Fatalf("large range: %v", err)
+		}
+	}
+	if unary, _ := s.unaryCalls(); unary != 2 {
+		t.Errorf("%d large ranges over the unary connection, want 2", unary)
+	}
+}
+
+// TestUnaryConnServerLost: calls in flight when the server goes fail with codes.Unavailable; while it is
+// down calls fail (through the fallback) without hanging; when it is back the unary connection dials it
+// again and carries the calls.
+func TestUnaryConnServerLost(t *testing.T) {
+	block := make(chan struct{})
+	handle := func(ctx context.Context, method string, stream grpc.ServerStream) error {
+		if strings.HasSuffix(method, "/Range") {
+			<-block
+		}
+		return echoPut(ctx, method, stream)
+	}
+	s := startGRPCServer(t, "127.0.0.1:0", handle)
+	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	if _, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := kv.Range(context.Background(), &pb.RangeRequest{Key: []byte("k")})
+		failed <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	s.srv.Stop()
+	close(block)
+	if err := <-failed; status.Code(err) != codes.Unavailable {
+		t.Errorf("call in flight when the server stopped: %v, want Unavailable", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+	cancel()
+	if err == nil {
+		t.Error("put with the server down succeeded")
+	}
+
+	s2 := startGRPCServer(t, s.addr, handle)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+		cancel()
+		if unary, _ := s2.unaryCalls(); err == nil && unary > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unary connection did not come back within 10 s (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUnaryConnSilentServer: a server that accepts the connection and never answers (a paused member,
+// a partition) is dropped after a call times out and a ping goes unanswered; the next call goes to the
+// next endpoint.
+func TestUnaryConnSilentServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	good := startGRPCServer(t, "127.0.0.1:0", echoPut)
+	u := newTestUnaryConn(t, good.addr, lis.Addr().String())
+	u.next = 1 // the silent one first
+	kv := unaryKV{u}
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("put to the silent server: %v, want DeadlineExceeded", err)
+	}
+	time.Sleep(probeWait + 200*time.Millisecond)
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")}); err != nil {
+		t.Fatalf("put after the silent server was dropped: %v", err)
+	}
+	if unary, fallback := good.unaryCalls(); unary != 1 || fallback != 0 {
+		t.Errorf("the live server got %d unary and %d fallback calls, want 1 and 0", unary, fallback)
+	}
+}
+
+// TestUnaryKVAgainstEtcd: every KV request kind, over plain TCP and over mutual TLS, answers through the
+// unary connection exactly as through etcd's own client, against a real member.
+func TestUnaryKVAgainstEtcd(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "tls"}[secure], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir(), TLS: secure})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			cfg := clientConfig(c)
+			cli, err := clientv3.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil)
+			if !ok {
+				t.Fatalf("endpoints %q not understood", cfg.Endpoints)
+			}
+			u := newUnaryConn(cli.ActiveConnection(), eps, cfg.TLS, 0)
+			defer u.Close()
+			lean := clientv3.NewKVFromKVClient(unaryKV{u}, cli)
+
+			for i, kv := range []clientv3.KV{lean, cli.KV} {
+				p := fmt.Sprintf("/t%d/", i)
+				if _, err := kv.Put(ctx, p+"a", "1"); err != nil {
+					t.Fatal(err)
+				}
+				txn, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(p+"b"), "=", 0)).
+					Then(clientv3.OpPut(p+"b", "2"), clientv3.OpGet(p, clientv3.WithPrefix())).Commit()
+				if err != nil || !txn.Succeeded || len(txn.Responses[1].GetResponseRange().Kvs) != 2 {
+					t.Fatalf("txn: %v %v", txn, err)
+				}
+				get, err := kv.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithLimit(1))
+				if err != nil || len(get.Kvs) != 1 || !get.More || get.Count != 2 {
+					t.Fatalf("get: %v %v", get, err)
+				}
+				del, err := kv.Delete(ctx, p, clientv3.WithPrefix(), clientv3.WithPrevKV())
+				if err != nil || del.Deleted != 2 || len(del.PrevKvs) != 2 {
+					t.Fatalf("delete: %v %v", del, err)
+				}
+				if _, err := kv.Compact(ctx, del.Header.Revision); err != nil {
+					t.Fatal(err)
+				}
+				_, err = kv.Get(ctx, p, clientv3.WithRev(1))
+				if !errors.Is(err, rpctypes.ErrCompacted) {
+					t.Fatalf("get at a compacted revision: %v, want %v", err, rpctypes.ErrCompacted)
+				}
+			}
+			// Six requests went over the unary connection (stream ids 1, 3, ..., 11), none to the fallback.
+			if u.cur == nil || u.cur.nextID != 13 {
+				t.Errorf("the unary connection carried %v requests, want 6", u.cur)
+			}
+		})
+	}
+}
