@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,15 +48,20 @@ type h2Transport struct {
 	sendWindow   int64 // connection-level window for what we send (wmu)
 	streamWindow int64 // the server's initial window per stream (wmu)
 
-	smu     sync.Mutex // guards streams, err
-	streams map[uint32]*h2Call
-	err     error // set once the connection is lost or going away: no new calls
+	writeDeadline time.Time // of conn, moved forward as writes go (wmu)
 
-	lastRead atomic.Int64 // when the reader last got a frame (UnixNano)
-	probing  atomic.Bool  // a ping is out to tell a silent server from a slow one
+	smu       sync.Mutex // guards streams, err, goingAway and every call in streams
+	streams   map[uint32]*h2Call
+	err       error // set once the connection is lost or going away: no new calls
+	goingAway bool  // the server sent GOAWAY: closed when its last stream ends
+	closed    atomic.Bool
+
+	lastRead  atomic.Int64 // when the reader last got a frame (UnixNano)
+	lastProbe atomic.Int64 // when the last ping to tell a silent server from a slow one went (UnixNano)
 }
 
-// h2Call is one call in flight; the reader fills it and signals done.
+// h2Call is one call in flight. While it is in streams, only the reader writes it, holding smu; whoever
+// takes it out of streams (the reader completing it, close, or its caller giving up) signals done once.
 type h2Call struct {
 	done        chan struct{}
 	data        []byte
@@ -86,7 +91,10 @@ func dialH2(ctx context.Context, ep unaryEndpoint, tlsConfig *tls.Config) (*h2Tr
 		}
 		cfg := tlsConfig.Clone()
 		if cfg.ServerName == "" {
-			host, _, _ := net.SplitHostPort(ep.authority)
+			host, _, err := net.SplitHostPort(ep.authority)
+			if err != nil {
+				host = ep.authority // a unix socket's
+			}
 			cfg.ServerName = host
 		}
 		tc := tls.Client(conn, cfg)
@@ -138,8 +146,12 @@ func (t *h2Transport) usable() bool {
 
 // invoke sends one request and waits for its answer, or for ctx.
 func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMessage) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
 	size := in.Size()
-	if size+5 > h2MaxFrame {
+	if size+5 > h2MaxFrame || metadataSize(md) > h2MaxMetadata {
 		return errTooLarge
 	}
 	call := h2Calls.Get().(*h2Call)
@@ -154,8 +166,8 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 	call.data = frame[:0]
 
 	t.waiting.Add(1)
-	t.wmu.Lock()
-	id, err := t.send(ctx, method, frame, call)
+	t.lockWrites()
+	id, err := t.send(ctx, method, md, frame, call)
 	var flushErr error
 	if t.waiting.Add(-1) == 0 { // the last writer of a burst flushes what all of them wrote
 		flushErr = t.bw.Flush()
@@ -173,14 +185,10 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 	select {
 	case <-call.done:
 	case <-ctx.Done():
-		t.smu.Lock()
-		_, mine := t.streams[id]
-		delete(t.streams, id)
-		t.smu.Unlock()
-		if !mine {
+		if _, mine := t.take(id); !mine {
 			<-call.done // the reader is completing it
 		} else {
-			t.wmu.Lock()
+			t.lockWrites()
 			if t.fr.WriteRSTStream(id, http2.ErrCodeCancel) == nil {
 				t.bw.Flush()
 			}
@@ -192,6 +200,8 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	switch {
+	case errors.Is(call.err, errNotSent):
+		return call.err
 	case call.err != nil:
 		return call.err
 	case !call.gotStatus:
@@ -215,7 +225,7 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 
 // send writes the request's HEADERS and DATA frames, holding wmu; it registers the call first, so that
 // the answer always finds it.
-func (t *h2Transport) send(ctx context.Context, method string, frame []byte, call *h2Call) (uint32, error) {
+func (t *h2Transport) send(ctx context.Context, method string, md metadata.MD, frame []byte, call *h2Call) (uint32, error) {
 	if int64(len(frame)) > t.sendWindow || int64(len(frame)) > t.streamWindow {
 		return 0, errTooLarge
 	}
@@ -240,11 +250,15 @@ func (t *h2Transport) send(ctx context.Context, method string, frame []byte, cal
 	if dl, ok := ctx.Deadline(); ok {
 		t.field("grpc-timeout", grpcTimeout(time.Until(dl)))
 	}
-	if md, ok := metadata.FromOutgoingContext(ctx); ok {
-		for k, vs := range md {
-			for _, v := range vs {
-				t.field(k, v)
+	for k, vs := range md {
+		if reservedHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
+			t.field(k, v)
 		}
 	}
 	if err := t.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: t.hbuf.Bytes(), EndHeaders: true}); err != nil {
@@ -259,22 +273,33 @@ func (t *h2Transport) field(name, value string) {
 }
 
 // Silent connections: a call that timed out on a connection from which nothing arrived for probeAfter
-// sends a ping, and the connection is dropped when nothing arrives for probeWait after it (the server is
-// paused, or cut off by a partition); the next call dials the next endpoint. gRPC's connections find such
-// a server by their keepalive pings, which etcd's client enables, and its round robin sends the next calls
-// to the others.
+// sends a ping (at most one per probeEvery: etcd's server counts pings closer than 5 s apart that come with
+// no data from it as abuse, and closes the connection after three), and the connection is dropped when
+// nothing arrives for probeWait after it (the server is paused, or cut off by a partition); the next call
+// dials the next endpoint. gRPC's connections find such a server by their keepalive pings, which etcd's
+// client enables, and its round robin sends the next calls to the others.
 const (
 	probeAfter = time.Second
 	probeWait  = time.Second
+	probeEvery = 10 * time.Second
+	// writeTimeout bounds a write to the connection: only a server that stopped reading (a paused
+	// process, a black hole) lets the socket's buffer fill for that long.
+	writeTimeout = 5 * time.Second
 )
 
 // probe checks, after a call timed out, that the server still answers.
 func (t *h2Transport) probe() {
-	if time.Since(time.Unix(0, t.lastRead.Load())) < probeAfter || !t.probing.CompareAndSwap(false, true) {
+	now := time.Now().UnixNano()
+	last := t.lastProbe.Load()
+	if now-t.lastRead.Load() < int64(probeAfter) || (last != 0 && now-last < int64(probeEvery)) || !t.lastProbe.CompareAndSwap(last, now) {
 		return
 	}
-	sent := time.Now().UnixNano()
-	t.wmu.Lock()
+	time.AfterFunc(probeWait, func() {
+		if t.lastRead.Load() < now {
+			t.close(fmt.Errorf("no answer from the server within %v of a ping", probeWait))
+		}
+	})
+	t.lockWrites()
 	err := t.fr.WritePing(false, [8]byte{'p', 'r', 'o', 'b', 'e'})
 	if err == nil {
 		err = t.bw.Flush()
@@ -282,20 +307,45 @@ func (t *h2Transport) probe() {
 	t.wmu.Unlock()
 	if err != nil {
 		t.close(err)
-		return
 	}
-	time.AfterFunc(probeWait, func() {
-		t.probing.Store(false)
-		if t.lastRead.Load() < sent {
-			t.close(fmt.Errorf("no answer from the server within %v of a ping", probeWait))
+}
+
+// lockWrites takes wmu and moves the connection's write deadline forward when half of it has passed.
+func (t *h2Transport) lockWrites() {
+	t.wmu.Lock()
+	if now := time.Now(); now.Add(writeTimeout / 2).After(t.writeDeadline) {
+		t.writeDeadline = now.Add(writeTimeout)
+		t.conn.SetWriteDeadline(t.writeDeadline)
+	}
+}
+
+// h2MaxMetadata bounds the metadata a call may carry over the unary connection (the header block must fit
+// one frame); calls with more go to the fallback.
+const h2MaxMetadata = 8 << 10
+
+func metadataSize(md metadata.MD) int {
+	n := 0
+	for k, vs := range md {
+		for _, v := range vs {
+			n += len(k) + len(v)*4/3 + 32
 		}
-	})
+	}
+	return n
+}
+
+// reservedHeader: headers the connection writes itself, which gRPC also leaves out of a call's metadata.
+func reservedHeader(k string) bool {
+	switch k {
+	case "content-type", "user-agent", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-message", "grpc-status":
+		return true
+	}
+	return strings.HasPrefix(k, ":")
 }
 
 // grpcTimeout writes d as gRPC's timeout header does: at most 8 digits and a unit.
 func grpcTimeout(d time.Duration) string {
 	if d <= 0 {
-		return "1n"
+		return "0n"
 	}
 	for _, u := range []struct {
 		unit string
@@ -314,179 +364,4 @@ func (c *h2Call) reset() {
 	case <-c.done:
 	default:
 	}
-}
-
-// close ends the connection: every call in flight fails with codes.Unavailable, and no new one starts.
-func (t *h2Transport) close(err error) {
-	t.smu.Lock()
-	if t.err == nil {
-		t.err = err
-	}
-	calls := t.streams
-	t.streams = map[uint32]*h2Call{}
-	t.smu.Unlock()
-	t.conn.Close()
-	for _, c := range calls {
-		c.err = status.Error(codes.Unavailable, fmt.Sprintf("connection lost: %v", err))
-		c.done <- struct{}{}
-	}
-}
-
-// readLoop reads the server's frames until the connection fails, completing calls as their answers end.
-func (t *h2Transport) readLoop() {
-	var connUnacked int64
-	for {
-		f, err := t.fr.ReadFrame()
-		if err != nil {
-			t.close(err)
-			return
-		}
-		t.lastRead.Store(time.Now().UnixNano())
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			t.onHeaders(f)
-		case *http2.DataFrame:
-			n := int64(f.Length)
-			connUnacked += n
-			t.smu.Lock()
-			call := t.streams[f.StreamID]
-			t.smu.Unlock()
-			var streamInc uint32
-			if call != nil {
-				call.data = append(call.data, f.Data()...)
-				if call.recvUnacked += n; call.recvUnacked > fixedStreamWindow/2 && !f.StreamEnded() {
-					streamInc, call.recvUnacked = uint32(call.recvUnacked), 0
-				}
-			}
-			if connUnacked > fixedConnWindow/4 || streamInc > 0 {
-				t.wmu.Lock()
-				if connUnacked > fixedConnWindow/4 {
-					t.fr.WriteWindowUpdate(0, uint32(connUnacked))
-					connUnacked = 0
-				}
-				if streamInc > 0 {
-					t.fr.WriteWindowUpdate(f.StreamID, streamInc)
-				}
-				t.bw.Flush()
-				t.wmu.Unlock()
-			}
-			if f.StreamEnded() {
-				t.complete(f.StreamID, status.Error(codes.Internal, "the server ended the stream without trailers"))
-			}
-		case *http2.RSTStreamFrame:
-			code := codes.Internal
-			switch f.ErrCode {
-			case http2.ErrCodeRefusedStream:
-				code = codes.Unavailable
-			case http2.ErrCodeCancel:
-				code = codes.Canceled
-			}
-			t.complete(f.StreamID, status.Errorf(code, "stream reset by the server: %v", f.ErrCode))
-		case *http2.SettingsFrame:
-			if f.IsAck() {
-				continue
-			}
-			t.wmu.Lock()
-			f.ForeachSetting(func(s http2.Setting) error {
-				if s.ID == http2.SettingInitialWindowSize {
-					t.streamWindow = int64(s.Val)
-				}
-				return nil
-			})
-			t.fr.WriteSettingsAck()
-			t.bw.Flush()
-			t.wmu.Unlock()
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				t.wmu.Lock()
-				t.fr.WritePing(true, f.Data)
-				t.bw.Flush()
-				t.wmu.Unlock()
-			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				t.wmu.Lock()
-				t.sendWindow += int64(f.Increment)
-				t.wmu.Unlock()
-			}
-		case *http2.GoAwayFrame:
-			t.goAway(f.LastStreamID, f.ErrCode)
-		}
-	}
-}
-
-// onHeaders reads a response's headers or trailers; trailers (or a trailers-only answer) end the call.
-func (t *h2Transport) onHeaders(f *http2.MetaHeadersFrame) {
-	t.smu.Lock()
-	call := t.streams[f.StreamID]
-	t.smu.Unlock()
-	if call == nil {
-		return
-	}
-	if !call.headers && !f.StreamEnded() {
-		call.headers = true
-		if s := f.PseudoValue("status"); s != "200" {
-			t.complete(f.StreamID, status.Errorf(codes.Unknown, "HTTP status %s", s))
-		}
-		return
-	}
-	if s := f.Fields; s != nil {
-		for _, hf := range s {
-			switch hf.Name {
-			case "grpc-status":
-				n, err := strconv.Atoi(hf.Value)
-				if err != nil {
-					n = int(codes.Unknown)
-				}
-				call.code, call.gotStatus = codes.Code(n), true
-			case "grpc-message":
-				call.msg = decodeGRPCMessage(hf.Value)
-			}
-		}
-	}
-	if f.StreamEnded() {
-		t.complete(f.StreamID, nil)
-	}
-}
-
-// complete ends a call with err (nil: its answer is complete).
-func (t *h2Transport) complete(id uint32, err error) {
-	t.smu.Lock()
-	call := t.streams[id]
-	delete(t.streams, id)
-	t.smu.Unlock()
-	if call == nil {
-		return
-	}
-	call.err = err
-	call.done <- struct{}{}
-}
-
-// goAway stops new calls on the connection and fails those the server will not answer.
-func (t *h2Transport) goAway(last uint32, code http2.ErrCode) {
-	t.smu.Lock()
-	if t.err == nil {
-		t.err = fmt.Errorf("server going away: %v", code)
-	}
-	var lost []uint32
-	for id := range t.streams {
-		if id > last {
-			lost = append(lost, id)
-		}
-	}
-	t.smu.Unlock()
-	for _, id := range lost {
-		t.complete(id, status.Errorf(codes.Unavailable, "server going away: %v", code))
-	}
-}
-
-// decodeGRPCMessage undoes the percent-encoding of grpc-message.
-func decodeGRPCMessage(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	if u, err := url.PathUnescape(s); err == nil {
-		return u
-	}
-	return s
 }

@@ -35,7 +35,7 @@ func BenchmarkPutOverhead(b *testing.B) {
 	val := string(history.EncodeValue(history.Value{ID: 1, Size: 256}, []byte("x")))
 
 	eps, _ := parseUnaryEndpoints(cfg.Endpoints, false)
-	unary := newUnaryConn(cli.ActiveConnection(), eps, nil, 0)
+	unary := newUnaryConn(ctx, cli.ActiveConnection(), eps, nil, 0)
 	defer unary.Close()
 	lean := clientv3.NewKVFromKVClient(unaryKV{unary}, cli)
 

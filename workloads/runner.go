@@ -106,8 +106,11 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 		}
 		r.conns = append(r.conns, c)
 		kv := c.KV
-		if eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil); ok && !opts.ProbeBandwidth {
-			u := newUnaryConn(c.ActiveConnection(), eps, cfg.TLS, len(r.conns)-1)
+		// The micro workloads' KV requests go over a unary connection (see unaryConn); the kube workloads'
+		// keep gRPC's, as kube-apiserver's, and so do clients that authenticate (etcd's token goes with
+		// gRPC's per-call credentials).
+		if eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil); ok && !opts.ProbeBandwidth && cfg.Username == "" {
+			u := newUnaryConn(context.Background(), c.ActiveConnection(), eps, cfg.TLS, len(r.conns)-1)
 			r.unary = append(r.unary, u)
 			kv = clientv3.NewKVFromKVClient(unaryKV{u}, c)
 		}

@@ -31,11 +31,14 @@ type unaryConn struct {
 	endpoints []unaryEndpoint
 	tls       *tls.Config
 
-	mu       sync.Mutex // guards cur, next and failed
+	mu       sync.Mutex // guards the fields below
 	cur      *h2Transport
-	next     int       // endpoint the next dial tries
-	failed   time.Time // when the last dial failed: calls go to the fallback for a while
+	retired  []*h2Transport // replaced, and perhaps still answering calls: closed at the latest by Close
+	next     int            // endpoint the next dial tries
+	dialing  bool           // a dial is under way (in the background: calls go to the fallback meanwhile)
+	failed   time.Time      // when the last dial failed: calls go to the fallback for a while
 	failures int
+	closed   bool
 }
 
 // unaryEndpoint is where a unaryConn dials: a network and address, and the authority its requests name.
@@ -67,15 +70,21 @@ func parseUnaryEndpoints(endpoints []string, tlsOn bool) (eps []unaryEndpoint, o
 	return eps, len(eps) > 0
 }
 
-// newUnaryConn returns a unary connection to endpoints that falls back to fallback; it dials lazily, on
-// the first call, endpoint first (mod their number) and the next one each time it dials again, so that the
-// runner's connections spread over a cluster's members as gRPC's round robin spreads calls.
-func newUnaryConn(fallback grpc.ClientConnInterface, endpoints []unaryEndpoint, tlsConfig *tls.Config, first int) *unaryConn {
+// newUnaryConn returns a unary connection to endpoints that falls back to fallback. It dials endpoint
+// first (mod their number) at once, and the next endpoint each time it dials again, so that the runner's
+// connections spread over a cluster's members as gRPC's round robin spreads calls; a first dial that fails
+// is retried in the background, as every later one is.
+func newUnaryConn(ctx context.Context, fallback grpc.ClientConnInterface, endpoints []unaryEndpoint, tlsConfig *tls.Config, first int) *unaryConn {
 	if tlsConfig != nil {
 		tlsConfig = tlsConfig.Clone()
 		tlsConfig.NextProtos = []string{"h2"}
 	}
-	return &unaryConn{fallback: fallback, endpoints: endpoints, tls: tlsConfig, next: first}
+	c := &unaryConn{fallback: fallback, endpoints: endpoints, tls: tlsConfig, next: first}
+	c.mu.Lock()
+	ep := c.startDial()
+	c.mu.Unlock()
+	c.dial(ctx, ep)
+	return c
 }
 
 // NewStream is the fallback's: the unary connection carries no streams.
@@ -83,63 +92,85 @@ func (c *unaryConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method
 	return c.fallback.NewStream(ctx, desc, method, opts...)
 }
 
-// Invoke sends one unary call. A call the connection cannot carry (see unaryConn) goes to the fallback;
-// one it sent and lost with the connection fails with codes.Unavailable, as gRPC's would.
+// Invoke sends one unary call. A call the connection cannot carry (see unaryConn) goes to the fallback, and
+// so does one the server refused or dropped unprocessed (a refused stream, a stream above a GOAWAY's
+// last); one it sent and lost with the connection fails with codes.Unavailable, as gRPC's would.
 func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	in, ok1 := args.(gogoMessage)
 	out, ok2 := reply.(gogoMessage)
-	if !ok1 || !ok2 {
-		return c.fallback.Invoke(ctx, method, args, reply, opts...)
-	}
-	for range 2 {
-		t := c.transport(ctx)
-		if t == nil {
-			break
-		}
-		err := t.invoke(ctx, method, in, out)
-		if errors.Is(err, errTooLarge) {
-			break
-		}
-		if !errors.Is(err, errNotSent) {
-			return err
+	if ok1 && ok2 {
+		if t := c.transport(); t != nil {
+			err := t.invoke(ctx, method, in, out)
+			if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotSent) {
+				return err
+			}
 		}
 	}
 	return c.fallback.Invoke(ctx, method, args, reply, opts...)
 }
 
-// Close closes the HTTP/2 connection (not the fallback); calls in flight fail.
+// Close closes the HTTP/2 connections (not the fallback); calls in flight fail.
 func (c *unaryConn) Close() {
 	c.mu.Lock()
-	t := c.cur
-	c.cur = nil
+	ts := append(c.retired, c.cur)
+	c.cur, c.retired, c.closed = nil, nil, true
 	c.mu.Unlock()
-	if t != nil {
-		t.close(errors.New("connection closed"))
+	for _, t := range ts {
+		if t != nil {
+			t.close(errors.New("connection closed"))
+		}
 	}
 }
 
-// transport returns a live HTTP/2 connection, dialing one when there is none, or nil when dialing failed
-// recently (backing off up to a second): such calls go to the fallback, which has its own reconnection.
-func (c *unaryConn) transport(ctx context.Context) *h2Transport {
+// transport returns the live HTTP/2 connection, or nil when there is none; then it starts dialing the next
+// endpoint in the background, unless a dial is under way or one failed recently (backing off up to a
+// second). Calls that find no connection go to the fallback, which has its own reconnection.
+func (c *unaryConn) transport() *h2Transport {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur != nil && c.cur.usable() {
 		return c.cur
 	}
-	if c.failures > 0 && time.Since(c.failed) < min(time.Duration(c.failures)*100*time.Millisecond, time.Second) {
+	if c.closed || c.dialing || (c.failures > 0 && time.Since(c.failed) < min(time.Duration(c.failures)*100*time.Millisecond, time.Second)) {
 		return nil
 	}
+	ep := c.startDial()
+	go c.dial(context.Background(), ep)
+	return nil
+}
+
+// startDial retires the current connection and picks the endpoint to dial; c.mu is held.
+func (c *unaryConn) startDial() unaryEndpoint {
+	if c.cur != nil {
+		live := c.retired[:0]
+		for _, t := range c.retired {
+			if !t.done() {
+				live = append(live, t)
+			}
+		}
+		c.retired, c.cur = append(live, c.cur), nil
+	}
+	c.dialing = true
 	ep := c.endpoints[c.next%len(c.endpoints)]
 	c.next++
+	return ep
+}
+
+// dial connects to ep and makes it the current connection.
+func (c *unaryConn) dial(ctx context.Context, ep unaryEndpoint) {
 	t, err := dialH2(ctx, ep, c.tls)
-	if err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dialing = false
+	switch {
+	case err != nil:
 		c.failures++
 		c.failed = time.Now()
-		return nil
+	case c.closed:
+		t.close(errors.New("connection closed"))
+	default:
+		c.cur, c.failures = t, 0
 	}
-	c.failures = 0
-	c.cur = t
-	return t
 }
 
 var (

@@ -33,21 +33,21 @@ type grpcServer struct {
 	agents []string
 }
 
-func startGRPCServer(t *testing.T, addr string, handle func(ctx context.Context, method string, stream grpc.ServerStream) error) *grpcServer {
+func startGRPCServer(t *testing.T, addr string, handle func(ctx context.Context, method string, stream grpc.ServerStream) error, opts ...grpc.ServerOption) *grpcServer {
 	t.Helper()
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &grpcServer{addr: lis.Addr().String()}
-	s.srv = grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+	s.srv = grpc.NewServer(append(opts, grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		md, _ := metadata.FromIncomingContext(stream.Context())
 		s.mu.Lock()
 		s.agents = append(s.agents, strings.Join(md.Get("user-agent"), ","))
 		s.mu.Unlock()
 		method, _ := grpc.MethodFromServerStream(stream)
 		return handle(stream.Context(), method, stream)
-	}))
+	}))...)
 	go s.srv.Serve(lis)
 	t.Cleanup(s.srv.Stop)
 	return s
@@ -67,8 +67,9 @@ func (s *grpcServer) unaryCalls() (unary, fallback int) {
 	return unary, fallback
 }
 
-// newTestUnaryConn returns a unary connection to addrs whose fallback is a gRPC connection to the first.
-func newTestUnaryConn(t *testing.T, addrs ...string) *unaryConn {
+// newTestUnaryConn returns a unary connection to addrs, dialing addrs[first] first, whose fallback is a
+// gRPC connection to addrs[0].
+func newTestUnaryConn(t *testing.T, first int, addrs ...string) *unaryConn {
 	t.Helper()
 	fb, err := grpc.NewClient(addrs[0], append(dialOptions(false), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
@@ -78,7 +79,7 @@ func newTestUnaryConn(t *testing.T, addrs ...string) *unaryConn {
 	if !ok {
 		t.Fatalf("endpoints %q not understood", addrs)
 	}
-	u := newUnaryConn(fb, eps, nil, 0)
+	u := newUnaryConn(context.Background(), fb, eps, nil, first)
 	t.Cleanup(func() { u.Close(); fb.Close() })
 	return u
 }
@@ -96,7 +97,7 @@ func echoPut(_ context.Context, _ string, stream grpc.ServerStream) error {
 // and all of them go over the unary connection.
 func TestUnaryConnConcurrentCalls(t *testing.T) {
 	s := startGRPCServer(t, "127.0.0.1:0", echoPut)
-	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 50)
 	for g := range 50 {
@@ -129,8 +130,9 @@ func TestUnaryConnConcurrentCalls(t *testing.T) {
 // would, the call's deadline reaches the server, and so does the context's metadata.
 func TestUnaryConnStatusDeadlineMetadata(t *testing.T) {
 	type seen struct {
-		left   time.Duration
-		leader []string
+		left          time.Duration
+		leader, trace []string
+		agents        int
 	}
 	saw := make(chan seen, 1)
 	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, _ string, stream grpc.ServerStream) error {
@@ -140,11 +142,12 @@ func TestUnaryConnStatusDeadlineMetadata(t *testing.T) {
 		}
 		dl, _ := ctx.Deadline()
 		md, _ := metadata.FromIncomingContext(ctx)
-		saw <- seen{time.Until(dl), md.Get("hasleader")}
+		saw <- seen{time.Until(dl), md.Get("hasleader"), md.Get("trace-bin"), len(md.Get("user-agent"))}
 		return status.Error(codes.FailedPrecondition, "100% wrong: ünïcode, \"quoted\"")
 	})
-	kv := unaryKV{newTestUnaryConn(t, s.addr)}
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "hasleader", "true"), 3*time.Second)
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
+	md := metadata.AppendToOutgoingContext(context.Background(), "hasleader", "true", "trace-bin", "\x00\xffbinary", "user-agent", "not sent twice")
+	ctx, cancel := context.WithTimeout(md, 3*time.Second)
 	defer cancel()
 	_, err := kv.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition || st.Message() != "100% wrong: ünïcode, \"quoted\"" {
@@ -153,6 +156,9 @@ func TestUnaryConnStatusDeadlineMetadata(t *testing.T) {
 	got := <-saw
 	if got.left <= 2*time.Second || got.left > 3*time.Second || len(got.leader) != 1 || got.leader[0] != "true" {
 		t.Errorf("server saw %v left and hasleader %q, want 2-3 s and [true]", got.left, got.leader)
+	}
+	if len(got.trace) != 1 || got.trace[0] != "\x00\xffbinary" || got.agents != 1 {
+		t.Errorf("server saw trace-bin %q and %d user agents, want the bytes sent and 1", got.trace, got.agents)
 	}
 }
 
@@ -176,7 +182,7 @@ func TestUnaryConnCancel(t *testing.T) {
 		}
 		return ctx.Err()
 	})
-	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
@@ -206,7 +212,7 @@ func TestUnaryConnLargeMessages(t *testing.T) {
 		}
 		return stream.SendMsg(&pb.RangeResponse{Kvs: []*mvccpb.KeyValue{{Key: req.Key, Value: big}}, Count: 1})
 	})
-	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	val := bytes.Repeat([]byte("v"), 20<<10)
 	if resp, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: val}); err != nil || !bytes.Equal(resp.PrevKv.Value, val) {
 		t.Fatalf("large put: %v", err)
@@ -225,6 +231,38 @@ func TestUnaryConnLargeMessages(t *testing.T) {
 	}
 }
 
+// TestUnaryConnRefusedStreams: calls beyond the server's concurrent-stream limit are refused unprocessed
+// and go to the fallback (which waits for a free stream); every call succeeds.
+func TestUnaryConnRefusedStreams(t *testing.T) {
+	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, method string, stream grpc.ServerStream) error {
+		time.Sleep(200 * time.Millisecond)
+		return echoPut(ctx, method, stream)
+	}, grpc.MaxConcurrentStreams(1))
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Go(func() {
+			key := fmt.Sprintf("k%d", i)
+			resp, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte(key)})
+			if err == nil && resp.Header.Revision != int64(len(key)) {
+				err = fmt.Errorf("put %s answered %v", key, resp)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if unary, fallback := s.unaryCalls(); unary < 1 || fallback < 1 || unary+fallback != 4 {
+		t.Errorf("%d calls over the unary connection and %d over the fallback, want at least 1 of each, 4 in all", unary, fallback)
+	}
+}
+
 // TestUnaryConnServerLost: calls in flight when the server goes fail with codes.Unavailable; while it is
 // down calls fail (through the fallback) without hanging; when it is back the unary connection dials it
 // again and carries the calls.
@@ -237,7 +275,7 @@ func TestUnaryConnServerLost(t *testing.T) {
 		return echoPut(ctx, method, stream)
 	}
 	s := startGRPCServer(t, "127.0.0.1:0", handle)
-	kv := unaryKV{newTestUnaryConn(t, s.addr)}
+	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	if _, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k")}); err != nil {
 		t.Fatal(err)
 	}
@@ -305,9 +343,7 @@ func TestUnaryConnSilentServer(t *testing.T) {
 		}
 	}()
 	good := startGRPCServer(t, "127.0.0.1:0", echoPut)
-	u := newTestUnaryConn(t, good.addr, lis.Addr().String())
-	u.next = 1 // the silent one first
-	kv := unaryKV{u}
+	kv := unaryKV{newTestUnaryConn(t, 1, good.addr, lis.Addr().String())} // the silent one first
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
 	cancel()
@@ -315,13 +351,25 @@ func TestUnaryConnSilentServer(t *testing.T) {
 		t.Fatalf("put to the silent server: %v, want DeadlineExceeded", err)
 	}
 	time.Sleep(probeWait + 200*time.Millisecond)
-	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")}); err != nil {
-		t.Fatalf("put after the silent server was dropped: %v", err)
-	}
-	if unary, fallback := good.unaryCalls(); unary != 1 || fallback != 0 {
-		t.Errorf("the live server got %d unary and %d fallback calls, want 1 and 0", unary, fallback)
+	// The first call after the drop goes to the fallback while the next endpoint is dialed; the unary
+	// connection carries the calls as soon as it is up.
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+		cancel()
+		if err != nil {
+			t.Fatalf("put %d after the silent server was dropped: %v", i, err)
+		}
+		if unary, fallback := good.unaryCalls(); unary > 0 {
+			if fallback > 1 {
+				t.Errorf("%d calls went to the fallback while the next endpoint was dialed, want at most 1", fallback)
+			}
+			break
+		}
+		if i == 50 {
+			t.Fatal("no call went over the unary connection to the live server")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -347,7 +395,7 @@ func TestUnaryKVAgainstEtcd(t *testing.T) {
 			if !ok {
 				t.Fatalf("endpoints %q not understood", cfg.Endpoints)
 			}
-			u := newUnaryConn(cli.ActiveConnection(), eps, cfg.TLS, 0)
+			u := newUnaryConn(ctx, cli.ActiveConnection(), eps, cfg.TLS, 0)
 			defer u.Close()
 			lean := clientv3.NewKVFromKVClient(unaryKV{u}, cli)
 
