@@ -4,7 +4,9 @@
 # 256-byte values to a 10000-key space with 8-byte keys. chaosbench records everything it records during
 # any load (HDR histograms, interval log, and the full request history for the consistency checker); its
 # consistency check (after the load) and its scraping of etcd's /metrics (which etcd's tool does not do,
-# and which costs the shared member CPU) are off.
+# and which costs the shared member CPU) are off. The requests on the wire are the same gRPC requests; etcd's
+# tool sends them with etcd's client (grpc-go), chaosbench over HTTP/2 connections of its own
+# (workloads/unary.go), which is where most of the difference in client CPU comes from.
 # The order alternates: odd rounds run etcd's tool first, even rounds chaosbench first (AB, BA, AB, ...),
 # so that neither tool always inherits the other's aftermath; each round's line says which went first, and
 # the mean ratio of each order is printed. The key space is compacted and the database defragmented before

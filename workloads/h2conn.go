@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/api/v3/version"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -45,16 +47,18 @@ type h2Transport struct {
 	nextID  uint32
 	waiting atomic.Int32 // writers between wanting wmu and finishing: the last one flushes
 
-	sendWindow   int64 // connection-level window for what we send (wmu)
-	streamWindow int64 // the server's initial window per stream (wmu)
+	sendWindow   int64         // connection-level window for what we send (wmu)
+	streamWindow int64         // the server's initial window per stream (wmu)
+	ready        chan struct{} // closed by the reader at the server's first SETTINGS
 
 	writeDeadline time.Time // of conn, moved forward as writes go (wmu)
 
-	smu       sync.Mutex // guards streams, err, goingAway and every call in streams
-	streams   map[uint32]*h2Call
-	err       error // set once the connection is lost or going away: no new calls
-	goingAway bool  // the server sent GOAWAY: closed when its last stream ends
-	closed    atomic.Bool
+	smu        sync.Mutex // guards streams, err, goingAway and every call in streams
+	streams    map[uint32]*h2Call
+	maxStreams int   // the server's limit on concurrent streams: calls beyond it go to the fallback
+	err        error // set once the connection is lost or going away: no new calls
+	goingAway  bool  // the server sent GOAWAY: closed when its last stream ends
+	closed     atomic.Bool
 
 	lastRead  atomic.Int64 // when the reader last got a frame (UnixNano)
 	lastProbe atomic.Int64 // when the last ping to tell a silent server from a slow one went (UnixNano)
@@ -112,7 +116,7 @@ func dialH2(ctx context.Context, ep unaryEndpoint, tlsConfig *tls.Config) (*h2Tr
 		conn: conn, scheme: scheme, authority: ep.authority,
 		bw: bufio.NewWriterSize(conn, 32<<10), nextID: 1,
 		sendWindow: 65535, streamWindow: 65535,
-		streams: make(map[uint32]*h2Call),
+		streams: make(map[uint32]*h2Call), maxStreams: 1 << 31, ready: make(chan struct{}),
 	}
 	t.fr = http2.NewFramer(t.bw, bufio.NewReaderSize(conn, 32<<10))
 	t.fr.ReadMetaHeaders = hpack.NewDecoder(h2HeaderTableSz, nil)
@@ -135,13 +139,35 @@ func dialH2(ctx context.Context, ep unaryEndpoint, tlsConfig *tls.Config) (*h2Tr
 	}
 	t.lastRead.Store(time.Now().UnixNano())
 	go t.readLoop()
-	return t, nil
+	// The connection is ready when the server has spoken: a paused process accepts connections (its
+	// kernel does) and answers nothing, and a server that drops connections at once must not count as up.
+	select {
+	case <-t.ready:
+		return t, nil
+	case <-dctx.Done():
+		t.close(errors.New("no settings from the server"))
+		return nil, fmt.Errorf("no HTTP/2 settings from %s within the dial timeout: %w", ep.addr, dctx.Err())
+	}
 }
 
 func (t *h2Transport) usable() bool {
 	t.smu.Lock()
 	defer t.smu.Unlock()
 	return t.err == nil && t.nextID < 1<<30
+}
+
+// retire stops new calls on the connection and closes it when its last call ends (or now, with none).
+func (t *h2Transport) retire() {
+	t.smu.Lock()
+	if t.err == nil {
+		t.err = errors.New("connection retired")
+	}
+	t.goingAway = true
+	idle := len(t.streams) == 0
+	t.smu.Unlock()
+	if idle {
+		t.close(errors.New("connection retired"))
+	}
 }
 
 // invoke sends one request and waits for its answer, or for ctx.
@@ -185,17 +211,30 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 	select {
 	case <-call.done:
 	case <-ctx.Done():
-		if _, mine := t.take(id); !mine {
+		probe := errors.Is(ctx.Err(), context.DeadlineExceeded) && t.startProbe()
+		_, mine := t.take(id)
+		if !mine && !probe {
 			<-call.done // the reader is completing it
-		} else {
-			t.lockWrites()
-			if t.fr.WriteRSTStream(id, http2.ErrCodeCancel) == nil {
-				t.bw.Flush()
-			}
-			t.wmu.Unlock()
+			return status.FromContextError(ctx.Err()).Err()
 		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.probe()
+		// The ping goes before the reset: a server with no stream open counts any ping as abuse.
+		t.lockWrites()
+		var err error
+		if probe {
+			err = t.fr.WritePing(false, [8]byte{'p', 'r', 'o', 'b', 'e'})
+		}
+		if mine && err == nil {
+			err = t.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}
+		if err == nil {
+			err = t.bw.Flush()
+		}
+		t.wmu.Unlock()
+		if err != nil {
+			t.close(err)
+		}
+		if !mine {
+			<-call.done
 		}
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -230,7 +269,7 @@ func (t *h2Transport) send(ctx context.Context, method string, md metadata.MD, f
 		return 0, errTooLarge
 	}
 	t.smu.Lock()
-	if t.err != nil {
+	if t.err != nil || len(t.streams) >= t.maxStreams {
 		t.smu.Unlock()
 		return 0, errNotSent
 	}
@@ -247,6 +286,7 @@ func (t *h2Transport) send(ctx context.Context, method string, md metadata.MD, f
 	t.field("content-type", "application/grpc")
 	t.field("user-agent", "chaosbench grpc-go/"+grpc.Version)
 	t.field("te", "trailers")
+	t.field(rpctypes.MetadataClientAPIVersionKey, version.APIVersion) // as etcd's client sends it
 	if dl, ok := ctx.Deadline(); ok {
 		t.field("grpc-timeout", grpcTimeout(time.Until(dl)))
 	}
@@ -287,27 +327,20 @@ const (
 	writeTimeout = 5 * time.Second
 )
 
-// probe checks, after a call timed out, that the server still answers.
-func (t *h2Transport) probe() {
+// startProbe decides, after a call timed out, whether to ping the server (the caller writes the ping),
+// and arms the check of its answer.
+func (t *h2Transport) startProbe() bool {
 	now := time.Now().UnixNano()
 	last := t.lastProbe.Load()
 	if now-t.lastRead.Load() < int64(probeAfter) || (last != 0 && now-last < int64(probeEvery)) || !t.lastProbe.CompareAndSwap(last, now) {
-		return
+		return false
 	}
 	time.AfterFunc(probeWait, func() {
 		if t.lastRead.Load() < now {
 			t.close(fmt.Errorf("no answer from the server within %v of a ping", probeWait))
 		}
 	})
-	t.lockWrites()
-	err := t.fr.WritePing(false, [8]byte{'p', 'r', 'o', 'b', 'e'})
-	if err == nil {
-		err = t.bw.Flush()
-	}
-	t.wmu.Unlock()
-	if err != nil {
-		t.close(err)
-	}
+	return true
 }
 
 // lockWrites takes wmu and moves the connection's write deadline forward when half of it has passed.
@@ -336,7 +369,7 @@ func metadataSize(md metadata.MD) int {
 // reservedHeader: headers the connection writes itself, which gRPC also leaves out of a call's metadata.
 func reservedHeader(k string) bool {
 	switch k {
-	case "content-type", "user-agent", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-message", "grpc-status":
+	case "content-type", "user-agent", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-message", "grpc-status", rpctypes.MetadataClientAPIVersionKey:
 		return true
 	}
 	return strings.HasPrefix(k, ":")

@@ -26,6 +26,7 @@ func (t *h2Transport) close(err error) {
 	t.streams = map[uint32]*h2Call{}
 	t.smu.Unlock()
 	if t.closed.CompareAndSwap(false, true) {
+		t.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)) // TLS says goodbye; a paused server is not waited for
 		t.conn.Close()
 	}
 	for _, c := range calls {
@@ -43,6 +44,10 @@ func (t *h2Transport) readLoop() {
 			var se http2.StreamError
 			if errors.As(err, &se) { // one stream's answer was malformed; the connection is fine
 				t.complete(se.StreamID, status.Errorf(codes.Internal, "malformed answer: %v", se))
+				t.lockWrites()
+				t.fr.WriteRSTStream(se.StreamID, se.Code)
+				t.bw.Flush()
+				t.wmu.Unlock()
 				continue
 			}
 			t.close(err)
@@ -75,14 +80,24 @@ func (t *h2Transport) readLoop() {
 			}
 			t.lockWrites()
 			f.ForeachSetting(func(s http2.Setting) error {
-				if s.ID == http2.SettingInitialWindowSize {
+				switch s.ID {
+				case http2.SettingInitialWindowSize:
 					t.streamWindow = int64(s.Val)
+				case http2.SettingMaxConcurrentStreams:
+					t.smu.Lock()
+					t.maxStreams = int(min(s.Val, 1<<31))
+					t.smu.Unlock()
 				}
 				return nil
 			})
 			t.fr.WriteSettingsAck()
 			t.bw.Flush()
 			t.wmu.Unlock()
+			select {
+			case <-t.ready:
+			default:
+				close(t.ready)
+			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
 				t.lockWrites()

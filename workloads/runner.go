@@ -97,6 +97,11 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 		opts.ScheduleSlack = 10 * time.Millisecond
 	}
 	r := &Runner{opts: opts, rec: rec}
+	// The micro workloads' KV requests go over a unary connection (see unaryConn). The kube workloads keep
+	// gRPC's, as kube-apiserver does, and so does a configuration that authenticates (etcd's token goes
+	// with gRPC's per-call credentials) or brings dial options of its own (interceptors, say), which only
+	// gRPC's connection honors.
+	unary := !opts.ProbeBandwidth && cfg.Username == "" && len(cfg.DialOptions) == 0
 	cfg.DialOptions = append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], dialOptions(opts.ProbeBandwidth)...)
 	for range opts.Conns {
 		c, err := clientv3.New(cfg)
@@ -106,10 +111,7 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 		}
 		r.conns = append(r.conns, c)
 		kv := c.KV
-		// The micro workloads' KV requests go over a unary connection (see unaryConn); the kube workloads'
-		// keep gRPC's, as kube-apiserver's, and so do clients that authenticate (etcd's token goes with
-		// gRPC's per-call credentials).
-		if eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil); ok && !opts.ProbeBandwidth && cfg.Username == "" {
+		if eps, ok := parseUnaryEndpoints(cfg.Endpoints, cfg.TLS != nil); ok && unary {
 			u := newUnaryConn(context.Background(), c.ActiveConnection(), eps, cfg.TLS, len(r.conns)-1)
 			r.unary = append(r.unary, u)
 			kv = clientv3.NewKVFromKVClient(unaryKV{u}, c)

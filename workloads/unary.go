@@ -11,6 +11,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // unaryConn carries etcd's unary calls (KV requests) over one HTTP/2 connection of its own, as gRPC does
@@ -39,6 +41,10 @@ type unaryConn struct {
 	failed   time.Time      // when the last dial failed: calls go to the fallback for a while
 	failures int
 	closed   bool
+
+	ctx     context.Context    // of the background dials
+	stop    context.CancelFunc // ends a dial under way when the connection is closed
+	dialers sync.WaitGroup
 }
 
 // unaryEndpoint is where a unaryConn dials: a network and address, and the authority its requests name.
@@ -80,10 +86,12 @@ func newUnaryConn(ctx context.Context, fallback grpc.ClientConnInterface, endpoi
 		tlsConfig.NextProtos = []string{"h2"}
 	}
 	c := &unaryConn{fallback: fallback, endpoints: endpoints, tls: tlsConfig, next: first}
+	ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Lock()
 	ep := c.startDial()
 	c.mu.Unlock()
 	c.dial(ctx, ep)
+	c.ctx = ctx
 	return c
 }
 
@@ -101,7 +109,12 @@ func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, 
 	if ok1 && ok2 {
 		if t := c.transport(); t != nil {
 			err := t.invoke(ctx, method, in, out)
-			if !errors.Is(err, errTooLarge) && !errors.Is(err, errNotSent) {
+			switch {
+			case errors.Is(err, errTooLarge), errors.Is(err, errNotSent):
+			case status.Code(err) == codes.Unavailable && method == rangeMethod && ctx.Err() == nil:
+				// etcd's client retries reads that failed so (a lost connection, a leader change): its
+				// retries go with gRPC's connection.
+			default:
 				return err
 			}
 		}
@@ -115,6 +128,8 @@ func (c *unaryConn) Close() {
 	ts := append(c.retired, c.cur)
 	c.cur, c.retired, c.closed = nil, nil, true
 	c.mu.Unlock()
+	c.stop()
+	c.dialers.Wait()
 	for _, t := range ts {
 		if t != nil {
 			t.close(errors.New("connection closed"))
@@ -135,7 +150,7 @@ func (c *unaryConn) transport() *h2Transport {
 		return nil
 	}
 	ep := c.startDial()
-	go c.dial(context.Background(), ep)
+	c.dialers.Go(func() { c.dial(c.ctx, ep) })
 	return nil
 }
 
@@ -148,6 +163,7 @@ func (c *unaryConn) startDial() unaryEndpoint {
 				live = append(live, t)
 			}
 		}
+		c.cur.retire()
 		c.retired, c.cur = append(live, c.cur), nil
 	}
 	c.dialing = true
@@ -180,6 +196,8 @@ var (
 	errNotSent = errors.New("unary connection lost before the request was sent")
 )
 
+const rangeMethod = "/etcdserverpb.KV/Range"
+
 // unaryKV is etcd's KV API (pb.KVClient) over a unary connection: etcd's generated client takes a
 // *grpc.ClientConn only.
 type unaryKV struct{ c *unaryConn }
@@ -187,7 +205,7 @@ type unaryKV struct{ c *unaryConn }
 // Range sends a RangeRequest.
 func (kv unaryKV) Range(ctx context.Context, in *pb.RangeRequest, opts ...grpc.CallOption) (*pb.RangeResponse, error) {
 	out := new(pb.RangeResponse)
-	return out, kv.c.Invoke(ctx, "/etcdserverpb.KV/Range", in, out, opts...)
+	return out, kv.c.Invoke(ctx, rangeMethod, in, out, opts...)
 }
 
 // Put sends a PutRequest.

@@ -313,42 +313,101 @@ func TestUnaryConnServerLost(t *testing.T) {
 	}
 }
 
-// TestUnaryConnSilentServer: a server that accepts the connection and never answers (a paused member,
-// a partition) is dropped after a call times out and a ping goes unanswered; the next call goes to the
-// next endpoint.
-func TestUnaryConnSilentServer(t *testing.T) {
+// freezer forwards TCP connections to a backend until frozen; then it forwards nothing, in either
+// direction, as a paused member or a partition does, while the connections stay open.
+type freezer struct {
+	lis    net.Listener
+	mu     sync.Mutex
+	frozen bool
+	conns  []net.Conn
+}
+
+func startFreezer(t *testing.T, backend string) *freezer {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
-	var held []net.Conn
-	var mu sync.Mutex
+	f := &freezer{lis: lis}
 	go func() {
 		for {
 			c, err := lis.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			f.conns = append(f.conns, c, b)
+			f.mu.Unlock()
+			go f.pipe(c, b)
+			go f.pipe(b, c)
 		}
 	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
+	t.Cleanup(func() {
+		lis.Close()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, c := range f.conns {
 			c.Close()
 		}
-	}()
+	})
+	return f
+}
+
+func (f *freezer) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if err != nil {
+			return
+		}
+		for {
+			f.mu.Lock()
+			frozen := f.frozen
+			f.mu.Unlock()
+			if !frozen {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := to.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.frozen = true
+	f.mu.Unlock()
+}
+
+// TestUnaryConnSilentServer: a server that stops answering on an open connection (a paused member, a
+// partition) is dropped after a call times out and a ping goes unanswered, and the calls go to the next
+// endpoint; one that accepts connections and never speaks is not taken for up, and calls go to the
+// fallback without waiting.
+func TestUnaryConnSilentServer(t *testing.T) {
 	good := startGRPCServer(t, "127.0.0.1:0", echoPut)
-	kv := unaryKV{newTestUnaryConn(t, 1, good.addr, lis.Addr().String())} // the silent one first
-	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
-	_, err = kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
+	frozen := startGRPCServer(t, "127.0.0.1:0", echoPut)
+	f := startFreezer(t, frozen.addr)
+	kv := unaryKV{newTestUnaryConn(t, 1, good.addr, f.lis.Addr().String())} // through the freezer first
+	if _, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k")}); err != nil {
+		t.Fatal(err)
+	}
+	if unary, _ := frozen.unaryCalls(); unary != 1 {
+		t.Fatalf("the first put did not go through the freezer: %d unary calls there", unary)
+	}
+	time.Sleep(probeAfter) // nothing arrives on the connection from here on
+	f.freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
 	cancel()
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("put to the silent server: %v, want DeadlineExceeded", err)
+		t.Fatalf("put to the frozen server: %v, want DeadlineExceeded", err)
 	}
 	time.Sleep(probeWait + 200*time.Millisecond)
 	// The first call after the drop goes to the fallback while the next endpoint is dialed; the unary
@@ -358,7 +417,7 @@ func TestUnaryConnSilentServer(t *testing.T) {
 		_, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")})
 		cancel()
 		if err != nil {
-			t.Fatalf("put %d after the silent server was dropped: %v", i, err)
+			t.Fatalf("put %d after the frozen server was dropped: %v", i, err)
 		}
 		if unary, fallback := good.unaryCalls(); unary > 0 {
 			if fallback > 1 {
@@ -370,6 +429,28 @@ func TestUnaryConnSilentServer(t *testing.T) {
 			t.Fatal("no call went over the unary connection to the live server")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel does), never speaks
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	start := time.Now()
+	kv = unaryKV{newTestUnaryConn(t, 1, good.addr, mute.Addr().String())}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := kv.Put(ctx, &pb.PutRequest{Key: []byte("k")}); err != nil {
+		t.Fatalf("put with the first endpoint mute: %v", err)
+	}
+	kv.c.mu.Lock()
+	up := kv.c.cur != nil
+	kv.c.mu.Unlock()
+	if up {
+		t.Errorf("a connection to a server that never spoke counts as up")
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("dial and put took %v", d)
 	}
 }
 
