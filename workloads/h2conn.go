@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// HTTP/2 settings of the unary connection: the same fixed windows as the runner's gRPC connections.
+// Frame and header-table sizes of the unary connection (its flow-control windows are the runner's gRPC
+// connections', fixedStreamWindow and fixedConnWindow).
 const (
 	h2MaxFrame      = 16384 // the protocol's default; servers may allow more, requests here stay below it
 	h2HeaderTableSz = 4096
@@ -156,17 +158,18 @@ func (t *h2Transport) usable() bool {
 	return t.err == nil && t.nextID < 1<<30
 }
 
-// retire stops new calls on the connection and closes it when its last call ends (or now, with none).
-func (t *h2Transport) retire() {
+// retire stops new calls on the connection, for reason, and closes it when its last call ends (or now,
+// with none).
+func (t *h2Transport) retire(reason error) {
 	t.smu.Lock()
 	if t.err == nil {
-		t.err = errors.New("connection retired")
+		t.err = reason
 	}
 	t.goingAway = true
 	idle := len(t.streams) == 0
 	t.smu.Unlock()
 	if idle {
-		t.close(errors.New("connection retired"))
+		t.close(reason)
 	}
 }
 
@@ -183,9 +186,9 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 	call := h2Calls.Get().(*h2Call)
 	defer h2Calls.Put(call)
 	call.reset()
-	frame := append(call.data[:0], 0, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(frame[1:], uint32(size))
-	frame = append(frame, make([]byte, size)...)[:5+size]
+	frame := slices.Grow(call.data[:0], 5+size)[:5+size] // the message's prefix: uncompressed, its length
+	frame[0] = 0
+	binary.BigEndian.PutUint32(frame[1:5], uint32(size))
 	if _, err := in.MarshalToSizedBuffer(frame[5:]); err != nil {
 		return status.Errorf(codes.Internal, "marshal %T: %v", in, err)
 	}
@@ -239,8 +242,6 @@ func (t *h2Transport) invoke(ctx context.Context, method string, in, out gogoMes
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	switch {
-	case errors.Is(call.err, errNotSent):
-		return call.err
 	case call.err != nil:
 		return call.err
 	case !call.gotStatus:
@@ -391,10 +392,5 @@ func grpcTimeout(d time.Duration) string {
 	return "99999999H"
 }
 
-func (c *h2Call) reset() {
-	c.data, c.headers, c.code, c.msg, c.gotStatus, c.err, c.recvUnacked = c.data[:0], false, codes.OK, "", false, nil, 0
-	select {
-	case <-c.done:
-	default:
-	}
-}
+// reset makes a pooled call new, keeping its channel (every path that signals it also receives) and buffer.
+func (c *h2Call) reset() { *c = h2Call{done: c.done, data: c.data[:0]} }

@@ -198,26 +198,19 @@ func (t *h2Transport) take(id uint32) (*h2Call, bool) {
 }
 
 // goAway stops new calls on the connection and sends those the server will not answer elsewhere: it has
-// not processed them.
+// not processed them. The connection closes when the calls it will answer have ended.
 func (t *h2Transport) goAway(last uint32, code http2.ErrCode) {
+	t.retire(fmt.Errorf("server going away: %v", code))
 	t.smu.Lock()
-	if t.err == nil {
-		t.err = fmt.Errorf("server going away: %v", code)
-	}
-	t.goingAway = true
 	var lost []uint32
 	for id := range t.streams {
 		if id > last {
 			lost = append(lost, id)
 		}
 	}
-	idle := len(t.streams) == 0
 	t.smu.Unlock()
 	for _, id := range lost {
 		t.complete(id, fmt.Errorf("server going away (%v): %w", code, errNotSent))
-	}
-	if idle {
-		t.close(errors.New("the server went away"))
 	}
 }
 

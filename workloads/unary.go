@@ -22,12 +22,12 @@ import (
 // client's CPU per request decides what a 2-core machine measures: gRPC's client allocates about 106 times
 // and 7.8 KB per put (stream bookkeeping, hand-offs to its writer goroutine, per-call options), the unary
 // connection 27 times and 1.5 KB (BenchmarkPutOverhead), and the client's CPU per put fell from 0.9-1.0x
-// of etcd's benchmark tool to 0.57x (make bench-vs-etcd). The framing is golang.org/x/net/http2's.
+// of etcd's benchmark tool to about 0.6x (make bench-vs-etcd). The framing is golang.org/x/net/http2's.
 //
 // What it does not carry goes to the gRPC connection it was made with (fallback): streams (watch, lease
-// keep-alive), requests larger than one frame or than the server's flow-control window allows, and every
-// call while the connection cannot be dialed. Writes of concurrent calls share system calls: the last
-// writer of a burst flushes.
+// keep-alive), requests larger than one frame or than the server's flow-control window allows, every call
+// while the connection is down or being dialed, and the calls Invoke names. Writes of concurrent calls
+// share system calls: the last writer of a burst flushes.
 type unaryConn struct {
 	fallback  grpc.ClientConnInterface
 	endpoints []unaryEndpoint
@@ -86,12 +86,11 @@ func newUnaryConn(ctx context.Context, fallback grpc.ClientConnInterface, endpoi
 		tlsConfig.NextProtos = []string{"h2"}
 	}
 	c := &unaryConn{fallback: fallback, endpoints: endpoints, tls: tlsConfig, next: first}
-	ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+	c.ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Lock()
 	ep := c.startDial()
 	c.mu.Unlock()
-	c.dial(ctx, ep)
-	c.ctx = ctx
+	c.dial(c.ctx, ep)
 	return c
 }
 
@@ -163,7 +162,7 @@ func (c *unaryConn) startDial() unaryEndpoint {
 				live = append(live, t)
 			}
 		}
-		c.cur.retire()
+		c.cur.retire(errors.New("connection replaced"))
 		c.retired, c.cur = append(live, c.cur), nil
 	}
 	c.dialing = true

@@ -93,6 +93,20 @@ func echoPut(_ context.Context, _ string, stream grpc.ServerStream) error {
 	return stream.SendMsg(&pb.PutResponse{Header: &pb.ResponseHeader{Revision: int64(len(req.Key))}, PrevKv: &mvccpb.KeyValue{Key: req.Key, Value: req.Value}})
 }
 
+// answerRange handles puts with echoPut and ranges with answer, once the request is read.
+func answerRange(answer func(ctx context.Context, req *pb.RangeRequest, stream grpc.ServerStream) error) func(context.Context, string, grpc.ServerStream) error {
+	return func(ctx context.Context, method string, stream grpc.ServerStream) error {
+		if strings.HasSuffix(method, "/Put") {
+			return echoPut(ctx, method, stream)
+		}
+		var req pb.RangeRequest
+		if err := stream.RecvMsg(&req); err != nil {
+			return err
+		}
+		return answer(ctx, &req, stream)
+	}
+}
+
 // TestUnaryConnConcurrentCalls: many goroutines' calls share one connection, each gets its own answer,
 // and all of them go over the unary connection.
 func TestUnaryConnConcurrentCalls(t *testing.T) {
@@ -166,14 +180,7 @@ func TestUnaryConnStatusDeadlineMetadata(t *testing.T) {
 // its context canceled (the stream was reset); the connection carries the next call.
 func TestUnaryConnCancel(t *testing.T) {
 	serverErr := make(chan error, 1)
-	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, method string, stream grpc.ServerStream) error {
-		if strings.HasSuffix(method, "/Put") {
-			return echoPut(ctx, method, stream)
-		}
-		var req pb.RangeRequest
-		if err := stream.RecvMsg(&req); err != nil {
-			return err
-		}
+	s := startGRPCServer(t, "127.0.0.1:0", answerRange(func(ctx context.Context, _ *pb.RangeRequest, _ grpc.ServerStream) error {
 		select {
 		case <-ctx.Done():
 			serverErr <- ctx.Err()
@@ -181,7 +188,7 @@ func TestUnaryConnCancel(t *testing.T) {
 			serverErr <- errors.New("not canceled")
 		}
 		return ctx.Err()
-	})
+	}))
 	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
@@ -202,16 +209,9 @@ func TestUnaryConnCancel(t *testing.T) {
 // the stream's flow-control window arrives whole over the unary connection (window updates are sent).
 func TestUnaryConnLargeMessages(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB, twice the stream window
-	s := startGRPCServer(t, "127.0.0.1:0", func(ctx context.Context, method string, stream grpc.ServerStream) error {
-		if strings.HasSuffix(method, "/Put") {
-			return echoPut(ctx, method, stream)
-		}
-		var req pb.RangeRequest
-		if err := stream.RecvMsg(&req); err != nil {
-			return err
-		}
+	s := startGRPCServer(t, "127.0.0.1:0", answerRange(func(_ context.Context, req *pb.RangeRequest, stream grpc.ServerStream) error {
 		return stream.SendMsg(&pb.RangeResponse{Kvs: []*mvccpb.KeyValue{{Key: req.Key, Value: big}}, Count: 1})
-	})
+	}))
 	kv := unaryKV{newTestUnaryConn(t, 0, s.addr)}
 	val := bytes.Repeat([]byte("v"), 20<<10)
 	if resp, err := kv.Put(context.Background(), &pb.PutRequest{Key: []byte("k"), Value: val}); err != nil || !bytes.Equal(resp.PrevKv.Value, val) {
