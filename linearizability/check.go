@@ -33,7 +33,13 @@ type Options struct {
 	// VisualizationPath, when set, receives porcupine's HTML visualization of the failing key.
 	VisualizationPath string
 
-	canonBlock int // see checker.canonBlock
+	// paging puts the check's large arrays in files in pageDir ("": the temporary directory), with at most
+	// pageBudget bytes of each in memory (0: pageBudget), in pages of about pageBytes (0: pageBytes).
+	// CheckDir pages, next to the history; the tests take tiny pages, to read them back all the time.
+	paging     bool
+	pageDir    string
+	pageBudget int
+	pageBytes  int
 }
 
 // Report is the result of checking one history.
@@ -87,6 +93,7 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	if opts.VisualizationPath == "" {
 		opts.VisualizationPath = filepath.Join(dir, VisualizationFile)
 	}
+	opts.paging, opts.pageDir = true, dir
 	rep, err := check(ctx, ops, wl, opts)
 	if err != nil {
 		return nil, err
@@ -134,11 +141,14 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Report, erro
 func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep *Report, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			rb, ok := r.(*history.ReadBackError)
-			if !ok {
+			switch e := r.(type) {
+			case *history.ReadBackError:
+				rep, err = nil, e
+			case *spillError:
+				rep, err = nil, e
+			default:
 				panic(r)
 			}
-			rep, err = nil, rb
 		}
 	}()
 	start := time.Now()
@@ -149,7 +159,12 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &checker{hist: ops, wl: wl, canonBlock: opts.canonBlock}
+	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes}
+	defer func() {
+		for _, close := range c.paged {
+			close()
+		}
+	}()
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}

@@ -123,7 +123,19 @@
 // cannot be read back ends the check with that error (history.ReadBackError): it decided nothing. What it
 // needs of every operation at every turn (call and return times, revisions, state, and the kind of
 // request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
-// watch records. Every pass that needs them (the keys and revisions they name, the watchers and
+// watch records.
+//
+// What the checker derives per operation (the opInfo), per revision (its writer, when it existed, where
+// its changes begin in the canonical log, whether nobody knows what was written) and per change (the
+// replay's canonical log, and the previous versions it names) is in paged arrays (paged.go): fixed-size
+// values without pointers, in pages of 16 KB, each array in a file of its own without a name next to the
+// history, of which at most 4 MB is in memory (a clock picks the page to write out). The passes go mostly
+// in file order or revision order, which is about time order, so a page read back is used whole. The one
+// pass that jumped about, matching every value a list returns with its write (a list shows every object,
+// written any time before), remembers in the value index which values it found right at which revision,
+// and looks at a write's info again only for a sighting it has not met. A page that cannot be written or
+// read ends the check with that error: it decided nothing. Check, on a history in memory, keeps the pages
+// in memory. Every pass that needs them (the keys and revisions they name, the watchers and
 // what they vouch for, the writes they resolve, when revisions existed, the union of what watchers saw,
 // the real-time evidence, the watch checks) reads watch.bin again, in file order; the file is written once
 // and read the same way each time, so every pass sees the same records with the same numbers. The watch
@@ -141,22 +153,25 @@
 //
 //   - the operations: where each one's record is in the store (8 bytes; the record itself, about 47, is on
 //     disk) and the distinct key-values its answers hold (the store's, once: about 27 bytes per operation),
-//     its opInfo (48 bytes), the real-time order (16 bytes per operation placed, and 24 per place where
-//     the latest call rises, while it is checked; the watch records are compared with it as watch.bin is
-//     read, not held) and the per-key checks' index (4 bytes per operation and key it projects on). This is linear in the number of operations: the global layer replays writes in
+//     the answered reads by revision for the replay (8 bytes), the real-time order (16 bytes per operation
+//     placed, and 24 per place where the latest call rises, while it is checked; the watch records are
+//     compared with it as watch.bin is read, not held), the per-key checks' index (4 bytes per operation
+//     and key it projects on) and, while values are matched with writes, the value index (32 bytes per
+//     value written). This is linear in the number of operations: the global layer replays writes in
 //     revision order and the per-key layer checks whole key histories, and both look up operations by
 //     number at any time;
-//   - the revisions: the writer, existence time, observed and canonical-log offsets of each (21 bytes),
-//     the replay's canonical log (64 bytes per change, which the watch and per-key checks read back; the
-//     key's version before a change is named, not copied) and, until the writers are known, the union of
+//   - the revisions: where each one's observed events begin (4 bytes), each key's changes for the
+//     per-key checks (4 bytes per change) and, until the writers are known, the union of
 //     what watchers saw (about 150 bytes per revision and key any watcher saw; then only the revisions
 //     nobody is known to have written stay, for the replay);
 //   - while the union is built, 24 bytes per watch event, released before the replay.
 //
 // What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
 // history), of which the check holds at most the events of one revision per watcher, plus the records of
-// watchers whose events came out of order; the operations' records, on disk; the per-key checks'
-// projections, 25,000 operations at a time. The keys (their names, ranks and replay state) grow with the
+// watchers whose events came out of order; the operations' records, on disk; what the checker derives
+// per operation, per revision and per change, in paged arrays (about 100 bytes per operation of a
+// kube-shaped history, in files, with at most 4 MB of each array in memory); the per-key checks'
+// projections, 8,000 operations at a time. The keys (their names, ranks and replay state) grow with the
 // number of keys, not the run's length. For kube-shaped histories the peak live heap is about 300 bytes
 // per operation (1.4 KB when the watch records were held, 950 bytes when the operations were held
 // decoded, 500 with their records in memory): still linear.

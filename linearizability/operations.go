@@ -60,10 +60,10 @@ type leaseInfo struct {
 
 // classify fills opInfo for every operation and collects leases and compactions.
 func (c *checker) classify() {
-	c.ops = make([]opInfo, c.hist.Len())
+	c.ops = newArray[opInfo](c, c.hist.Len())
 	c.leases = map[int64]*leaseInfo{}
 	c.revokes = map[int64][]int32{}
-	c.stats.Operations = len(c.ops)
+	c.stats.Operations = c.ops.len()
 	lease := func(id int64) *leaseInfo {
 		l := c.leases[id]
 		if l == nil {
@@ -73,8 +73,8 @@ func (c *checker) classify() {
 		return l
 	}
 	c.hist.Scan(func(i int, op *history.Operation) {
-		oi := &c.ops[i]
-		oi.call, oi.ret, oi.taken = op.Call, op.Return, -1
+		oi := opInfo{call: op.Call, ret: op.Return, taken: -1}
+		defer func() { c.ops.set(i, oi) }()
 		oi.writes = canWrite(&op.Request)
 		failed := op.Response == nil
 		oi.answered = !failed

@@ -90,7 +90,7 @@ func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, 
 		}
 	}
 	for k := range byKey {
-		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops[a.op].call, c.ops[b.op].call) })
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops.get(int(a.op)).call, c.ops.get(int(b.op)).call) })
 	}
 	return byKey
 }
@@ -138,7 +138,7 @@ func (p *projection) get(k int32) *keyOp {
 // ever attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
 func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *projection) {
 	p.keys, p.lo, p.hi, p.c = p.keys[:0], lo, hi, c
-	oi := &c.ops[i]
+	oi := c.ops.get(i)
 	switch oi.state {
 	case opAcked, opResolved, opUnresolved:
 	default:
@@ -299,7 +299,7 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 			}
 		}
 		for j, ko := range ops {
-			call := c.ops[ko.op].call
+			call := c.ops.get(int(ko.op)).call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
 				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain)
@@ -325,9 +325,9 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool) []kstate {
 	st := kstate{floor: seen}
 	found := false
-	i := sort.Search(len(hist), func(i int) bool { return s.canon.at(int(hist[i])).rev > upTo })
+	i := sort.Search(len(hist), func(i int) bool { return s.canon.get(int(hist[i])).rev > upTo })
 	if i > 0 {
-		e := s.canon.at(int(hist[i-1]))
+		e := s.canon.get(int(hist[i-1]))
 		found = true
 		st.last = e.rev
 		if !e.del {
@@ -359,7 +359,7 @@ func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	index, leaseKeys := c.keyIndex()
 	keyHist := make([][]int32, len(c.ks.keys))
 	for i := range s.canon.len() {
-		k := s.canon.at(i).rank
+		k := s.canon.get(i).rank
 		keyHist[k] = append(keyHist[k], int32(i))
 	}
 	m := &keyModel{mayExpire: c.mayExpire}
@@ -472,7 +472,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 	// Cut from the front at quiescent points, starting from the replay's state there.
 	keyHist := []int32{}
 	for i := range s.canon.len() {
-		if s.canon.at(i).rank == sg.rank {
+		if s.canon.get(i).rank == sg.rank {
 			keyHist = append(keyHist, int32(i))
 		}
 	}
@@ -490,7 +490,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 		}
 		maxSeen = max(maxSeen, ko.hdr)
 		uncertain = uncertain || ko.maybe
-		if maxRet >= c.ops[sg.ops[j+1].op].call {
+		if maxRet >= c.ops.get(int(sg.ops[j+1].op)).call {
 			continue
 		}
 		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}
@@ -510,7 +510,7 @@ func (c *checker) describeSegment(sg segment, max int) string {
 			break
 		}
 		op := c.op(int(ko.op))
-		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops[ko.op].ret))
+		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops.get(int(ko.op)).ret))
 	}
 	return s
 }

@@ -19,7 +19,7 @@ const maxRevisionSpan = 64 << 20
 type checker struct {
 	hist operations // the operations; the watch records are read through wl
 	wl   watchLog
-	ops  []opInfo
+	ops  *paged[opInfo]
 	ks   keyspace
 	vs   violations
 
@@ -28,8 +28,8 @@ type checker struct {
 
 	values   *valueIndex
 	twice    map[int32]bool // transactions found applied twice, reported once each
-	writer   []int32        // by revision-base: the operation that wrote it, -1 none known
-	existed  []int64        // by revision-base: earliest time some revision >= it was known to exist
+	writer   *paged[int32]  // by revision-base: the operation that wrote it, -1 none known
+	existed  *paged[int64]  // by revision-base: earliest time some revision >= it was known to exist
 	observed []obsEvent
 	obsAt    []int32 // by revision-base: start of its events in observed; obsAt[len] = len(observed)
 
@@ -50,7 +50,11 @@ type checker struct {
 	revokes     map[int64][]int32 // answered revokes by header revision
 
 	stats      Stats
-	canonBlock int // changes per block of the replay's canonical log (0: canonBlock); tests cross blocks
+	paging     bool // the paged arrays have files, in pageDir (see paged.go)
+	pageDir    string
+	pageBudget int      // bytes of each paged array in memory (0: pageBudget)
+	pageBytes  int      // bytes per page of a paged array (0: pageBytes)
+	paged      []func() // closes the paged arrays' files
 }
 
 // Stats counts what a check covered and what it could only check in part.
@@ -158,9 +162,9 @@ func (c *checker) bounds(watchMaxRev int64) error {
 	}
 	c.stats.Revisions = c.maxRev - c.base
 	n := c.rev(c.maxRev) + 1
-	c.writer = make([]int32, n)
-	for i := range c.writer {
-		c.writer[i] = -1
+	c.writer = newArray[int32](c, n)
+	for i := range n {
+		c.writer.set(i, -1)
 	}
 	return nil
 }

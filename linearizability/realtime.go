@@ -84,7 +84,7 @@ func (c *checker) checkRealTime() {
 			}
 		}
 		for _, o := range ops[i:j] {
-			if call := c.ops[o.op].call; call > maxCall {
+			if call := c.ops.get(int(o.op)).call; call > maxCall {
 				maxCall, arg = call, o.op
 			}
 		}
@@ -123,7 +123,7 @@ func (c *checker) checkRealTime() {
 // consensus), compactions (by the applier without a linearizable read) and serializable reads (stale by
 // design, and checked on their own: one from the future is that check's violation, not a write's).
 func (c *checker) revPlace(i int32) (int64, bool) {
-	oi := &c.ops[i]
+	oi := c.ops.get(int(i))
 	switch oi.state {
 	case opAcked:
 	case opResolved:
@@ -143,7 +143,7 @@ func (c *checker) revPlace(i int32) (int64, bool) {
 // placedOp is operation i, which has a place, with its real-time interval: a write resolved from a
 // sighting may have taken effect any time after it was sent.
 func (c *checker) placedOp(i int32) placed {
-	oi := &c.ops[i]
+	oi := c.ops.get(int(i))
 	at, _ := c.revPlace(i)
 	ret := oi.ret
 	if oi.state == opResolved {
@@ -156,7 +156,7 @@ func (c *checker) placedOp(i int32) placed {
 // expiry was seen: etcd answers ErrLeaseNotFound.
 func (c *checker) checkKeepAlives() {
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || c.ops[i].kind != kindKeepAlive {
+		if !c.ops.get(i).answered || c.ops.get(i).kind != kindKeepAlive {
 			continue
 		}
 		op := c.op(i)
@@ -227,7 +227,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 // after the read returned: stale is allowed, the future is not.
 func (c *checker) checkSerializableFuture() {
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || c.ops[i].kind != kindSerializable {
+		if !c.ops.get(i).answered || c.ops.get(i).kind != kindSerializable {
 			continue
 		}
 		op := c.op(i)
@@ -235,10 +235,10 @@ func (c *checker) checkSerializableFuture() {
 		if h <= c.base || h > c.maxRev {
 			continue
 		}
-		if w := c.writer[c.rev(h)]; w >= 0 && c.ops[w].call > op.Return {
+		if w := c.writer.get(c.rev(h)); w >= 0 && c.ops.get(int(w)).call > op.Return {
 			c.vs.add(Violation{Check: CheckSerializable, Kind: "read from the future", Key: opKey(op), Revision: h, Ops: []int{i, int(w)}, Time: op.Call,
 				Message: fmt.Sprintf("%s returned revision %d at %s, before %s, which wrote it, was sent at %s",
-					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.ops[w].call))})
+					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.ops.get(int(w)).call))})
 		}
 	}
 }
@@ -268,8 +268,8 @@ func (c *checker) addFaultCompactions(windows []results.FaultWindow) {
 		}
 		end := max(w.EndNs, w.StartNs)
 		rev := int64(infinity)
-		for i := range c.ops {
-			if oi := &c.ops[i]; oi.state == opAcked && oi.wrote && oi.rev > 0 && oi.call > end {
+		for i := range c.ops.len() {
+			if oi := c.ops.get(i); oi.state == opAcked && oi.wrote && oi.rev > 0 && oi.call > end {
 				rev = min(rev, oi.rev-1)
 			}
 		}
@@ -283,7 +283,7 @@ func (c *checker) checkCompactedReads() {
 		return
 	}
 	for i := range c.hist.Len() {
-		if !c.ops[i].answered || c.ops[i].kind != kindPastRead {
+		if !c.ops.get(i).answered || c.ops.get(i).kind != kindPastRead {
 			continue
 		}
 		op := c.op(i)

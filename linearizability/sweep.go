@@ -14,9 +14,9 @@ import (
 
 // canonEvent is one change the replay made at a revision: what every watcher of the key must see.
 //
-// The canonical log holds one per change of the run, so it is kept to 64 bytes: the key's version before
-// the change is not held in it but named, and is almost always the version the key's change before it
-// made (sweep.prevOf).
+// The canonical log holds one per change of the run, in a paged array (in a file when the check pages),
+// so it is kept to 64 bytes: the key's version before the change is not held in it but named, and is
+// almost always the version the key's change before it made (sweep.prevOf).
 type canonEvent struct {
 	rev        int64
 	r          rec
@@ -27,31 +27,6 @@ type canonEvent struct {
 	unk        uint8
 	prevExists int8 // 1, 0, or -1 when the replay does not know
 	prevUnk    uint8
-}
-
-// canonLog is the replay's changes in order, held in blocks: it grows without copying what it holds (one
-// slice would, a quarter more at a time, and hold old and new at once), and wastes at most one block.
-type canonLog struct {
-	blocks [][]canonEvent
-	n      int
-	block  int // changes per block: canonBlock, less in tests
-}
-
-// canonBlock is how many changes a block of the canonical log holds (4 MB).
-const canonBlock = 1 << 16
-
-func (l *canonLog) len() int { return l.n }
-
-// at returns change i.
-func (l *canonLog) at(i int) *canonEvent { return &l.blocks[i/l.block][i%l.block] }
-
-func (l *canonLog) add(e canonEvent) {
-	if l.n%l.block == 0 {
-		l.blocks = append(l.blocks, make([]canonEvent, 0, l.block))
-	}
-	b := &l.blocks[len(l.blocks)-1]
-	*b = append(*b, e)
-	l.n++
 }
 
 // observation is an answered operation to check against the replay at revision at.
@@ -76,11 +51,11 @@ type sweep struct {
 	leaseKeys map[int64]map[int32]struct{}
 	writing   bool // a writer is being applied: answers describe the state before it
 
-	canon   canonLog
-	prevs   []rec   // the previous versions of changes that no change before them made
-	last    []int32 // by key rank: 1 + the index of the key's last change in canon, 0 for none
-	canonAt []int32 // by revision-base
-	gap     []bool  // by revision-base: nobody knows what was written
+	canon   *paged[canonEvent]
+	prevs   *paged[rec]   // the previous versions of changes that no change before them made
+	last    []int32       // by key rank: 1 + the index of the key's last change in canon, 0 for none
+	canonAt *paged[int32] // by revision-base
+	gap     *paged[bool]  // by revision-base: nobody knows what was written
 }
 
 // replay runs the sweep from the run's first revision to its last: at each revision it applies the
@@ -89,11 +64,11 @@ type sweep struct {
 func (c *checker) replay() *sweep {
 	n := len(c.ks.keys)
 	s := &sweep{
-		c: c, st: make([]keyState, n), last: make([]int32, n), canon: canonLog{block: cmp.Or(c.canonBlock, canonBlock)},
+		c: c, st: make([]keyState, n), last: make([]int32, n), canon: newArray[canonEvent](c, 0), prevs: newArray[rec](c, 0),
 		present: newRankSet(n), fuzzy: newRankSet(n), dirtyKs: newRankSet(n), count: make(fenwick, n),
 		leaseKeys: map[int64]map[int32]struct{}{},
-		canonAt:   make([]int32, c.rev(c.maxRev)+2),
-		gap:       make([]bool, c.rev(c.maxRev)+1),
+		canonAt:   newArray[int32](c, c.rev(c.maxRev)+2),
+		gap:       newArray[bool](c, c.rev(c.maxRev)+1),
 	}
 	for k := range n {
 		if c.candFrom[k] != 0 || c.preRun {
@@ -111,7 +86,7 @@ func (c *checker) replay() *sweep {
 	}
 	for r := c.base + 1; r <= c.maxRev; r++ {
 		s.cur = r
-		s.canonAt[c.rev(r)] = int32(s.canon.len())
+		s.canonAt.set(c.rev(r), int32(s.canon.len()))
 		s.revision(r)
 		for j < len(obs) && obs[j].at == r {
 			s.observe(obs[j].op)
@@ -119,7 +94,7 @@ func (c *checker) replay() *sweep {
 		}
 		s.checkRevokesAt(r)
 	}
-	s.canonAt[c.rev(c.maxRev)+1] = int32(s.canon.len())
+	s.canonAt.set(c.rev(c.maxRev)+1, int32(s.canon.len()))
 	return s
 }
 
@@ -127,7 +102,7 @@ func (c *checker) replay() *sweep {
 func (c *checker) observations() []observation {
 	var obs []observation
 	for i := range c.hist.Len() {
-		oi := &c.ops[i]
+		oi := c.ops.get(i)
 		if oi.state != opAcked || oi.wrote {
 			continue
 		}
@@ -167,14 +142,16 @@ func checkOf(op *history.Operation) string {
 // revision applies the writes of revision r.
 func (s *sweep) revision(r int64) {
 	c := s.c
-	w := c.writer[c.rev(r)]
+	w := c.writer.get(c.rev(r))
 	if w < 0 {
 		// A revoke whose lease had keys wrote the revision its answer carries.
 		for _, i := range c.revokes[r] {
 			if id := c.op(int(i)).Request.Lease.ID; len(s.leaseKeys[id]) > 0 {
 				w = i
-				c.ops[i].wrote, c.ops[i].rev = true, r
-				c.writer[c.rev(r)] = i
+				oi := c.ops.get(int(i))
+				oi.wrote, oi.rev = true, r
+				c.ops.set(int(i), oi)
+				c.writer.set(c.rev(r), i)
 				break
 			}
 		}
@@ -186,7 +163,7 @@ func (s *sweep) revision(r int64) {
 		s.applyObserved(r)
 		s.markExpirable(r)
 	default:
-		s.gap[c.rev(r)] = true
+		s.gap.set(c.rev(r), true)
 		s.markExpirable(r)
 	}
 }
@@ -196,7 +173,7 @@ func (s *sweep) revision(r int64) {
 func (s *sweep) exec(i int, commit bool) {
 	c := s.c
 	op := c.op(i)
-	oi := &c.ops[i]
+	oi := c.ops.get(i)
 	if op.Request.Kind == history.KindLeaseRevoke {
 		s.revoke(i)
 		return
@@ -257,11 +234,11 @@ func (s *sweep) observe(i int32) {
 func (s *sweep) emit(e canonEvent, prev rec) {
 	e.rev = s.cur
 	if e.prevExists == 1 {
-		if l := s.last[e.rank]; l > 0 && s.canon.at(int(l-1)).r == prev {
+		if l := s.last[e.rank]; l > 0 && s.canon.get(int(l-1)).r == prev {
 			e.prevAt = l - 1
 		} else {
-			e.prevAt = int32(-1 - len(s.prevs))
-			s.prevs = append(s.prevs, prev)
+			e.prevAt = int32(-1 - s.prevs.len())
+			s.prevs.add(prev)
 		}
 	}
 	s.canon.add(e)
@@ -271,7 +248,7 @@ func (s *sweep) emit(e canonEvent, prev rec) {
 // prevOfChange returns the key's version before change e (when e.prevExists is 1).
 func (s *sweep) prevOfChange(e *canonEvent) rec {
 	if e.prevAt >= 0 {
-		return s.canon.at(int(e.prevAt)).r
+		return s.canon.get(int(e.prevAt)).r
 	}
-	return s.prevs[-1-e.prevAt]
+	return s.prevs.get(int(-1 - e.prevAt))
 }

@@ -214,9 +214,9 @@ func (st *watchStream) event(r *history.WatchResponse, j int) {
 			"received %s, but compaction to %d had been acknowledged before the watch was requested (etcd cancels such watches)", describeEvent(e), st.compactedBefore)
 	}
 	if rev > c.base && rev <= c.maxRev {
-		if wi := c.writer[c.rev(rev)]; wi >= 0 && c.ops[wi].call > r.Time {
+		if wi := c.writer.get(c.rev(rev)); wi >= 0 && c.ops.get(int(wi)).call > r.Time {
 			c.watchViolation(w, "watch event from the future", e.KV.Key, rev, r.Time,
-				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.ops[wi].call))
+				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.ops.get(int(wi)).call))
 		}
 	}
 	st.lastEv = max(st.lastEv, rev)
@@ -349,7 +349,7 @@ func (dc *deliveryCheck) all(got []delivered, end int64) {
 		gi++
 	}
 	for r := dc.next; r <= end; r++ {
-		if dc.s.gap[dc.s.c.rev(r)] {
+		if dc.s.gap.get(dc.s.c.rev(r)) {
 			continue
 		}
 		j := gi
@@ -366,7 +366,7 @@ func (dc *deliveryCheck) all(got []delivered, end int64) {
 func (dc *deliveryCheck) upTo(end int64, have []delivered) {
 	slices.SortStableFunc(have, func(a, b delivered) int { return int(a.rank - b.rank) })
 	for r := dc.next; r <= end; r++ {
-		if dc.s.gap[dc.s.c.rev(r)] {
+		if dc.s.gap.get(dc.s.c.rev(r)) {
 			continue
 		}
 		if r == end {
@@ -382,18 +382,18 @@ func (dc *deliveryCheck) upTo(end int64, have []delivered) {
 func (dc *deliveryCheck) revision(r int64, have []delivered) {
 	s, c, w := dc.s, dc.s.c, dc.w
 	ri := c.rev(r)
-	var want []*canonEvent
-	for j := s.canonAt[ri]; j < s.canonAt[ri+1]; j++ {
-		if e := s.canon.at(int(j)); e.rank >= dc.lo && e.rank < dc.hi {
+	var want []canonEvent
+	for j := s.canonAt.get(ri); j < s.canonAt.get(ri+1); j++ {
+		if e := s.canon.get(int(j)); e.rank >= dc.lo && e.rank < dc.hi {
 			want = append(want, e)
 		}
 	}
-	slices.SortFunc(want, func(a, b *canonEvent) int { return int(a.rank - b.rank) })
+	slices.SortFunc(want, func(a, b canonEvent) int { return int(a.rank - b.rank) })
 	wi, hi2 := 0, 0
 	for wi < len(want) || hi2 < len(have) {
 		switch {
 		case hi2 >= len(have) || (wi < len(want) && want[wi].rank < have[hi2].rank):
-			e := want[wi]
+			e := &want[wi]
 			wi++
 			if e.maybe {
 				continue
@@ -410,9 +410,9 @@ func (dc *deliveryCheck) revision(r int64, have []delivered) {
 		default:
 			var prev rec
 			if want[wi].prevExists == 1 {
-				prev = s.prevOfChange(want[wi])
+				prev = s.prevOfChange(&want[wi])
 			}
-			c.checkEvent(w, want[wi], prev, have[hi2], dc.compactions)
+			c.checkEvent(w, &want[wi], prev, have[hi2], dc.compactions)
 			wi++
 			hi2++
 		}

@@ -198,14 +198,14 @@ func (c *checker) event(o *obsEvent) *history.Event { return &o.e }
 func (c *checker) pruneObserved() {
 	n := 0
 	for i := range c.observed {
-		if c.writer[c.rev(c.observed[i].rev)] < 0 {
+		if c.writer.get(c.rev(c.observed[i].rev)) < 0 {
 			n++
 		}
 	}
 	kept := make([]obsEvent, 0, n)
 	for r := range len(c.obsAt) - 1 {
 		start := int32(len(kept))
-		if c.writer[r] < 0 {
+		if c.writer.get(r) < 0 {
 			kept = append(kept, c.observed[c.obsAt[r]:c.obsAt[r+1]]...)
 		}
 		c.obsAt[r] = start

@@ -52,9 +52,16 @@ func TestWatchLogWaysAgree(t *testing.T) {
 			if got := checkWith(t, store, watchLog{path: path}); !reflect.DeepEqual(got, want) {
 				t.Errorf("operations from a store: %+v\nin memory: %+v", got, want)
 			}
-			// The replay's canonical log in blocks of 16 changes: every revision's changes may straddle two.
-			if got := checkOpts(t, store, watchLog{path: path}, Options{Timeout: time.Minute, canonBlock: 16}); !reflect.DeepEqual(got, want) {
-				t.Errorf("the canonical log in blocks of 16: %+v\nin one block: %+v", got, want)
+			// The paged arrays in memory, in pages of 16 changes of the canonical log: every revision's changes
+			// may straddle two.
+			if got := checkOpts(t, store, watchLog{path: path}, Options{Timeout: time.Minute, pageBytes: 16 * 64}); !reflect.DeepEqual(got, want) {
+				t.Errorf("the canonical log in pages of 16: %+v\nin pages of 256: %+v", got, want)
+			}
+			// The paged arrays in files, a page of one or two values each and eight of them in memory: every
+			// step of every pass reads a page back, written out when it changed.
+			paging := Options{Timeout: time.Minute, paging: true, pageDir: t.TempDir(), pageBudget: 1, pageBytes: 1}
+			if got := checkOpts(t, store, watchLog{path: path}, paging); !reflect.DeepEqual(got, want) {
+				t.Errorf("paged arrays in files, eight pages of one value in memory: %+v\nin memory: %+v", got, want)
 			}
 		})
 	}

@@ -15,8 +15,9 @@ type valueRef struct {
 	key    string
 	op     int32
 	branch int8
-	dup    bool // written by more than one request: useless as evidence
-	set    bool // an entry of the dense index (its zero value is no write)
+	dup    bool  // written by more than one request: useless as evidence
+	set    bool  // an entry of the dense index (its zero value is no write)
+	clean  int64 // a mod revision the value was seen with and found right (answered writes), or 0
 }
 
 // valueIndex maps every written value id to the request that wrote it. The run's ids are a client's number
@@ -70,6 +71,20 @@ func (x *valueIndex) get(id uint64) (valueRef, bool) {
 	return ref, ok
 }
 
+// markClean notes that id, of an answered write, was seen with mod revision rev and found right: the same
+// sighting again (a list shows every object's value, again and again) needs no second look, which would
+// read the write's info back from its page.
+func (x *valueIndex) markClean(id uint64, rev int64) {
+	if ref := x.slot(id, false); ref != nil {
+		ref.clean = rev
+		return
+	}
+	if ref, ok := x.other[id]; ok {
+		ref.clean = rev
+		x.other[id] = ref
+	}
+}
+
 // add notes that operation op's branch wrote id to key; a second write of id makes it a duplicate.
 func (x *valueIndex) add(id uint64, op int32, branch int8, key string) {
 	ref := x.slot(id, true)
@@ -112,20 +127,20 @@ func (c *checker) claim(i int32, r int64) {
 	if r <= c.base || r > c.maxRev {
 		return
 	}
-	if w := c.writer[c.rev(r)]; w >= 0 && w != i {
+	if w := c.writer.get(c.rev(r)); w >= 0 && w != i {
 		a, b := c.op(int(w)), c.op(int(i))
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "duplicate revision", Revision: r, Key: opKey(b),
 			Ops: []int{int(w), int(i)}, Time: min(a.Call, b.Call),
 			Message: fmt.Sprintf("two writes took revision %d: %s and %s", r, c.describe(int(w)), c.describe(int(i)))})
 		return
 	}
-	c.writer[c.rev(r)] = i
+	c.writer.set(c.rev(r), i)
 }
 
 // claimAnswered gives every answered write its revision: the response header's.
 func (c *checker) claimAnswered() {
 	c.hist.Scan(func(i int, op *history.Operation) {
-		oi := &c.ops[i]
+		oi := c.ops.get(i)
 		if oi.state != opAcked {
 			return
 		}
@@ -138,10 +153,12 @@ func (c *checker) claimAnswered() {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "malformed response", Key: opKey(op), Ops: []int{i}, Time: op.Call,
 				Message: fmt.Sprintf("the response does not match the request: %s", c.describe(i))})
 			oi.state = opIgnored
+			c.ops.set(i, oi)
 			return
 		}
 		if wrote {
 			oi.wrote, oi.rev = true, oi.hdr
+			c.ops.set(i, oi)
 			c.claim(int32(i), oi.hdr)
 		}
 	})
@@ -171,9 +188,9 @@ func (c *checker) resolveFromWatch(r *history.WatchResponse) {
 
 // claimResolved gives every failed write whose value was seen the revision it was seen with.
 func (c *checker) claimResolved() {
-	for i := range c.ops {
-		if c.ops[i].state == opResolved {
-			c.claim(int32(i), c.ops[i].rev)
+	for i := range c.ops.len() {
+		if c.ops.get(i).state == opResolved {
+			c.claim(int32(i), c.ops.get(i).rev)
 		}
 	}
 }
@@ -224,25 +241,18 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
 		return
 	}
-	oi := &c.ops[ref.op]
+	if ref.clean == kv.ModRevision {
+		return // an answered write's value seen again at the same revision, found right before
+	}
+	oi := c.ops.get(int(ref.op))
 	switch oi.state {
 	case opAcked:
-		if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
-				Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
-				Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
-		}
-		if oi.taken != ref.branch {
-			if rev, ok := ownSighting(c.op(int(ref.op)), kv.Value.ID); ok && rev == kv.ModRevision {
-				c.appliedTwice(ref, kv, oi)
-				return
-			}
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
-				Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
-				Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
+		if c.seeAnswered(kv, at, who, ref, &oi) {
+			c.values.markClean(kv.Value.ID, kv.ModRevision)
 		}
 	case opUnresolved:
 		oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
+		c.ops.set(int(ref.op), oi)
 		c.stats.ResolvedWrites++
 	case opResolved:
 		if oi.rev != kv.ModRevision {
@@ -251,7 +261,30 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 				Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
 		}
 		oi.seen = min(oi.seen, at)
+		c.ops.set(int(ref.op), oi)
 	}
+}
+
+// seeAnswered checks a value seen against its write, which etcd answered (oi): it must be seen at the
+// revision the write was acknowledged at, and only from the branch it took. It reports whether the
+// sighting was found right.
+func (c *checker) seeAnswered(kv *history.KV, at int64, who sighting, ref valueRef, oi *opInfo) bool {
+	found := len(c.vs.list)
+	if oi.wrote && oi.taken == ref.branch && kv.ModRevision != oi.rev {
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "write at wrong revision", Key: kv.Key, Revision: oi.rev,
+			Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
+			Message: fmt.Sprintf("%s was acknowledged at revision %d, but %s it with mod revision %d", c.describe(int(ref.op)), oi.rev, who, kv.ModRevision)})
+	}
+	if oi.taken != ref.branch {
+		if rev, ok := ownSighting(c.op(int(ref.op)), kv.Value.ID); ok && rev == kv.ModRevision {
+			c.appliedTwice(ref, kv, oi)
+			return false
+		}
+		c.vs.add(Violation{Check: CheckLinearizability, Kind: "write from untaken branch", Key: kv.Key, Revision: kv.ModRevision,
+			Ops: append([]int{int(ref.op)}, who.ops()...), Time: min(at, oi.call),
+			Message: fmt.Sprintf("%s value #%d, written by the branch %s did not take", who, kv.Value.ID, c.describe(int(ref.op)))})
+	}
+	return len(c.vs.list) == found
 }
 
 // ownSighting returns the mod revision with which an operation's own answer shows value id, if it does.

@@ -106,7 +106,7 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		return nil, err
 	}
 	b := newStoreBuilder()
-	if b.s.spill, err = spillFile(dir); err != nil {
+	if b.s.spill, err = SpillFile(dir, "operations"); err != nil {
 		return nil, err
 	}
 	var op Operation
@@ -127,19 +127,21 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 	return b.done(), nil
 }
 
-// spillFile creates the file a store keeps its records in, in dir or else in the temporary directory,
-// and removes its name at once.
-func spillFile(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, ".chaosbench-operations-*")
+// SpillFile creates a file to keep what does not fit in memory in (a store's records, a checker's
+// indexes), in dir or else in the temporary directory, and removes its name at once: it goes when it is
+// closed or the process ends, whatever way that happens. name names it while it has a name
+// (".chaosbench-<name>-*").
+func SpillFile(dir, name string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ".chaosbench-"+name+"-*")
 	if err != nil {
 		var err2 error
-		if f, err2 = os.CreateTemp("", "chaosbench-operations-*"); err2 != nil {
-			return nil, fmt.Errorf("operation store: %w", errors.Join(err, err2))
+		if f, err2 = os.CreateTemp("", "chaosbench-"+name+"-*"); err2 != nil {
+			return nil, fmt.Errorf("spill file: %w", errors.Join(err, err2))
 		}
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("operation store: %w", err)
+		return nil, fmt.Errorf("spill file: %w", err)
 	}
 	return f, nil
 }

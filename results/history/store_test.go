@@ -31,7 +31,7 @@ func TestOperationStore(t *testing.T) {
 			b.chunk, b.s.window = 1<<10, 300
 			if spill {
 				var err error
-				if b.s.spill, err = spillFile(t.TempDir()); err != nil {
+				if b.s.spill, err = SpillFile(t.TempDir(), "operations"); err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { b.s.Close() })
@@ -89,7 +89,7 @@ func loadStore(t *testing.T, dir string) *OperationStore {
 func TestOperationStoreSpillElsewhere(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	f, err := spillFile(filepath.Join(tmp, "missing"))
+	f, err := SpillFile(filepath.Join(tmp, "missing"), "operations")
 	if err != nil {
 		t.Fatal(err)
 	}

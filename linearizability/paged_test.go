@@ -1,0 +1,92 @@
+package linearizability
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// TestPagedAgreesWithSlice: a paged array in a file, a few pages of it in memory, holds what a slice
+// holds through random reads, writes and appends, every page written out and read back many times.
+func TestPagedAgreesWithSlice(t *testing.T) {
+	type rec struct {
+		a int64
+		b int32
+		c bool
+	}
+	for _, file := range []bool{false, true} {
+		var f *os.File
+		if file {
+			var err error
+			if f, err = os.CreateTemp(t.TempDir(), "paged"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := newPaged[rec](f, 1000, 1, 64) // four values a page, eight pages in memory
+		want := make([]rec, 1000)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for step := range 200_000 {
+			switch i := rng.IntN(len(want)); rng.IntN(10) {
+			case 0:
+				v := rec{a: int64(step), b: int32(i), c: step%2 == 0}
+				a.add(v)
+				want = append(want, v)
+			case 1, 2, 3, 4:
+				v := rec{a: rng.Int64(), b: rng.Int32(), c: rng.IntN(2) == 0}
+				a.set(i, v)
+				want[i] = v
+			default:
+				if got := a.get(i); got != want[i] {
+					t.Fatalf("file %v, step %d: value %d is %+v, want %+v", file, step, i, got, want[i])
+				}
+			}
+		}
+		if a.len() != len(want) {
+			t.Fatalf("len %d, want %d", a.len(), len(want))
+		}
+		for i := range want {
+			if got := a.get(i); got != want[i] {
+				t.Fatalf("file %v: value %d is %+v, want %+v", file, i, got, want[i])
+			}
+		}
+		if file && len(a.ring) != minPages {
+			t.Errorf("%d pages in memory, want %d", len(a.ring), minPages)
+		}
+		a.close()
+	}
+}
+
+// TestPagedRefusesPointers: a type the garbage collector must see into cannot be paged out.
+func TestPagedRefusesPointers(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("a paged array of a type with a pointer was made")
+		}
+	}()
+	newPaged[struct {
+		n int
+		s string
+	}](nil, 1, 0, 0)
+}
+
+// TestPagedReadError: a page that cannot be read back panics with a spillError, which check turns into
+// its error: a value not read is never taken for zero.
+func TestPagedReadError(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "paged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newPaged[int64](f, 100, 1, 8)
+	for i := range 100 {
+		a.set(i, int64(i))
+	}
+	f.Close()
+	defer func() {
+		e, ok := recover().(*spillError)
+		if !ok || !errors.Is(e, os.ErrClosed) {
+			t.Errorf("recovered %v, want a spillError of a closed file", e)
+		}
+	}()
+	a.get(0)
+}
