@@ -46,6 +46,8 @@ func (e *spillError) Unwrap() error { return e.err }
 //
 // get returns a copy and set writes one value: no pointer into a page escapes, so reading a page back
 // over one that is evicted can never leave a caller writing to a page no longer in the array.
+// An array is not safe for concurrent use: even get moves the clock. The per-key checks, which run on
+// every CPU, work on what they copied out.
 type paged[T any] struct {
 	f     *os.File
 	n     int
