@@ -174,7 +174,9 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
-	c.observed, c.obsAt = nil, nil // the replay was the last reader of what watchers saw
+	c.observed.close() // the replay was the last reader of what watchers saw
+	c.obsAt.close()
+	c.observed, c.obsAt = nil, nil
 	c.checkRealTime()
 	globalSecs := time.Since(t0).Seconds()
 	t1 := time.Now()

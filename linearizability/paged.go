@@ -5,12 +5,14 @@ package linearizability
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"os"
 	"reflect"
+	"slices"
 	"unsafe"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
@@ -213,4 +215,70 @@ func newArray[T any](c *checker, n int) *paged[T] {
 	a := newPaged[T](f, n, cmp.Or(c.pageBudget, pageBudget), cmp.Or(c.pageBytes, pageBytes))
 	c.paged = append(c.paged, a.close)
 	return a
+}
+
+// sortPaged sorts array a by cmp, which must order every two values (no ties between different values:
+// the order of equal ones is not kept), and returns the sorted array: a itself when it fits in memory
+// at once, otherwise a new one, a's file given back. Runs of what fits in memory are sorted in place, then
+// merged, each run read in order.
+func sortPaged[T any](c *checker, a *paged[T], cmp func(T, T) int) *paged[T] {
+	run := a.n
+	if a.f != nil {
+		run = max(a.limit<<a.shift/2, 1) // the other half is for the pages the merge reads and writes
+	}
+	buf := make([]T, 0, min(run, a.n))
+	for lo := 0; lo < a.n; lo += run {
+		buf = buf[:0]
+		for i := lo; i < min(lo+run, a.n); i++ {
+			buf = append(buf, a.get(i))
+		}
+		slices.SortFunc(buf, cmp)
+		for i, v := range buf {
+			a.set(lo+i, v)
+		}
+	}
+	if a.n <= run {
+		return a
+	}
+	buf = nil
+	m := &merge[T]{a: a, cmp: cmp}
+	for lo := 0; lo < a.n; lo += run {
+		m.runs = append(m.runs, cursor[T]{head: a.get(lo), pos: lo, end: min(lo+run, a.n)})
+	}
+	heap.Init(m)
+	out := newArray[T](c, 0)
+	for len(m.runs) > 0 {
+		r := &m.runs[0]
+		out.add(r.head)
+		if r.pos++; r.pos < r.end {
+			r.head = a.get(r.pos)
+			heap.Fix(m, 0)
+		} else {
+			heap.Pop(m)
+		}
+	}
+	a.close()
+	return out
+}
+
+// merge is the runs sortPaged merges, a heap by their next value.
+type merge[T any] struct {
+	a    *paged[T]
+	cmp  func(T, T) int
+	runs []cursor[T]
+}
+
+type cursor[T any] struct {
+	head     T
+	pos, end int
+}
+
+func (m *merge[T]) Len() int           { return len(m.runs) }
+func (m *merge[T]) Less(i, j int) bool { return m.cmp(m.runs[i].head, m.runs[j].head) < 0 }
+func (m *merge[T]) Swap(i, j int)      { m.runs[i], m.runs[j] = m.runs[j], m.runs[i] }
+func (m *merge[T]) Push(x any)         { m.runs = append(m.runs, x.(cursor[T])) }
+func (m *merge[T]) Pop() any {
+	x := m.runs[len(m.runs)-1]
+	m.runs = m.runs[:len(m.runs)-1]
+	return x
 }

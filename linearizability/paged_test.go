@@ -1,9 +1,11 @@
 package linearizability
 
 import (
+	"cmp"
 	"errors"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -89,4 +91,36 @@ func TestPagedReadError(t *testing.T) {
 		}
 	}()
 	a.get(0)
+}
+
+// TestSortPaged: an array sorted in runs that fit in its pages in memory, then merged, is in order and
+// holds what it held, in memory (one run) and in a file (many).
+func TestSortPaged(t *testing.T) {
+	for _, paging := range []bool{false, true} {
+		c := &checker{paging: paging, pageDir: t.TempDir(), pageBudget: 1, pageBytes: 64}
+		a := newArray[int64](c, 0)
+		rng := rand.New(rand.NewPCG(3, 4))
+		var want []int64
+		for range 10_000 {
+			v := rng.Int64N(1 << 20)
+			a.add(v)
+			want = append(want, v)
+		}
+		slices.Sort(want)
+		got := sortPaged(c, a, cmp.Compare[int64])
+		if got.len() != len(want) {
+			t.Fatalf("paging %v: %d values sorted, want %d", paging, got.len(), len(want))
+		}
+		for i := range want {
+			if v := got.get(i); v != want[i] {
+				t.Fatalf("paging %v: value %d is %d, want %d", paging, i, v, want[i])
+			}
+		}
+		if paging == (got == a) {
+			t.Errorf("paging %v: sorted in place %v", paging, got == a)
+		}
+		for _, close := range c.paged {
+			close()
+		}
+	}
 }

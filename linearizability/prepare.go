@@ -30,8 +30,8 @@ type checker struct {
 	twice    map[int32]bool // transactions found applied twice, reported once each
 	writer   *paged[int32]  // by revision-base: the operation that wrote it, -1 none known
 	existed  *paged[int64]  // by revision-base: earliest time some revision >= it was known to exist
-	observed []obsEvent
-	obsAt    []int32 // by revision-base: start of its events in observed; obsAt[len] = len(observed)
+	observed *paged[obsEvent]
+	obsAt    *paged[int32] // by revision-base: start of its events in observed; obsAt[len] = len(observed)
 
 	// Uncertainty: revisions whose writer is unknown, and what might have written them.
 	gaps      []int64 // revisions nobody observed and no answered or resolved operation wrote
@@ -107,10 +107,10 @@ func (c *checker) prepare() error {
 	c.claimAnswered()
 	c.resolveFromAnswers()
 	c.initExisted()
-	var places []obsPlace
+	places := newArray[obsPlace](c, 0)
 	c.eachWatch(func(i int32, r *history.WatchResponse) {
 		c.resolveFromWatch(r)
-		places = c.placeObserved(places, i, r)
+		c.placeObserved(places, i, r)
 		c.noteExistedWatch(r)
 	})
 	c.claimResolved()

@@ -91,12 +91,18 @@ func (a obsPlace) sameChange(b obsPlace) bool { return a.rev == b.rev && a.rank 
 
 // obsEvent is one event seen by a watcher, for the union of what all watchers saw: the first watch record
 // (in file order) that carried an event of its revision and key, and a copy of that event without its
-// previous value.
+// previous value and its key (the place's rank names it), so that the union can be paged.
 type obsEvent struct {
 	obsPlace
-	watcher int
-	time    int64
-	e       history.Event
+	watcher  int
+	time     int64
+	del      bool
+	isCreate bool
+	value    history.Value
+	create   int64
+	mod      int64
+	version  int64
+	lease    int64
 }
 
 // placeOf returns the place of the j-th event of record i, r, and false when its revision is outside the
@@ -110,13 +116,12 @@ func (c *checker) placeOf(i int32, r *history.WatchResponse, j int) (obsPlace, b
 }
 
 // placeObserved appends the places of record i's events within the run's revisions to places.
-func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResponse) []obsPlace {
+func (c *checker) placeObserved(places *paged[obsPlace], i int32, r *history.WatchResponse) {
 	for j := range r.Events {
 		if p, ok := c.placeOf(i, r, j); ok {
-			places = append(places, p)
+			places.add(p)
 		}
 	}
-	return places
 }
 
 // unionObserved collects every event any watcher saw, by revision and key, from the places of all of them.
@@ -124,32 +129,28 @@ func (c *checker) placeObserved(places []obsPlace, i int32, r *history.WatchResp
 // known, from them. The first event of each revision and key is the one kept; another pass over the
 // records copies it and compares every other event with it, so that only one event per revision and key
 // is held.
-func (c *checker) unionObserved(all []obsPlace) {
-	slices.SortFunc(all, obsPlace.compare)
-	first := func(i int) bool { return i == 0 || !all[i-1].sameChange(all[i]) }
-	firsts := 0
-	for i := range all {
-		if first(i) {
-			firsts++
+func (c *checker) unionObserved(places *paged[obsPlace]) {
+	all := sortPaged(c, places, obsPlace.compare)
+	c.observed = newArray[obsEvent](c, 0)
+	var last obsPlace
+	for i := range all.len() {
+		if p := all.get(i); i == 0 || !last.sameChange(p) {
+			c.observed.add(obsEvent{obsPlace: p})
+			last = p
 		}
 	}
-	c.observed = make([]obsEvent, 0, firsts) // exactly: the union is held for the whole replay
-	for i, p := range all {
-		if first(i) {
-			c.observed = append(c.observed, obsEvent{obsPlace: p})
-		}
-	}
+	all.close()
 	c.checkObservedAgree()
 	n := c.rev(c.maxRev) + 1
-	c.obsAt = make([]int32, n+1)
+	c.obsAt = newArray[int32](c, n+1)
 	j := 0
 	for r := range n {
-		c.obsAt[r] = int32(j)
-		for j < len(c.observed) && c.rev(c.observed[j].rev) == r {
+		c.obsAt.set(r, int32(j))
+		for j < c.observed.len() && c.rev(c.observed.get(j).rev) == r {
 			j++
 		}
 	}
-	c.obsAt[n] = int32(len(c.observed))
+	c.obsAt.set(n, int32(c.observed.len()))
 }
 
 // checkObservedAgree copies the first event of each revision and key into the union, and reports every other
@@ -167,18 +168,22 @@ func (c *checker) checkObservedAgree() {
 				continue
 			}
 			e := &r.Events[j]
-			k, _ := slices.BinarySearchFunc(c.observed, o, func(a obsEvent, b obsPlace) int {
-				return cmp.Or(cmp.Compare(a.rev, b.rev), cmp.Compare(a.rank, b.rank))
+			k := sort.Search(c.observed.len(), func(k int) bool {
+				a := c.observed.get(k)
+				return cmp.Or(cmp.Compare(a.rev, o.rev), cmp.Compare(a.rank, o.rank)) >= 0
 			})
-			first := &c.observed[k]
+			first := c.observed.get(k)
 			if first.rec == i && first.ev == int32(j) {
-				first.watcher, first.time, first.e = r.Watcher, r.Time, *e
-				first.e.PrevKV = nil
+				first.watcher, first.time = r.Watcher, r.Time
+				first.del, first.isCreate = e.Type == history.EventDelete, e.IsCreate
+				kv := &e.KV
+				first.value, first.create, first.mod, first.version, first.lease = kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
+				c.observed.set(k, first)
 				continue
 			}
-			if first.e.Type != e.Type || !sameRecord(&first.e.KV, &e.KV) {
+			if fe := c.event(&first); fe.Type != e.Type || !sameRecord(&fe.KV, &e.KV) {
 				found = append(found, disagreement{at: o, v: Violation{Check: CheckWatch, Kind: "watchers disagree", Key: e.KV.Key, Revision: o.rev, Watcher: r.Watcher, Time: min(first.time, r.Time),
-					Message: fmt.Sprintf("watcher %d received %s but watcher %d received %s", first.watcher, describeEvent(&first.e), r.Watcher, describeEvent(e))}})
+					Message: fmt.Sprintf("watcher %d received %s but watcher %d received %s", first.watcher, describeEvent(fe), r.Watcher, describeEvent(e))}})
 			}
 		}
 	})
@@ -188,36 +193,48 @@ func (c *checker) checkObservedAgree() {
 	}
 }
 
-// event is the watch event an observed event holds.
-func (c *checker) event(o *obsEvent) *history.Event { return &o.e }
+// event is the watch event an observed event holds (without its previous value).
+func (c *checker) event(o *obsEvent) *history.Event {
+	e := &history.Event{Type: history.EventPut, IsCreate: o.isCreate, KV: history.KV{Key: c.key(o.rank), Value: o.value,
+		CreateRevision: o.create, ModRevision: o.mod, Version: o.version, Lease: o.lease}}
+	if o.del {
+		e.Type = history.EventDelete
+	}
+	return e
+}
 
 // pruneObserved keeps, of the union of what watchers saw, only the revisions nobody is known to have
 // written: the replay applies those from it and every other revision from its writer, and no pass reads
 // the union for any other revision once the writers are known. On a kube-shaped history that is a few
 // hundred revisions of hundreds of thousands.
 func (c *checker) pruneObserved() {
-	n := 0
-	for i := range c.observed {
-		if c.writer.get(c.rev(c.observed[i].rev)) < 0 {
-			n++
-		}
-	}
-	kept := make([]obsEvent, 0, n)
-	for r := range len(c.obsAt) - 1 {
-		start := int32(len(kept))
+	kept := newArray[obsEvent](c, 0)
+	for r := range c.obsAt.len() - 1 {
+		from, to := c.obsAt.get(r), c.obsAt.get(r+1)
+		c.obsAt.set(r, int32(kept.len()))
 		if c.writer.get(r) < 0 {
-			kept = append(kept, c.observed[c.obsAt[r]:c.obsAt[r+1]]...)
+			for j := from; j < to; j++ {
+				kept.add(c.observed.get(int(j)))
+			}
 		}
-		c.obsAt[r] = start
 	}
-	c.obsAt[len(c.obsAt)-1] = int32(len(kept))
+	c.obsAt.set(c.obsAt.len()-1, int32(kept.len()))
+	c.observed.close()
 	c.observed = kept
 }
 
-// observedAt is what watchers saw happen at revision r, one event per key.
+// observedAt is what watchers saw happen at revision r, one event per key (a copy).
 func (c *checker) observedAt(r int64) []obsEvent {
 	i := c.rev(r)
-	return c.observed[c.obsAt[i]:c.obsAt[i+1]]
+	from, to := c.obsAt.get(i), c.obsAt.get(i+1)
+	if from == to {
+		return nil
+	}
+	obs := make([]obsEvent, 0, to-from)
+	for j := from; j < to; j++ {
+		obs = append(obs, c.observed.get(int(j)))
+	}
+	return obs
 }
 
 // sameRecord reports whether two key-values are the same record (delete events carry only the key and
