@@ -282,3 +282,42 @@ func (m *merge[T]) Pop() any {
 	m.runs = m.runs[:len(m.runs)-1]
 	return x
 }
+
+// keyLists is a list of numbers per key rank (the operations that project onto a key, the changes of a
+// key), in one paged array sorted by key: key k's are all[from[k]:from[k+1]], in increasing order. What
+// it holds in memory grows with the keys; the lists themselves are paged.
+type keyLists struct {
+	from []int
+	all  *paged[int32]
+}
+
+// keyEntry is number v of key rank k's list.
+type keyEntry struct{ k, v int32 }
+
+// keyLists sorts entries (given back) into the lists of keys ranks.
+func (c *checker) keyLists(entries *paged[keyEntry], keys int) keyLists {
+	sorted := sortPaged(c, entries, func(a, b keyEntry) int { return cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.v, b.v)) })
+	l := keyLists{from: make([]int, keys+1), all: newArray[int32](c, sorted.len())}
+	for i := range sorted.len() {
+		e := sorted.get(i)
+		l.from[e.k+1]++
+		l.all.set(i, e.v)
+	}
+	sorted.close()
+	for k := range keys {
+		l.from[k+1] += l.from[k]
+	}
+	return l
+}
+
+// count returns the length of key rank k's list.
+func (l keyLists) count(k int32) int { return l.from[k+1] - l.from[k] }
+
+// list returns a copy of key rank k's list.
+func (l keyLists) list(k int32) []int32 {
+	out := make([]int32, 0, l.count(k))
+	for i := l.from[k]; i < l.from[k+1]; i++ {
+		out = append(out, l.all.get(i))
+	}
+	return out
+}

@@ -41,7 +41,7 @@ type perKeyResult struct {
 // keyIndex lists, per key, the operations that project onto it (see project), in file order, and the keys
 // ever attached to each lease. It is the per-key checks' index: their operations are built a batch of
 // keys at a time from it, so that the check never holds the whole history projected.
-func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
+func (c *checker) keyIndex() (keyLists, map[int64][]int32) {
 	leaseKeys := map[int64][]int32{}
 	c.hist.Scan(func(_ int, op *history.Operation) {
 		v, ok := viewOf(op)
@@ -61,23 +61,23 @@ func (c *checker) keyIndex() ([][]int32, map[int64][]int32) {
 		slices.Sort(ks)
 		leaseKeys[l] = slices.Compact(ks)
 	}
-	index := make([][]int32, len(c.ks.keys))
+	entries := newArray[keyEntry](c, 0)
 	p := projection{keysOnly: true}
 	for i := range c.hist.Len() {
 		c.project(i, leaseKeys, 0, int32(len(c.ks.keys)), &p)
 		for _, e := range p.keys {
-			index[e.k] = append(index[e.k], int32(i))
+			entries.add(keyEntry{k: e.k, v: int32(i)})
 		}
 	}
-	return index, leaseKeys
+	return c.keyLists(entries, len(c.ks.keys)), leaseKeys
 }
 
 // buildKeyOps projects the operations of keys [lo, hi) onto them, one slice per key (byKey[k-lo]) in
 // call order, from the index keyIndex built.
-func (c *checker) buildKeyOps(index [][]int32, leaseKeys map[int64][]int32, lo, hi int32) [][]*keyOp {
+func (c *checker) buildKeyOps(index keyLists, leaseKeys map[int64][]int32, lo, hi int32) [][]*keyOp {
 	var ops []int32
 	for k := lo; k < hi; k++ {
-		ops = append(ops, index[k]...)
+		ops = append(ops, index.list(k)...)
 	}
 	slices.Sort(ops)
 	ops = slices.Compact(ops)
@@ -277,7 +277,7 @@ func (c *checker) projectStep(sub *history.Request, res *history.Response, b int
 // segment is long enough. The next segment starts from the replay's state of the key after the last write
 // before the cut: exact when nothing unobserved may have touched the key, otherwise widened to every state
 // an unobserved write or a lease expiry could have left.
-func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *sweep) []segment {
+func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist keyLists, s *sweep) []segment {
 	initial := []kstate{{}}
 	if c.preRun {
 		initial = []kstate{{any: true}}
@@ -293,6 +293,7 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 		var maxRet, maxWrite, maxSeen int64
 		uncertain := false
 		observes := false
+		var hist []int32 // the key's changes, read when the first cut needs them
 		flush := func(end int) {
 			if observes {
 				out = append(out, segment{rank: int32(k), ops: ops[start:end], init: init})
@@ -302,7 +303,10 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist [][]int32, s *swe
 			call := c.ops.get(int(ko.op)).call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
-				init = c.stateAfter(s, keyHist[k], int32(k), maxWrite, maxSeen, uncertain)
+				if hist == nil {
+					hist = keyHist.list(int32(k))
+				}
+				init = c.stateAfter(s, hist, int32(k), maxWrite, maxSeen, uncertain)
 				start, uncertain, observes = j, false, false
 			}
 			observes = observes || ko.observes
@@ -357,17 +361,20 @@ const perKeyBatch = 8_000
 // of about perKeyBatch operations; only a batch's operations are projected at a time.
 func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	index, leaseKeys := c.keyIndex()
-	keyHist := make([][]int32, len(c.ks.keys))
+	changes := newArray[keyEntry](c, 0)
 	for i := range s.canon.len() {
-		k := s.canon.get(i).rank
-		keyHist[k] = append(keyHist[k], int32(i))
+		changes.add(keyEntry{k: s.canon.get(i).rank, v: int32(i)})
 	}
+	keyHist := c.keyLists(changes, len(c.ks.keys))
+	defer keyHist.all.close()
+	defer index.all.close()
 	m := &keyModel{mayExpire: c.mayExpire}
 	var res perKeyResult
-	for lo := int32(0); lo < int32(len(index)); {
+	keys := int32(len(c.ks.keys))
+	for lo := int32(0); lo < keys; {
 		hi, n := lo, 0
-		for hi < int32(len(index)) && (hi == lo || n+len(index[hi]) <= perKeyBatch) {
-			n += len(index[hi])
+		for hi < keys && (hi == lo || n+index.count(hi) <= perKeyBatch) {
+			n += index.count(hi)
 			hi++
 		}
 		segs := c.segments(c.buildKeyOps(index, leaseKeys, lo, hi), lo, keyHist, s)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
@@ -27,21 +28,22 @@ type opAt struct {
 }
 
 // callSteps is the latest call of the operations placed before a place, as a step function of the place:
-// at steps[i].at and after, the latest call is steps[i].call, by operation steps[i].op.
-type callSteps []callStep
+// at step i's place and after, the latest call is its call, by its operation. It is paged.
+type callSteps struct{ *paged[callStep] }
 
 type callStep struct {
 	at, call int64
 	op       int32
 }
 
-// before returns the step in force for places strictly before at, or nil when nothing is placed before it.
-func (cs callSteps) before(at int64) *callStep {
-	i, _ := slices.BinarySearchFunc(cs, at, func(s callStep, at int64) int { return cmp.Compare(s.at, at) })
+// before returns the step in force for places strictly before at, or false when nothing is placed before
+// it.
+func (cs callSteps) before(at int64) (callStep, bool) {
+	i := sort.Search(cs.len(), func(i int) bool { return cs.get(i).at >= at })
 	if i == 0 {
-		return nil
+		return callStep{}, false
 	}
-	return &cs[i-1]
+	return cs.get(i - 1), true
 }
 
 // checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
@@ -53,13 +55,13 @@ func (cs callSteps) before(at int64) *callStep {
 // The operations are sorted by place; the watch records, which are most of what is placed, are not held:
 // each is compared, as watch.bin is read once more, with the latest call placed before it.
 func (c *checker) checkRealTime() {
-	ops := make([]opAt, 0, c.hist.Len())
+	ops := newArray[opAt](c, 0)
 	for i := range c.hist.Len() {
 		if at, ok := c.revPlace(int32(i)); ok {
-			ops = append(ops, opAt{at: at, op: int32(i)})
+			ops.add(opAt{at: at, op: int32(i)})
 		}
 	}
-	slices.SortFunc(ops, func(a, b opAt) int {
+	ops = sortPaged(c, ops, func(a, b opAt) int {
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.op, b.op))
 	})
 	// One violation per operation placed too early (a stale read contradicts every later write it
@@ -71,35 +73,38 @@ func (c *checker) checkRealTime() {
 			first[early] = late
 		}
 	}
-	steps := callSteps{}
+	steps := callSteps{newArray[callStep](c, 0)}
+	defer steps.close()
 	maxCall, arg := int64(-infinity), int32(-1)
-	for i := 0; i < len(ops); {
+	for i := 0; i < ops.len(); {
+		at := ops.get(i).at
 		j := i
-		for j < len(ops) && ops[j].at == ops[i].at {
+		for j < ops.len() && ops.get(j).at == at {
 			j++
 		}
-		for _, o := range ops[i:j] {
-			if p := c.placedOp(o.op); p.ret < maxCall {
+		for k := i; k < j; k++ {
+			if p := c.placedOp(ops.get(k).op); p.ret < maxCall {
 				contradict(arg, p)
 			}
 		}
-		for _, o := range ops[i:j] {
+		for k := i; k < j; k++ {
+			o := ops.get(k)
 			if call := c.ops.get(int(o.op)).call; call > maxCall {
 				maxCall, arg = call, o.op
 			}
 		}
-		if len(steps) == 0 || steps[len(steps)-1].call != maxCall {
-			steps = append(steps, callStep{at: ops[i].at, call: maxCall, op: arg})
+		if steps.len() == 0 || steps.get(steps.len()-1).call != maxCall {
+			steps.add(callStep{at: at, call: maxCall, op: arg})
 		}
 		i = j
 	}
-	ops = nil
+	ops.close()
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		if r.Revision <= 0 || r.Error != "" {
 			return
 		}
 		at := 2*r.Revision + 1
-		if st := steps.before(at); st != nil && r.Time < st.call {
+		if st, ok := steps.before(at); ok && r.Time < st.call {
 			contradict(st.op, placed{at: at, call: -infinity, ret: r.Time, op: -1, watcher: int32(r.Watcher)})
 		}
 	})

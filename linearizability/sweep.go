@@ -7,7 +7,6 @@ package linearizability
 import (
 	"cmp"
 	"fmt"
-	"slices"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
@@ -76,21 +75,20 @@ func (c *checker) replay() *sweep {
 		}
 	}
 	obs := c.observations()
+	defer obs.close()
 	j := 0
 	s.cur = c.base
-	for j < len(obs) && obs[j].at <= c.base {
-		if obs[j].at == c.base {
-			s.observe(obs[j].op)
+	for ; j < obs.len() && obs.get(j).at <= c.base; j++ {
+		if o := obs.get(j); o.at == c.base {
+			s.observe(o.op)
 		}
-		j++
 	}
 	for r := c.base + 1; r <= c.maxRev; r++ {
 		s.cur = r
 		s.canonAt.set(c.rev(r), int32(s.canon.len()))
 		s.revision(r)
-		for j < len(obs) && obs[j].at == r {
-			s.observe(obs[j].op)
-			j++
+		for ; j < obs.len() && obs.get(j).at == r; j++ {
+			s.observe(obs.get(j).op)
 		}
 		s.checkRevokesAt(r)
 	}
@@ -98,9 +96,10 @@ func (c *checker) replay() *sweep {
 	return s
 }
 
-// observations lists the answered operations that wrote nothing, by the revision whose state they show.
-func (c *checker) observations() []observation {
-	var obs []observation
+// observations lists the answered operations that wrote nothing, by the revision whose state they show
+// (and, at one revision, in file order).
+func (c *checker) observations() *paged[observation] {
+	obs := newArray[observation](c, 0)
 	for i := range c.hist.Len() {
 		oi := c.ops.get(i)
 		if oi.state != opAcked || oi.wrote {
@@ -124,10 +123,9 @@ func (c *checker) observations() []observation {
 		if at < c.base || at > c.maxRev {
 			continue
 		}
-		obs = append(obs, observation{at: at, op: int32(i)})
+		obs.add(observation{at: at, op: int32(i)})
 	}
-	slices.SortStableFunc(obs, func(a, b observation) int { return cmp.Compare(a.at, b.at) })
-	return obs
+	return sortPaged(c, obs, func(a, b observation) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.op, b.op)) })
 }
 
 // checkOf is the check an answer's findings belong to: a serializable read's are the serializable
