@@ -125,19 +125,9 @@
 // request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
 // watch records.
 //
-// What the checker derives per operation (the opInfo), per revision (its writer, when it existed, where
-// its changes begin in the canonical log, whether nobody knows what was written) and per change (the
-// replay's canonical log, and the previous versions it names) is in paged arrays (paged.go): fixed-size
-// values without pointers, in pages of 16 KB, each array in a file of its own without a name next to the
-// history, of which at most 4 MB is in memory (a clock picks the page to write out). The passes go mostly
-// in file order or revision order, which is about time order, so a page read back is used whole. The one
-// pass that jumped about, matching every value a list returns with its write (a list shows every object,
-// written any time before), remembers in the value index which values it found right at which revision,
-// and looks at a write's info again only for a sighting it has not met. A page that cannot be written or
-// read ends the check with that error: it decided nothing. Check, on a history in memory, keeps the pages
-// in memory. Every pass that needs them (the keys and revisions they name, the watchers and
-// what they vouch for, the writes they resolve, when revisions existed, the union of what watchers saw,
-// the real-time evidence, the watch checks) reads watch.bin again, in file order; the file is written once
+// Every pass that needs the watch records (the keys and revisions they name, the watchers and what they
+// vouch for, the writes they resolve, when revisions existed, the union of what watchers saw, the
+// real-time evidence, the watch checks) reads watch.bin again, in file order; the file is written once
 // and read the same way each time, so every pass sees the same records with the same numbers. The watch
 // checks take every watcher at once, in that one order: each response is checked as it arrives, and what
 // a watcher received is compared with the replay a revision at a time, as soon as an event of a later
@@ -148,68 +138,62 @@
 // findings are reported in the order the one-watcher-at-a-time check reported them, so the report is the
 // same, violation for violation (Check, on a history in memory, goes through the same passes).
 //
-// What still grows with the run, and by how much (kube-shaped histories: about 0.6 revisions and 0.7
-// changes per operation, 1.8 watch events per operation):
+// What the checker derives per operation, per revision, per change and per watch event is in paged arrays
+// (paged.go): fixed-size values without pointers, in pages of 16 KB, each array in a file of its own
+// without a name next to the history, of which at most 4 MB is in memory (a clock picks the page to
+// write out). That is the opInfo; each revision's writer, when it existed, where its changes and its
+// observed events begin, whether nobody knows what was written; the replay's canonical log and the
+// previous versions it names; the union of what watchers saw and the places of every watch event it is
+// built from; the answered reads by revision; the real-time order and its steps; the per-key checks'
+// index and each key's changes (per key, only where its list begins). What is sorted is sorted in runs
+// of what fits in memory, then merged (sortPaged). The passes go mostly in file order or revision order,
+// which is about time order, so a page read back is used whole. The one pass that jumped about, matching
+// every value a list returns with its write (a list shows every object, written any time before),
+// remembers in the value index which values it found right at which revision, and looks at a write's
+// info again only for a sighting it has not met. A page that cannot be written or read ends the check with
+// that error: it decided nothing. Check, on a history in memory, keeps the pages in memory.
 //
-//   - the operations: where each one's record is in the store (8 bytes; the record itself, about 47, is on
-//     disk) and the distinct key-values its answers hold (the store's, once: about 27 bytes per operation),
-//     the answered reads by revision for the replay (8 bytes), the real-time order (16 bytes per operation
-//     placed, and 24 per place where the latest call rises, while it is checked; the watch records are
-//     compared with it as watch.bin is read, not held), the per-key checks' index (4 bytes per operation
-//     and key it projects on) and, while values are matched with writes, the value index (32 bytes per
-//     value written). This is linear in the number of operations: the global layer replays writes in
-//     revision order and the per-key layer checks whole key histories, and both look up operations by
-//     number at any time;
-//   - the revisions: where each one's observed events begin (4 bytes), each key's changes for the
-//     per-key checks (4 bytes per change) and, until the writers are known, the union of
-//     what watchers saw (about 150 bytes per revision and key any watcher saw; then only the revisions
-//     nobody is known to have written stay, for the replay);
-//   - while the union is built, 24 bytes per watch event, released before the replay.
+// What still grows with the run in memory (kube-shaped histories: about 0.6 revisions and 0.7 changes per
+// operation, 1.8 watch events per operation):
 //
-// What no longer grows with the run: the decoded watch records and events (about half of a loaded kube
-// history), of which the check holds at most the events of one revision per watcher, plus the records of
-// watchers whose events came out of order; the operations' records, on disk; what the checker derives
-// per operation, per revision and per change, in paged arrays (about 100 bytes per operation of a
-// kube-shaped history, in files, with at most 4 MB of each array in memory); the per-key checks'
-// projections, 8,000 operations at a time. The keys (their names, ranks and replay state) grow with the
-// number of keys, not the run's length. For kube-shaped histories the peak live heap is about 300 bytes
-// per operation (1.4 KB when the watch records were held, 950 bytes when the operations were held
-// decoded, 500 with their records in memory): still linear.
+//   - the operation store: where each record is (8 bytes per operation; the record itself, about 47, is
+//     on disk) and the distinct key-values the answers hold (the store's, once: about 27 bytes per
+//     operation);
+//   - while values are matched with writes, the value index (32 bytes per value written);
+//   - the page tables of the paged arrays (8 bytes per 16 KB page), and the violations found.
+//
+// The keys grow with the number of keys, not the run's length: their names, ranks and replay state, where
+// each key's lists begin, the leases. So do the watchers' spans. Measured, the live heap after each phase
+// (two full collections from the check itself): 42 MB for the 10-minute history (311,082 operations,
+// 60,780 keys) and 110 MB for the 35-minute one (1,098,944 operations, 211,115 keys); 64 and 201 MB before
+// the arrays were paged. Of the 35-minute history's 110 MB, the operation store holds about 48 (its key-
+// values 27, where its records are 10, strings 11), the keys and the replay's state per key about 30, the
+// pages in memory about 25. Kube-shaped histories add keys as fast as operations (pods and events come
+// and go under new names), so these figures do not tell the two apart; the store's key-values and record
+// index are what grows with the operations alone. Peaks within a phase come from state whose size is
+// bounded: the history format's own table while the store loads (it starts afresh every 262,144 strings)
+// and the runs being sorted (half of an array's budget).
 //
 // The union of what watchers saw keeps, of the events of one revision and key, the first in file order
 // (and within a record, the first), and holds every other one to it: before, events of one record tied
 // and either could be kept; they disagree only when the record itself is a violation.
 //
-// Not done yet, and why it is harder: holding only the keys and the operations in flight means sweeping
-// the operations in revision order with a bounded window and dropping each once the sweep and its key's
-// porcupine segment have passed it. The passes above use the future in ways a sweep must replace: a
-// failed write is resolved by a sighting of its value any time later, a revision's existence time is the
-// earliest of every later evidence, a lease's earliest expiry comes from every keep-alive, and a
-// watcher's span runs to its last event. Failed writes of unknown outcome and watchers that lag far behind
-// would then bound memory (every revision since the oldest of them).
+// Not done yet: the operation store's key-values and record index. Paging them takes a table of
+// key-values without pointers (the key as its string's number) and decoding a list's key-values into the
+// decoder's memory instead of pointing into the table, in results/history; then what the check holds in
+// memory grows with the keys alone, plus fixed budgets. Disk still grows with the run: the pages are files.
 //
-// The way we mean to take (the 35-minute history's live heap peaked at about 340 MB, in the real-time
-// check, and is now about 300 MB, in the replay, with the real-time check at 275 MB and the per-key
-// checks, 8,000 operations projected at a time, at 290 MB: the opInfo 50 MB (67 at 64 bytes), the
-// canonical log 49 MB, the store's key-values and strings 45 MB, where its records are 9 MB, per revision
-// and per key the rest, and the replay's own state):
-//
-//   - a first streaming pass over both files computes what the passes above look ahead for, and only that:
-//     the outcome of each failed write (a later sighting of its value), each revision's existence time,
-//     each lease's earliest expiry, each watcher's last event, and D, the longest time an answered
-//     operation took. It holds the failed writes and a few bytes per revision.
-//   - the replay then reads history.bin again in file order, which is return order (an operation is
-//     recorded when it returns). An answered operation that returns after T+D was sent after T, so its
-//     place is at least the revision that existed at T. Once the read has passed return time T+D, every
-//     place below that revision has been read, and the sweep can check and drop it. The window is what
-//     was in flight during D.
-//   - the canonical log is trimmed below the oldest revision anything still needs: the slowest watcher,
-//     the oldest serializable read that may still come (stale by at most what a partition allows), and
-//     the start of each key's open porcupine segment.
-//   - the per-key checks take each key's segment as the sweep closes it.
-//
-// Failed writes of unknown outcome stay. So do revisions no answered operation wrote: a lease expiry, or
-// a failed write that may have taken one.
+// A different way, for time more than memory, is a sweep in revision order with a bounded window, each
+// operation dropped once the sweep and its key's porcupine segment have passed it. The passes use the
+// future in ways a sweep must replace: a failed write is resolved by a sighting of its value any time
+// later, a revision's existence time is the earliest of every later evidence, a lease's earliest expiry
+// comes from every keep-alive, and a watcher's span runs to its last event. A first streaming pass would
+// compute exactly those (and D, the longest time an answered operation took); the replay would then read
+// history.bin in file order, which is return order, and check every place below the revision that existed
+// at T once it has read past return time T+D; the canonical log would be trimmed below the oldest
+// revision anything still needs (the slowest watcher, the oldest serializable read that may still come,
+// the start of each key's open porcupine segment). Failed writes of unknown outcome and revisions no
+// answered operation wrote would stay.
 //
 // # Assumptions
 //
