@@ -142,9 +142,7 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	defer func() {
 		if r := recover(); r != nil {
 			switch e := r.(type) {
-			case *history.ReadBackError:
-				rep, err = nil, e
-			case *spillError:
+			case *history.ReadBackError: // an operation, or a page of the checker's arrays
 				rep, err = nil, e
 			default:
 				panic(r)
@@ -174,8 +172,8 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
-	c.observed.close() // the replay was the last reader of what watchers saw
-	c.obsAt.close()
+	c.observed.Close() // the replay was the last reader of what watchers saw
+	c.obsAt.Close()
 	c.observed, c.obsAt = nil, nil
 	c.checkRealTime()
 	globalSecs := time.Since(t0).Seconds()

@@ -146,7 +146,7 @@ func (c *checker) by(r int64) string {
 	if r <= c.base || r > c.maxRev {
 		return ""
 	}
-	if w := c.writer.get(c.rev(r)); w >= 0 {
+	if w := c.writer.Get(c.rev(r)); w >= 0 {
 		return " by " + c.describe(int(w))
 	}
 	return ""

@@ -13,7 +13,7 @@ import (
 // taken, and among them the gaps: those no watcher saw and no revoke claims.
 func (c *checker) findGaps() {
 	for r := c.base + 1; r <= c.maxRev; r++ {
-		if c.writer.get(c.rev(r)) >= 0 {
+		if c.writer.Get(c.rev(r)) >= 0 {
 			continue
 		}
 		if len(c.observedAt(r)) == 0 && len(c.revokes[r]) == 0 {
@@ -35,22 +35,22 @@ func (c *checker) candidates() {
 	if n := len(c.uncertain); n > 0 {
 		lastUncertain = c.uncertain[n-1]
 	}
-	for i := range c.ops.len() {
-		oi := c.ops.get(i)
+	for i := range c.ops.Len() {
+		oi := c.ops.Get(i)
 		if oi.state != opUnresolved {
 			continue
 		}
 		first, last, ok := c.candidateRevisions(i, c.firstAfter(oi.call))
 		if lastUncertain < 0 || !ok {
 			oi.state = opDropped
-			c.ops.set(i, oi)
+			c.ops.Set(i, oi)
 			c.stats.DroppedWrites++
 			continue
 		}
 		c.stats.UnresolvedWrites++
 		if t := c.existedAt(last); t < infinity {
 			oi.ret = t
-			c.ops.set(i, oi)
+			c.ops.Set(i, oi)
 		}
 		op := c.op(i)
 		if op.Request.Kind == history.KindLeaseRevoke {

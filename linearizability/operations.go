@@ -63,7 +63,7 @@ func (c *checker) classify() {
 	c.ops = newArray[opInfo](c, c.hist.Len())
 	c.leases = map[int64]*leaseInfo{}
 	c.revokes = map[int64][]int32{}
-	c.stats.Operations = c.ops.len()
+	c.stats.Operations = c.ops.Len()
 	lease := func(id int64) *leaseInfo {
 		l := c.leases[id]
 		if l == nil {
@@ -74,7 +74,7 @@ func (c *checker) classify() {
 	}
 	c.hist.Scan(func(i int, op *history.Operation) {
 		oi := opInfo{call: op.Call, ret: op.Return, taken: -1}
-		defer func() { c.ops.set(i, oi) }()
+		defer func() { c.ops.Set(i, oi) }()
 		oi.writes = canWrite(&op.Request)
 		failed := op.Response == nil
 		oi.answered = !failed

@@ -66,7 +66,7 @@ func (c *checker) keyIndex() (keyLists, map[int64][]int32) {
 	for i := range c.hist.Len() {
 		c.project(i, leaseKeys, 0, int32(len(c.ks.keys)), &p)
 		for _, e := range p.keys {
-			entries.add(keyEntry{k: e.k, v: int32(i)})
+			entries.Add(keyEntry{k: e.k, v: int32(i)})
 		}
 	}
 	return c.keyLists(entries, len(c.ks.keys)), leaseKeys
@@ -90,7 +90,7 @@ func (c *checker) buildKeyOps(index keyLists, leaseKeys map[int64][]int32, lo, h
 		}
 	}
 	for k := range byKey {
-		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops.get(int(a.op)).call, c.ops.get(int(b.op)).call) })
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops.Get(int(a.op)).call, c.ops.Get(int(b.op)).call) })
 	}
 	return byKey
 }
@@ -138,7 +138,7 @@ func (p *projection) get(k int32) *keyOp {
 // ever attached to the lease. Multi-key ranges are not projected: the replay checks them as snapshots.
 func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *projection) {
 	p.keys, p.lo, p.hi, p.c = p.keys[:0], lo, hi, c
-	oi := c.ops.get(i)
+	oi := c.ops.Get(i)
 	switch oi.state {
 	case opAcked, opResolved, opUnresolved:
 	default:
@@ -300,7 +300,7 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist keyLists, s *swee
 			}
 		}
 		for j, ko := range ops {
-			call := c.ops.get(int(ko.op)).call
+			call := c.ops.Get(int(ko.op)).call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
 				if hist == nil {
@@ -329,9 +329,9 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist keyLists, s *swee
 func (c *checker) stateAfter(s *sweep, hist []int32, k int32, upTo, seen int64, widen bool) []kstate {
 	st := kstate{floor: seen}
 	found := false
-	i := sort.Search(len(hist), func(i int) bool { return s.canon.get(int(hist[i])).rev > upTo })
+	i := sort.Search(len(hist), func(i int) bool { return s.canon.Get(int(hist[i])).rev > upTo })
 	if i > 0 {
-		e := s.canon.get(int(hist[i-1]))
+		e := s.canon.Get(int(hist[i-1]))
 		found = true
 		st.last = e.rev
 		if !e.del {
@@ -362,12 +362,12 @@ const perKeyBatch = 8_000
 func (c *checker) checkPerKey(ctx context.Context, s *sweep) perKeyResult {
 	index, leaseKeys := c.keyIndex()
 	changes := newArray[keyEntry](c, 0)
-	for i := range s.canon.len() {
-		changes.add(keyEntry{k: s.canon.get(i).rank, v: int32(i)})
+	for i := range s.canon.Len() {
+		changes.Add(keyEntry{k: s.canon.Get(i).rank, v: int32(i)})
 	}
 	keyHist := c.keyLists(changes, len(c.ks.keys))
-	defer keyHist.all.close()
-	defer index.all.close()
+	defer keyHist.all.Close()
+	defer index.all.Close()
 	m := &keyModel{mayExpire: c.mayExpire}
 	var res perKeyResult
 	keys := int32(len(c.ks.keys))
@@ -478,8 +478,8 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 	}
 	// Cut from the front at quiescent points, starting from the replay's state there.
 	keyHist := []int32{}
-	for i := range s.canon.len() {
-		if s.canon.get(i).rank == sg.rank {
+	for i := range s.canon.Len() {
+		if s.canon.Get(i).rank == sg.rank {
 			keyHist = append(keyHist, int32(i))
 		}
 	}
@@ -497,7 +497,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 		}
 		maxSeen = max(maxSeen, ko.hdr)
 		uncertain = uncertain || ko.maybe
-		if maxRet >= c.ops.get(int(sg.ops[j+1].op)).call {
+		if maxRet >= c.ops.Get(int(sg.ops[j+1].op)).call {
 			continue
 		}
 		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}
@@ -517,7 +517,7 @@ func (c *checker) describeSegment(sg segment, max int) string {
 			break
 		}
 		op := c.op(int(ko.op))
-		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops.get(int(ko.op)).ret))
+		s += fmt.Sprintf("\n  %s -> %s [%s, %s]", c.describe(int(ko.op)), describeResponse(op), fmtTime(op.Call), fmtTime(c.ops.Get(int(ko.op)).ret))
 	}
 	return s
 }

@@ -19,7 +19,7 @@ const maxRevisionSpan = 64 << 20
 type checker struct {
 	hist operations // the operations; the watch records are read through wl
 	wl   watchLog
-	ops  *paged[opInfo]
+	ops  *history.Paged[opInfo]
 	ks   keyspace
 	vs   violations
 
@@ -27,11 +27,11 @@ type checker struct {
 	preRun       bool  // the store was not empty at the start: keys' first states are unknown
 
 	values   *valueIndex
-	twice    map[int32]bool // transactions found applied twice, reported once each
-	writer   *paged[int32]  // by revision-base: the operation that wrote it, -1 none known
-	existed  *paged[int64]  // by revision-base: earliest time some revision >= it was known to exist
-	observed *paged[obsEvent]
-	obsAt    *paged[int32] // by revision-base: start of its events in observed; obsAt[len] = len(observed)
+	twice    map[int32]bool        // transactions found applied twice, reported once each
+	writer   *history.Paged[int32] // by revision-base: the operation that wrote it, -1 none known
+	existed  *history.Paged[int64] // by revision-base: earliest time some revision >= it was known to exist
+	observed *history.Paged[obsEvent]
+	obsAt    *history.Paged[int32] // by revision-base: start of its events in observed; obsAt[len] = len(observed)
 
 	// Uncertainty: revisions whose writer is unknown, and what might have written them.
 	gaps      []int64 // revisions nobody observed and no answered or resolved operation wrote
@@ -164,7 +164,7 @@ func (c *checker) bounds(watchMaxRev int64) error {
 	n := c.rev(c.maxRev) + 1
 	c.writer = newArray[int32](c, n)
 	for i := range n {
-		c.writer.set(i, -1)
+		c.writer.Set(i, -1)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ type opAt struct {
 
 // callSteps is the latest call of the operations placed before a place, as a step function of the place:
 // at step i's place and after, the latest call is its call, by its operation. It is paged.
-type callSteps struct{ *paged[callStep] }
+type callSteps struct{ *history.Paged[callStep] }
 
 type callStep struct {
 	at, call int64
@@ -39,11 +39,11 @@ type callStep struct {
 // before returns the step in force for places strictly before at, or false when nothing is placed before
 // it.
 func (cs callSteps) before(at int64) (callStep, bool) {
-	i := sort.Search(cs.len(), func(i int) bool { return cs.get(i).at >= at })
+	i := sort.Search(cs.Len(), func(i int) bool { return cs.Get(i).at >= at })
 	if i == 0 {
 		return callStep{}, false
 	}
-	return cs.get(i - 1), true
+	return cs.Get(i - 1), true
 }
 
 // checkRealTime checks that etcd's revision order is consistent with real time: no operation placed later
@@ -58,7 +58,7 @@ func (c *checker) checkRealTime() {
 	ops := newArray[opAt](c, 0)
 	for i := range c.hist.Len() {
 		if at, ok := c.revPlace(int32(i)); ok {
-			ops.add(opAt{at: at, op: int32(i)})
+			ops.Add(opAt{at: at, op: int32(i)})
 		}
 	}
 	ops = sortPaged(c, ops, func(a, b opAt) int {
@@ -74,31 +74,31 @@ func (c *checker) checkRealTime() {
 		}
 	}
 	steps := callSteps{newArray[callStep](c, 0)}
-	defer steps.close()
+	defer steps.Close()
 	maxCall, arg := int64(-infinity), int32(-1)
-	for i := 0; i < ops.len(); {
-		at := ops.get(i).at
+	for i := 0; i < ops.Len(); {
+		at := ops.Get(i).at
 		j := i
-		for j < ops.len() && ops.get(j).at == at {
+		for j < ops.Len() && ops.Get(j).at == at {
 			j++
 		}
 		for k := i; k < j; k++ {
-			if p := c.placedOp(ops.get(k).op); p.ret < maxCall {
+			if p := c.placedOp(ops.Get(k).op); p.ret < maxCall {
 				contradict(arg, p)
 			}
 		}
 		for k := i; k < j; k++ {
-			o := ops.get(k)
-			if call := c.ops.get(int(o.op)).call; call > maxCall {
+			o := ops.Get(k)
+			if call := c.ops.Get(int(o.op)).call; call > maxCall {
 				maxCall, arg = call, o.op
 			}
 		}
-		if steps.len() == 0 || steps.get(steps.len()-1).call != maxCall {
-			steps.add(callStep{at: at, call: maxCall, op: arg})
+		if steps.Len() == 0 || steps.Get(steps.Len()-1).call != maxCall {
+			steps.Add(callStep{at: at, call: maxCall, op: arg})
 		}
 		i = j
 	}
-	ops.close()
+	ops.Close()
 	c.eachWatch(func(_ int32, r *history.WatchResponse) {
 		if r.Revision <= 0 || r.Error != "" {
 			return
@@ -128,7 +128,7 @@ func (c *checker) checkRealTime() {
 // consensus), compactions (by the applier without a linearizable read) and serializable reads (stale by
 // design, and checked on their own: one from the future is that check's violation, not a write's).
 func (c *checker) revPlace(i int32) (int64, bool) {
-	oi := c.ops.get(int(i))
+	oi := c.ops.Get(int(i))
 	switch oi.state {
 	case opAcked:
 	case opResolved:
@@ -148,7 +148,7 @@ func (c *checker) revPlace(i int32) (int64, bool) {
 // placedOp is operation i, which has a place, with its real-time interval: a write resolved from a
 // sighting may have taken effect any time after it was sent.
 func (c *checker) placedOp(i int32) placed {
-	oi := c.ops.get(int(i))
+	oi := c.ops.Get(int(i))
 	at, _ := c.revPlace(i)
 	ret := oi.ret
 	if oi.state == opResolved {
@@ -161,7 +161,7 @@ func (c *checker) placedOp(i int32) placed {
 // expiry was seen: etcd answers ErrLeaseNotFound.
 func (c *checker) checkKeepAlives() {
 	for i := range c.hist.Len() {
-		if !c.ops.get(i).answered || c.ops.get(i).kind != kindKeepAlive {
+		if !c.ops.Get(i).answered || c.ops.Get(i).kind != kindKeepAlive {
 			continue
 		}
 		op := c.op(i)
@@ -232,7 +232,7 @@ func (c *checker) realTimeViolation(early, late placed) {
 // after the read returned: stale is allowed, the future is not.
 func (c *checker) checkSerializableFuture() {
 	for i := range c.hist.Len() {
-		if !c.ops.get(i).answered || c.ops.get(i).kind != kindSerializable {
+		if !c.ops.Get(i).answered || c.ops.Get(i).kind != kindSerializable {
 			continue
 		}
 		op := c.op(i)
@@ -240,10 +240,10 @@ func (c *checker) checkSerializableFuture() {
 		if h <= c.base || h > c.maxRev {
 			continue
 		}
-		if w := c.writer.get(c.rev(h)); w >= 0 && c.ops.get(int(w)).call > op.Return {
+		if w := c.writer.Get(c.rev(h)); w >= 0 && c.ops.Get(int(w)).call > op.Return {
 			c.vs.add(Violation{Check: CheckSerializable, Kind: "read from the future", Key: opKey(op), Revision: h, Ops: []int{i, int(w)}, Time: op.Call,
 				Message: fmt.Sprintf("%s returned revision %d at %s, before %s, which wrote it, was sent at %s",
-					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.ops.get(int(w)).call))})
+					c.describe(i), h, fmtTime(op.Return), c.describe(int(w)), fmtTime(c.ops.Get(int(w)).call))})
 		}
 	}
 }
@@ -273,8 +273,8 @@ func (c *checker) addFaultCompactions(windows []results.FaultWindow) {
 		}
 		end := max(w.EndNs, w.StartNs)
 		rev := int64(infinity)
-		for i := range c.ops.len() {
-			if oi := c.ops.get(i); oi.state == opAcked && oi.wrote && oi.rev > 0 && oi.call > end {
+		for i := range c.ops.Len() {
+			if oi := c.ops.Get(i); oi.state == opAcked && oi.wrote && oi.rev > 0 && oi.call > end {
 				rev = min(rev, oi.rev-1)
 			}
 		}
@@ -288,7 +288,7 @@ func (c *checker) checkCompactedReads() {
 		return
 	}
 	for i := range c.hist.Len() {
-		if !c.ops.get(i).answered || c.ops.get(i).kind != kindPastRead {
+		if !c.ops.Get(i).answered || c.ops.Get(i).kind != kindPastRead {
 			continue
 		}
 		op := c.op(i)

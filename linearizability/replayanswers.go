@@ -119,8 +119,8 @@ func (s *sweep) checkKey(i int, k int32, kv *history.KV, keysOnly bool, what str
 		case kv.ModRevision < ks.anchor || (!ks.exists && ks.anchor > 0 && kv.ModRevision == ks.anchor):
 			c.vs.add(s.violation(i, "stale "+what, key, fmt.Sprintf("%s returned %s as %s at revision %d, but %q had changed at revision %d already", c.describe(i), describeKV(kv), what, s.curState(), key, ks.anchor)))
 		case kv.ModRevision > ks.anchor && kv.ModRevision > c.base && !s.unknownWriter(kv.ModRevision):
-			w := c.writer.get(c.rev(kv.ModRevision))
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom version", Key: key, Revision: kv.ModRevision, Ops: []int{i, int(w)}, Time: c.ops.get(i).call,
+			w := c.writer.Get(c.rev(kv.ModRevision))
+			c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom version", Key: key, Revision: kv.ModRevision, Ops: []int{i, int(w)}, Time: c.ops.Get(i).call,
 				Message: fmt.Sprintf("%s returned %s as %s, but revision %d was written by %s, which did not write %q", c.describe(i), describeKV(kv), what, kv.ModRevision, c.describe(int(w)), key)})
 		}
 		s.setLease(k, ks.r.lease*boolInt(ks.exists), kv.Lease)

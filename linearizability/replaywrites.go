@@ -19,15 +19,15 @@ func (s *sweep) put(i int, p *history.Put, res *history.Response) {
 	if res != nil && p.PrevKV && res.Put != nil {
 		s.checkPrev(i, k, res.Put.PrevKV)
 	}
-	if p.Lease != 0 && c.ops.get(i).state == opAcked {
+	if p.Lease != 0 && c.ops.Get(i).state == opAcked {
 		l := c.leases[p.Lease]
 		switch {
 		case l == nil:
-		case l.revoked != 0 && l.revoked < c.ops.get(i).call:
+		case l.revoked != 0 && l.revoked < c.ops.Get(i).call:
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "put with revoked lease", Key: p.Key, Revision: s.cur,
 				Ops: []int{int(l.revokeOp), i}, Time: l.revoked,
 				Message: fmt.Sprintf("%s attached lease %x after %s revoked it, and succeeded (etcd answers ErrLeaseNotFound)", c.describe(i), p.Lease, c.describe(int(l.revokeOp)))})
-		case l.expired != 0 && l.expired < c.ops.get(i).call && l.expiredRev < s.cur:
+		case l.expired != 0 && l.expired < c.ops.Get(i).call && l.expiredRev < s.cur:
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "put with expired lease", Key: p.Key, Revision: s.cur,
 				Ops: []int{i}, Time: l.expired,
 				Message: fmt.Sprintf("%s attached lease %x, which had expired at revision %d (known at %s), and succeeded (etcd answers ErrLeaseNotFound)", c.describe(i), p.Lease, l.expiredRev, fmtTime(l.expired))})
@@ -159,7 +159,7 @@ func (s *sweep) revoke(i int) {
 func (s *sweep) checkRevokesAt(r int64) {
 	c := s.c
 	for _, i := range c.revokes[r] {
-		if c.ops.get(int(i)).wrote {
+		if c.ops.Get(int(i)).wrote {
 			continue
 		}
 		id := c.op(int(i)).Request.Lease.ID

@@ -13,8 +13,8 @@ import (
 // knew it existed: an answer or watch response carrying that revision or a later one.
 func (c *checker) initExisted() {
 	c.existed = newArray[int64](c, c.rev(c.maxRev)+1)
-	for i := range c.existed.len() {
-		c.existed.set(i, infinity)
+	for i := range c.existed.Len() {
+		c.existed.Set(i, infinity)
 	}
 }
 
@@ -22,7 +22,7 @@ func (c *checker) initExisted() {
 func (c *checker) noteExisted(r, t int64) {
 	if r > c.base && r <= c.maxRev {
 		i := c.rev(r)
-		c.existed.set(i, min(c.existed.get(i), t))
+		c.existed.Set(i, min(c.existed.Get(i), t))
 	}
 }
 
@@ -37,8 +37,8 @@ func (c *checker) noteExistedWatch(r *history.WatchResponse) {
 // computeExisted adds the answers' revisions (failed writes seen count from their first sighting) to
 // the watch records' and makes each revision's time the earliest of it and every later one.
 func (c *checker) computeExisted() {
-	for i := range c.ops.len() {
-		oi := c.ops.get(i)
+	for i := range c.ops.Len() {
+		oi := c.ops.Get(i)
 		switch {
 		case oi.answered: // an answered operation's ret is its return time, hdr its header's revision
 			c.noteExisted(oi.hdr, oi.ret)
@@ -46,8 +46,8 @@ func (c *checker) computeExisted() {
 			c.noteExisted(oi.rev, oi.seen)
 		}
 	}
-	for i := c.existed.len() - 2; i >= 0; i-- {
-		c.existed.set(i, min(c.existed.get(i), c.existed.get(i+1)))
+	for i := c.existed.Len() - 2; i >= 0; i-- {
+		c.existed.Set(i, min(c.existed.Get(i), c.existed.Get(i+1)))
 	}
 }
 
@@ -59,12 +59,12 @@ func (c *checker) existedAt(r int64) int64 {
 	if r > c.maxRev {
 		return infinity
 	}
-	return c.existed.get(c.rev(r))
+	return c.existed.Get(c.rev(r))
 }
 
 // firstAfter returns the first revision known to exist only after time t: the first revision an operation
 // called at t could have written.
 func (c *checker) firstAfter(t int64) int64 {
-	i := sort.Search(c.existed.len(), func(i int) bool { return c.existed.get(i) > t })
+	i := sort.Search(c.existed.Len(), func(i int) bool { return c.existed.Get(i) > t })
 	return c.base + int64(i)
 }

@@ -50,11 +50,11 @@ type sweep struct {
 	leaseKeys map[int64]map[int32]struct{}
 	writing   bool // a writer is being applied: answers describe the state before it
 
-	canon   *paged[canonEvent]
-	prevs   *paged[rec]   // the previous versions of changes that no change before them made
-	last    []int32       // by key rank: 1 + the index of the key's last change in canon, 0 for none
-	canonAt *paged[int32] // by revision-base
-	gap     *paged[bool]  // by revision-base: nobody knows what was written
+	canon   *history.Paged[canonEvent]
+	prevs   *history.Paged[rec]   // the previous versions of changes that no change before them made
+	last    []int32               // by key rank: 1 + the index of the key's last change in canon, 0 for none
+	canonAt *history.Paged[int32] // by revision-base
+	gap     *history.Paged[bool]  // by revision-base: nobody knows what was written
 }
 
 // replay runs the sweep from the run's first revision to its last: at each revision it applies the
@@ -75,33 +75,33 @@ func (c *checker) replay() *sweep {
 		}
 	}
 	obs := c.observations()
-	defer obs.close()
+	defer obs.Close()
 	j := 0
 	s.cur = c.base
-	for ; j < obs.len() && obs.get(j).at <= c.base; j++ {
-		if o := obs.get(j); o.at == c.base {
+	for ; j < obs.Len() && obs.Get(j).at <= c.base; j++ {
+		if o := obs.Get(j); o.at == c.base {
 			s.observe(o.op)
 		}
 	}
 	for r := c.base + 1; r <= c.maxRev; r++ {
 		s.cur = r
-		s.canonAt.set(c.rev(r), int32(s.canon.len()))
+		s.canonAt.Set(c.rev(r), int32(s.canon.Len()))
 		s.revision(r)
-		for ; j < obs.len() && obs.get(j).at == r; j++ {
-			s.observe(obs.get(j).op)
+		for ; j < obs.Len() && obs.Get(j).at == r; j++ {
+			s.observe(obs.Get(j).op)
 		}
 		s.checkRevokesAt(r)
 	}
-	s.canonAt.set(c.rev(c.maxRev)+1, int32(s.canon.len()))
+	s.canonAt.Set(c.rev(c.maxRev)+1, int32(s.canon.Len()))
 	return s
 }
 
 // observations lists the answered operations that wrote nothing, by the revision whose state they show
 // (and, at one revision, in file order).
-func (c *checker) observations() *paged[observation] {
+func (c *checker) observations() *history.Paged[observation] {
 	obs := newArray[observation](c, 0)
 	for i := range c.hist.Len() {
-		oi := c.ops.get(i)
+		oi := c.ops.Get(i)
 		if oi.state != opAcked || oi.wrote {
 			continue
 		}
@@ -123,7 +123,7 @@ func (c *checker) observations() *paged[observation] {
 		if at < c.base || at > c.maxRev {
 			continue
 		}
-		obs.add(observation{at: at, op: int32(i)})
+		obs.Add(observation{at: at, op: int32(i)})
 	}
 	return sortPaged(c, obs, func(a, b observation) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.op, b.op)) })
 }
@@ -140,16 +140,16 @@ func checkOf(op *history.Operation) string {
 // revision applies the writes of revision r.
 func (s *sweep) revision(r int64) {
 	c := s.c
-	w := c.writer.get(c.rev(r))
+	w := c.writer.Get(c.rev(r))
 	if w < 0 {
 		// A revoke whose lease had keys wrote the revision its answer carries.
 		for _, i := range c.revokes[r] {
 			if id := c.op(int(i)).Request.Lease.ID; len(s.leaseKeys[id]) > 0 {
 				w = i
-				oi := c.ops.get(int(i))
+				oi := c.ops.Get(int(i))
 				oi.wrote, oi.rev = true, r
-				c.ops.set(int(i), oi)
-				c.writer.set(c.rev(r), i)
+				c.ops.Set(int(i), oi)
+				c.writer.Set(c.rev(r), i)
 				break
 			}
 		}
@@ -161,7 +161,7 @@ func (s *sweep) revision(r int64) {
 		s.applyObserved(r)
 		s.markExpirable(r)
 	default:
-		s.gap.set(c.rev(r), true)
+		s.gap.Set(c.rev(r), true)
 		s.markExpirable(r)
 	}
 }
@@ -171,7 +171,7 @@ func (s *sweep) revision(r int64) {
 func (s *sweep) exec(i int, commit bool) {
 	c := s.c
 	op := c.op(i)
-	oi := c.ops.get(i)
+	oi := c.ops.Get(i)
 	if op.Request.Kind == history.KindLeaseRevoke {
 		s.revoke(i)
 		return
@@ -232,21 +232,21 @@ func (s *sweep) observe(i int32) {
 func (s *sweep) emit(e canonEvent, prev rec) {
 	e.rev = s.cur
 	if e.prevExists == 1 {
-		if l := s.last[e.rank]; l > 0 && s.canon.get(int(l-1)).r == prev {
+		if l := s.last[e.rank]; l > 0 && s.canon.Get(int(l-1)).r == prev {
 			e.prevAt = l - 1
 		} else {
-			e.prevAt = int32(-1 - s.prevs.len())
-			s.prevs.add(prev)
+			e.prevAt = int32(-1 - s.prevs.Len())
+			s.prevs.Add(prev)
 		}
 	}
-	s.canon.add(e)
-	s.last[e.rank] = int32(s.canon.len())
+	s.canon.Add(e)
+	s.last[e.rank] = int32(s.canon.Len())
 }
 
 // prevOfChange returns the key's version before change e (when e.prevExists is 1).
 func (s *sweep) prevOfChange(e *canonEvent) rec {
 	if e.prevAt >= 0 {
-		return s.canon.get(int(e.prevAt)).r
+		return s.canon.Get(int(e.prevAt)).r
 	}
-	return s.prevs.get(int(-1 - e.prevAt))
+	return s.prevs.Get(int(-1 - e.prevAt))
 }

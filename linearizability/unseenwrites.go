@@ -44,7 +44,7 @@ func (s *sweep) uncertain(k int32) bool {
 
 // unknownWriter reports whether nobody is known to have written revision r (a revoke may turn out to be
 // its writer during the replay).
-func (s *sweep) unknownWriter(r int64) bool { return s.c.writer.get(s.c.rev(r)) < 0 }
+func (s *sweep) unknownWriter(r int64) bool { return s.c.writer.Get(s.c.rev(r)) < 0 }
 
 // nextUncertainCandidate returns the next key in [k, hi) that may be uncertain.
 func (s *sweep) nextUncertainCandidate(k, hi int32) int32 {

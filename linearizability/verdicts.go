@@ -65,7 +65,7 @@ func (c *checker) keyViolations(ctx context.Context, pk perKeyResult, s *sweep) 
 			ops[j] = int(ko.op)
 		}
 		out = append(out, Violation{Check: CheckLinearizability, Kind: "not linearizable", Key: c.key(sg.rank),
-			Ops: ops, Time: c.ops.get(int(sg.ops[0].op)).call,
+			Ops: ops, Time: c.ops.Get(int(sg.ops[0].op)).call,
 			Message: fmt.Sprintf("no order of these %d operations on %q is consistent with their real-time order and etcd's semantics:%s",
 				len(sg.ops), c.key(sg.rank), c.describeSegment(sg, 12))})
 	}
@@ -173,8 +173,8 @@ func (c *checker) anyProgress() bool {
 // countSerializable counts the answered serializable reads: none means nothing to check.
 func (c *checker) countSerializable() int {
 	n := 0
-	for i := range c.ops.len() {
-		if c.ops.get(i).answered && c.ops.get(i).kind == kindSerializable {
+	for i := range c.ops.Len() {
+		if c.ops.Get(i).answered && c.ops.Get(i).kind == kindSerializable {
 			n++
 		}
 	}

@@ -47,7 +47,7 @@ func (c *checker) visualize(ctx context.Context, opts Options, v Violation, smal
 	}
 	last := lastTime(c.hist)
 	for _, i := range v.Ops {
-		notes = append(notes, porcupine.Annotation{Tag: "violation", Start: c.ops.get(i).call, End: min(c.ops.get(i).ret, last), Description: v.Kind,
+		notes = append(notes, porcupine.Annotation{Tag: "violation", Start: c.ops.Get(i).call, End: min(c.ops.Get(i).ret, last), Description: v.Kind,
 			Details: v.Message, BackgroundColor: "#ffb0b0"})
 	}
 	info.AddAnnotations(notes)
@@ -83,15 +83,15 @@ func (c *checker) window(k int32, v Violation) segment {
 	ops := c.buildKeyOps(index, leaseKeys, k, k+1)[0]
 	var from, to int64 = infinity, -infinity
 	for _, i := range v.Ops {
-		from = min(from, c.ops.get(i).call)
+		from = min(from, c.ops.Get(i).call)
 		to = max(to, c.op(i).Return)
 	}
 	if from == infinity {
 		from, to = v.Time, v.Time
 	}
 	// Up to 20 operations on either side of the violating ones.
-	lo := sort.Search(len(ops), func(j int) bool { return c.ops.get(int(ops[j].op)).call >= from })
-	hi := sort.Search(len(ops), func(j int) bool { return c.ops.get(int(ops[j].op)).call > to })
+	lo := sort.Search(len(ops), func(j int) bool { return c.ops.Get(int(ops[j].op)).call >= from })
+	hi := sort.Search(len(ops), func(j int) bool { return c.ops.Get(int(ops[j].op)).call > to })
 	lo, hi = max(lo-20, 0), min(hi+20, len(ops))
 	return segment{rank: k, ops: ops[lo:hi], init: []kstate{{any: true}}}
 }

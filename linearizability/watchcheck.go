@@ -214,9 +214,9 @@ func (st *watchStream) event(r *history.WatchResponse, j int) {
 			"received %s, but compaction to %d had been acknowledged before the watch was requested (etcd cancels such watches)", describeEvent(e), st.compactedBefore)
 	}
 	if rev > c.base && rev <= c.maxRev {
-		if wi := c.writer.get(c.rev(rev)); wi >= 0 && c.ops.get(int(wi)).call > r.Time {
+		if wi := c.writer.Get(c.rev(rev)); wi >= 0 && c.ops.Get(int(wi)).call > r.Time {
 			c.watchViolation(w, "watch event from the future", e.KV.Key, rev, r.Time,
-				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.ops.get(int(wi)).call))
+				"received %s at %s, before %s, which wrote it, was sent at %s", describeEvent(e), fmtTime(r.Time), c.describe(int(wi)), fmtTime(c.ops.Get(int(wi)).call))
 		}
 	}
 	st.lastEv = max(st.lastEv, rev)
@@ -349,7 +349,7 @@ func (dc *deliveryCheck) all(got []delivered, end int64) {
 		gi++
 	}
 	for r := dc.next; r <= end; r++ {
-		if dc.s.gap.get(dc.s.c.rev(r)) {
+		if dc.s.gap.Get(dc.s.c.rev(r)) {
 			continue
 		}
 		j := gi
@@ -366,7 +366,7 @@ func (dc *deliveryCheck) all(got []delivered, end int64) {
 func (dc *deliveryCheck) upTo(end int64, have []delivered) {
 	slices.SortStableFunc(have, func(a, b delivered) int { return int(a.rank - b.rank) })
 	for r := dc.next; r <= end; r++ {
-		if dc.s.gap.get(dc.s.c.rev(r)) {
+		if dc.s.gap.Get(dc.s.c.rev(r)) {
 			continue
 		}
 		if r == end {
@@ -383,8 +383,8 @@ func (dc *deliveryCheck) revision(r int64, have []delivered) {
 	s, c, w := dc.s, dc.s.c, dc.w
 	ri := c.rev(r)
 	var want []canonEvent
-	for j := s.canonAt.get(ri); j < s.canonAt.get(ri+1); j++ {
-		if e := s.canon.get(int(j)); e.rank >= dc.lo && e.rank < dc.hi {
+	for j := s.canonAt.Get(ri); j < s.canonAt.Get(ri+1); j++ {
+		if e := s.canon.Get(int(j)); e.rank >= dc.lo && e.rank < dc.hi {
 			want = append(want, e)
 		}
 	}

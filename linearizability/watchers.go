@@ -116,10 +116,10 @@ func (c *checker) placeOf(i int32, r *history.WatchResponse, j int) (obsPlace, b
 }
 
 // placeObserved appends the places of record i's events within the run's revisions to places.
-func (c *checker) placeObserved(places *paged[obsPlace], i int32, r *history.WatchResponse) {
+func (c *checker) placeObserved(places *history.Paged[obsPlace], i int32, r *history.WatchResponse) {
 	for j := range r.Events {
 		if p, ok := c.placeOf(i, r, j); ok {
-			places.add(p)
+			places.Add(p)
 		}
 	}
 }
@@ -129,28 +129,28 @@ func (c *checker) placeObserved(places *paged[obsPlace], i int32, r *history.Wat
 // known, from them. The first event of each revision and key is the one kept; another pass over the
 // records copies it and compares every other event with it, so that only one event per revision and key
 // is held.
-func (c *checker) unionObserved(places *paged[obsPlace]) {
+func (c *checker) unionObserved(places *history.Paged[obsPlace]) {
 	all := sortPaged(c, places, obsPlace.compare)
 	c.observed = newArray[obsEvent](c, 0)
 	var last obsPlace
-	for i := range all.len() {
-		if p := all.get(i); i == 0 || !last.sameChange(p) {
-			c.observed.add(obsEvent{obsPlace: p})
+	for i := range all.Len() {
+		if p := all.Get(i); i == 0 || !last.sameChange(p) {
+			c.observed.Add(obsEvent{obsPlace: p})
 			last = p
 		}
 	}
-	all.close()
+	all.Close()
 	c.checkObservedAgree()
 	n := c.rev(c.maxRev) + 1
 	c.obsAt = newArray[int32](c, n+1)
 	j := 0
 	for r := range n {
-		c.obsAt.set(r, int32(j))
-		for j < c.observed.len() && c.rev(c.observed.get(j).rev) == r {
+		c.obsAt.Set(r, int32(j))
+		for j < c.observed.Len() && c.rev(c.observed.Get(j).rev) == r {
 			j++
 		}
 	}
-	c.obsAt.set(n, int32(c.observed.len()))
+	c.obsAt.Set(n, int32(c.observed.Len()))
 }
 
 // checkObservedAgree copies the first event of each revision and key into the union, and reports every other
@@ -168,17 +168,17 @@ func (c *checker) checkObservedAgree() {
 				continue
 			}
 			e := &r.Events[j]
-			k := sort.Search(c.observed.len(), func(k int) bool {
-				a := c.observed.get(k)
+			k := sort.Search(c.observed.Len(), func(k int) bool {
+				a := c.observed.Get(k)
 				return cmp.Or(cmp.Compare(a.rev, o.rev), cmp.Compare(a.rank, o.rank)) >= 0
 			})
-			first := c.observed.get(k)
+			first := c.observed.Get(k)
 			if first.rec == i && first.ev == int32(j) {
 				first.watcher, first.time = r.Watcher, r.Time
 				first.del, first.isCreate = e.Type == history.EventDelete, e.IsCreate
 				kv := &e.KV
 				first.value, first.create, first.mod, first.version, first.lease = kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, kv.Lease
-				c.observed.set(k, first)
+				c.observed.Set(k, first)
 				continue
 			}
 			if fe := c.event(&first); fe.Type != e.Type || !sameRecord(&fe.KV, &e.KV) {
@@ -209,30 +209,30 @@ func (c *checker) event(o *obsEvent) *history.Event {
 // hundred revisions of hundreds of thousands.
 func (c *checker) pruneObserved() {
 	kept := newArray[obsEvent](c, 0)
-	for r := range c.obsAt.len() - 1 {
-		from, to := c.obsAt.get(r), c.obsAt.get(r+1)
-		c.obsAt.set(r, int32(kept.len()))
-		if c.writer.get(r) < 0 {
+	for r := range c.obsAt.Len() - 1 {
+		from, to := c.obsAt.Get(r), c.obsAt.Get(r+1)
+		c.obsAt.Set(r, int32(kept.Len()))
+		if c.writer.Get(r) < 0 {
 			for j := from; j < to; j++ {
-				kept.add(c.observed.get(int(j)))
+				kept.Add(c.observed.Get(int(j)))
 			}
 		}
 	}
-	c.obsAt.set(c.obsAt.len()-1, int32(kept.len()))
-	c.observed.close()
+	c.obsAt.Set(c.obsAt.Len()-1, int32(kept.Len()))
+	c.observed.Close()
 	c.observed = kept
 }
 
 // observedAt is what watchers saw happen at revision r, one event per key (a copy).
 func (c *checker) observedAt(r int64) []obsEvent {
 	i := c.rev(r)
-	from, to := c.obsAt.get(i), c.obsAt.get(i+1)
+	from, to := c.obsAt.Get(i), c.obsAt.Get(i+1)
 	if from == to {
 		return nil
 	}
 	obs := make([]obsEvent, 0, to-from)
 	for j := from; j < to; j++ {
-		obs = append(obs, c.observed.get(int(j)))
+		obs = append(obs, c.observed.Get(int(j)))
 	}
 	return obs
 }

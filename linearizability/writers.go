@@ -127,20 +127,20 @@ func (c *checker) claim(i int32, r int64) {
 	if r <= c.base || r > c.maxRev {
 		return
 	}
-	if w := c.writer.get(c.rev(r)); w >= 0 && w != i {
+	if w := c.writer.Get(c.rev(r)); w >= 0 && w != i {
 		a, b := c.op(int(w)), c.op(int(i))
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "duplicate revision", Revision: r, Key: opKey(b),
 			Ops: []int{int(w), int(i)}, Time: min(a.Call, b.Call),
 			Message: fmt.Sprintf("two writes took revision %d: %s and %s", r, c.describe(int(w)), c.describe(int(i)))})
 		return
 	}
-	c.writer.set(c.rev(r), i)
+	c.writer.Set(c.rev(r), i)
 }
 
 // claimAnswered gives every answered write its revision: the response header's.
 func (c *checker) claimAnswered() {
 	c.hist.Scan(func(i int, op *history.Operation) {
-		oi := c.ops.get(i)
+		oi := c.ops.Get(i)
 		if oi.state != opAcked {
 			return
 		}
@@ -153,12 +153,12 @@ func (c *checker) claimAnswered() {
 			c.vs.add(Violation{Check: CheckLinearizability, Kind: "malformed response", Key: opKey(op), Ops: []int{i}, Time: op.Call,
 				Message: fmt.Sprintf("the response does not match the request: %s", c.describe(i))})
 			oi.state = opIgnored
-			c.ops.set(i, oi)
+			c.ops.Set(i, oi)
 			return
 		}
 		if wrote {
 			oi.wrote, oi.rev = true, oi.hdr
-			c.ops.set(i, oi)
+			c.ops.Set(i, oi)
 			c.claim(int32(i), oi.hdr)
 		}
 	})
@@ -188,9 +188,9 @@ func (c *checker) resolveFromWatch(r *history.WatchResponse) {
 
 // claimResolved gives every failed write whose value was seen the revision it was seen with.
 func (c *checker) claimResolved() {
-	for i := range c.ops.len() {
-		if c.ops.get(i).state == opResolved {
-			c.claim(int32(i), c.ops.get(i).rev)
+	for i := range c.ops.Len() {
+		if c.ops.Get(i).state == opResolved {
+			c.claim(int32(i), c.ops.Get(i).rev)
 		}
 	}
 }
@@ -244,7 +244,7 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 	if ref.clean == kv.ModRevision {
 		return // an answered write's value seen again at the same revision, found right before
 	}
-	oi := c.ops.get(int(ref.op))
+	oi := c.ops.Get(int(ref.op))
 	switch oi.state {
 	case opAcked:
 		if c.seeAnswered(kv, at, who, ref, &oi) {
@@ -252,7 +252,7 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 		}
 	case opUnresolved:
 		oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
-		c.ops.set(int(ref.op), oi)
+		c.ops.Set(int(ref.op), oi)
 		c.stats.ResolvedWrites++
 	case opResolved:
 		if oi.rev != kv.ModRevision {
@@ -261,7 +261,7 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 				Message: fmt.Sprintf("value #%d of %s was seen with mod revisions %d and %d", kv.Value.ID, c.describe(int(ref.op)), oi.rev, kv.ModRevision)})
 		}
 		oi.seen = min(oi.seen, at)
-		c.ops.set(int(ref.op), oi)
+		c.ops.Set(int(ref.op), oi)
 	}
 }
 

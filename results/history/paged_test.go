@@ -1,4 +1,4 @@
-package linearizability
+package history
 
 import (
 	"cmp"
@@ -25,37 +25,37 @@ func TestPagedAgreesWithSlice(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a := newPaged[rec](f, 1000, 1, 64) // four values a page, eight pages in memory
+		a := NewPaged[rec](f, 1000, 1, 64) // four values a page, eight pages in memory
 		want := make([]rec, 1000)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for step := range 200_000 {
 			switch i := rng.IntN(len(want)); rng.IntN(10) {
 			case 0:
 				v := rec{a: int64(step), b: int32(i), c: step%2 == 0}
-				a.add(v)
+				a.Add(v)
 				want = append(want, v)
 			case 1, 2, 3, 4:
 				v := rec{a: rng.Int64(), b: rng.Int32(), c: rng.IntN(2) == 0}
-				a.set(i, v)
+				a.Set(i, v)
 				want[i] = v
 			default:
-				if got := a.get(i); got != want[i] {
+				if got := a.Get(i); got != want[i] {
 					t.Fatalf("file %v, step %d: value %d is %+v, want %+v", file, step, i, got, want[i])
 				}
 			}
 		}
-		if a.len() != len(want) {
-			t.Fatalf("len %d, want %d", a.len(), len(want))
+		if a.Len() != len(want) {
+			t.Fatalf("len %d, want %d", a.Len(), len(want))
 		}
 		for i := range want {
-			if got := a.get(i); got != want[i] {
+			if got := a.Get(i); got != want[i] {
 				t.Fatalf("file %v: value %d is %+v, want %+v", file, i, got, want[i])
 			}
 		}
 		if file && len(a.ring) != minPages {
 			t.Errorf("%d pages in memory, want %d", len(a.ring), minPages)
 		}
-		a.close()
+		a.Close()
 	}
 }
 
@@ -66,61 +66,69 @@ func TestPagedRefusesPointers(t *testing.T) {
 			t.Error("a paged array of a type with a pointer was made")
 		}
 	}()
-	newPaged[struct {
+	NewPaged[struct {
 		n int
 		s string
 	}](nil, 1, 0, 0)
 }
 
-// TestPagedReadError: a page that cannot be read back panics with a spillError, which check turns into
-// its error: a value not read is never taken for zero.
+// TestPagedReadError: a page that cannot be read back panics with a ReadBackError (the checker turns it
+// into its error): a value not read is never taken for zero.
 func TestPagedReadError(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "paged")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newPaged[int64](f, 100, 1, 8)
+	a := NewPaged[int64](f, 100, 1, 8)
 	for i := range 100 {
-		a.set(i, int64(i))
+		a.Set(i, int64(i))
 	}
 	f.Close()
 	defer func() {
-		e, ok := recover().(*spillError)
+		e, ok := recover().(*ReadBackError)
 		if !ok || !errors.Is(e, os.ErrClosed) {
-			t.Errorf("recovered %v, want a spillError of a closed file", e)
+			t.Errorf("recovered %v, want a ReadBackError of a closed file", e)
 		}
 	}()
-	a.get(0)
+	a.Get(0)
 }
 
 // TestSortPaged: an array sorted in runs that fit in its pages in memory, then merged, is in order and
 // holds what it held, in memory (one run) and in a file (many).
 func TestSortPaged(t *testing.T) {
 	for _, paging := range []bool{false, true} {
-		c := &checker{paging: paging, pageDir: t.TempDir(), pageBudget: 1, pageBytes: 64}
-		a := newArray[int64](c, 0)
+		array := func() *Paged[int64] {
+			if !paging {
+				return NewPaged[int64](nil, 0, 0, 0)
+			}
+			f, err := SpillFile(t.TempDir(), "sort")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return NewPaged[int64](f, 0, 1, 64) // eight values a page, eight pages in memory
+		}
+		a := array()
 		rng := rand.New(rand.NewPCG(3, 4))
 		var want []int64
 		for range 10_000 {
 			v := rng.Int64N(1 << 20)
-			a.add(v)
+			a.Add(v)
 			want = append(want, v)
 		}
 		slices.Sort(want)
-		got := sortPaged(c, a, cmp.Compare[int64])
-		if got.len() != len(want) {
-			t.Fatalf("paging %v: %d values sorted, want %d", paging, got.len(), len(want))
+		var fresh *Paged[int64]
+		got := SortPaged(a, cmp.Compare[int64], func() *Paged[int64] { fresh = array(); return fresh })
+		if got.Len() != len(want) {
+			t.Fatalf("paging %v: %d values sorted, want %d", paging, got.Len(), len(want))
 		}
 		for i := range want {
-			if v := got.get(i); v != want[i] {
+			if v := got.Get(i); v != want[i] {
 				t.Fatalf("paging %v: value %d is %d, want %d", paging, i, v, want[i])
 			}
 		}
-		if paging == (got == a) {
+		if paging != (got == fresh && got != a) {
 			t.Errorf("paging %v: sorted in place %v", paging, got == a)
 		}
-		for _, close := range c.paged {
-			close()
-		}
+		got.Close()
 	}
 }
