@@ -35,15 +35,16 @@ const minPages = 8
 // that cannot be written or read back panics with a ReadBackError. An array is not safe for concurrent
 // use: even Get moves the clock.
 type Paged[T any] struct {
-	f     *os.File
-	n     int
-	shift uint
-	mask  int
-	size  int          // bytes per page
-	table []*pageOf[T] // by page number: the page when it is in memory
-	ring  []int32      // the pages in memory, in the order the clock visits them
-	hand  int
-	limit int
+	f      *os.File
+	n      int
+	shift  uint
+	mask   int
+	size   int          // bytes per page
+	table  []*pageOf[T] // by page number: the page when it is in memory
+	ring   []int32      // the pages in memory, in the order the clock visits them
+	hand   int
+	limit  int
+	closed bool
 }
 
 type pageOf[T any] struct {
@@ -128,6 +129,9 @@ func (a *Paged[T]) Add(v T) {
 
 // page returns page p, reading it in when it is not in memory.
 func (a *Paged[T]) page(p int) *pageOf[T] {
+	if a.closed {
+		panic(&ReadBackError{Err: fmt.Errorf("paged array: %w", os.ErrClosed)})
+	}
 	if pg := a.table[p]; pg != nil {
 		pg.ref = true
 		return pg
@@ -181,12 +185,12 @@ func (a *Paged[T]) bytes(pg *pageOf[T]) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(pg.v))), a.size)
 }
 
-// close gives the array's file back.
+// Close gives the array's file and memory back; reading it afterwards panics with a ReadBackError.
 func (a *Paged[T]) Close() {
 	if a.f != nil {
 		a.f.Close()
 	}
-	a.table, a.ring = nil, nil
+	a.table, a.ring, a.closed = nil, nil, true
 }
 
 // SortPaged sorts array a by cmp, which must order every two values (no ties between different values:

@@ -34,12 +34,13 @@ type OperationStore struct {
 	decoders sync.Pool
 }
 
-// ReadBackError is what a store's At and Scan panic with when a record kept on disk cannot be read back:
+// ReadBackError is what a store's At and Scan, and a Paged array's Get and Set, panic with when what they
+// keep on disk cannot be written or read back:
 // they return no error, and an operation that was not read must never be taken for one. A caller that
 // must not crash (the checker) recovers it and fails with it.
 type ReadBackError struct{ Err error }
 
-func (e *ReadBackError) Error() string { return "operation store: read back: " + e.Err.Error() }
+func (e *ReadBackError) Error() string { return "read back from disk: " + e.Err.Error() }
 
 // Unwrap returns the read's error.
 func (e *ReadBackError) Unwrap() error { return e.Err }
