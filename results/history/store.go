@@ -35,9 +35,9 @@ type OperationStore struct {
 }
 
 // ReadBackError is what a store's At and Scan, and a Paged array's Get and Set, panic with when what they
-// keep on disk cannot be written or read back:
-// they return no error, and an operation that was not read must never be taken for one. A caller that
-// must not crash (the checker) recovers it and fails with it.
+// keep on disk cannot be written or read back: they return no error, and an operation or a value that
+// was not read must never be taken for one. A caller that must not crash (the checker) recovers it and
+// fails with it.
 type ReadBackError struct{ Err error }
 
 func (e *ReadBackError) Error() string { return "read back from disk: " + e.Err.Error() }
