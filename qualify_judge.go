@@ -175,18 +175,21 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 	}
 	st.Context = stepContext(st, s.Cluster.MemberCPUs)
 
-	switch o.Kind {
-	case outcome.Violation:
+	if o.Kind == outcome.Violation {
 		st.Verdict, st.Resource = StepFail, "consistency"
 		st.Reasons = o.Texts(outcome.Violation)
 		return st
+	}
+	if ev := quotaExhausted(s, o); len(ev) > 0 {
+		// The cluster refused the class's data: that decides the step whatever else happened in it. Its
+		// quota, not the harness, ended a step that stopped; and a generator that fell behind delays
+		// requests, it does not fill the database.
+		st.Verdict, st.Resource, st.Evidence = StepFail, "memory", ev
+		st.Reasons = []string{"the database reached its quota (NOSPACE): the cluster cannot hold this class's data"}
+		return st
+	}
+	switch o.Kind {
 	case outcome.Undecided, outcome.HarnessError, outcome.Incomplete:
-		if ev := quotaExhausted(s, o); len(ev) > 0 {
-			// The cluster refused the class's data: its quota, not the harness, ended the step.
-			st.Verdict, st.Resource, st.Evidence = StepFail, "memory", ev
-			st.Reasons = []string{"the database reached its quota (NOSPACE): the cluster cannot hold this class's data"}
-			return st
-		}
 		st.Verdict, st.Resource = StepUndecided, "harness"
 		st.Reasons = o.Texts(outcome.Undecided, outcome.HarnessError, outcome.Incomplete)
 		return st

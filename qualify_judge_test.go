@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
 
 // stepSummary is a run summary of a ladder step that passed everything: 100 of 100 requests/s.
@@ -23,8 +24,9 @@ func stepSummary() *results.Summary {
 	return s
 }
 
-// TestJudgeStep decides steps from summaries: the run's outcome first, then the generator's lag, then the
-// thresholds, throughput and disk probe, and attributes a failure to what the diagnosis found.
+// TestJudgeStep decides steps from summaries: a violation first, then the database quota (NOSPACE), the
+// run's outcome, the generator's lag, then the thresholds, throughput and disk probe, and attributes a
+// failure to what the diagnosis found.
 func TestJudgeStep(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -66,6 +68,13 @@ func TestJudgeStep(t *testing.T) {
 			change: func(s *results.Summary) {
 				s.Schedule.MissedLag = 50
 				s.Thresholds = []results.ThresholdResult{{Expr: "put:p99<1s", Verdict: results.ThresholdFail, Observed: "2s"}}
+			},
+		},
+		{
+			name: "quota before generator lag", verdict: StepFail, resource: "memory", reason: "NOSPACE",
+			change: func(s *results.Summary) {
+				s.Schedule.MissedLag = 50
+				s.Operations["update/leases"].ErrorsByClass = map[string]int64{workloads.ErrNoSpace: 3}
 			},
 		},
 		{
