@@ -141,12 +141,11 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Report, erro
 func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep *Report, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			switch e := r.(type) {
-			case *history.ReadBackError: // an operation, or a page of the checker's arrays
-				rep, err = nil, e
-			default:
+			rb, ok := r.(*history.ReadBackError) // an operation, or a page of the checker's arrays
+			if !ok {
 				panic(r)
 			}
+			rep, err = nil, rb
 		}
 	}()
 	start := time.Now()

@@ -46,7 +46,7 @@ type keyLists struct {
 // keyEntry is number v of key rank k's list.
 type keyEntry struct{ k, v int32 }
 
-// keyLists sorts entries (given back) into the lists of keys ranks.
+// keyLists sorts entries (given back) into the lists of key ranks.
 func (c *checker) keyLists(entries *history.Paged[keyEntry], keys int) keyLists {
 	sorted := sortPaged(c, entries, func(a, b keyEntry) int { return cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.v, b.v)) })
 	l := keyLists{from: make([]int, keys+1), all: newArray[int32](c, sorted.Len())}

@@ -90,7 +90,7 @@ func (c *checker) buildKeyOps(index keyLists, leaseKeys map[int64][]int32, lo, h
 		}
 	}
 	for k := range byKey {
-		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(c.ops.Get(int(a.op)).call, c.ops.Get(int(b.op)).call) })
+		slices.SortStableFunc(byKey[k], func(a, b *keyOp) int { return cmp.Compare(a.call, b.call) })
 	}
 	return byKey
 }
@@ -300,7 +300,7 @@ func (c *checker) segments(byKey [][]*keyOp, lo int32, keyHist keyLists, s *swee
 			}
 		}
 		for j, ko := range ops {
-			call := c.ops.Get(int(ko.op)).call
+			call := ko.call
 			if j > start && j-start >= segmentTarget && maxRet < call {
 				flush(j)
 				if hist == nil {
