@@ -77,7 +77,7 @@ func (c *checker) collectKeys(keys map[string]struct{}) {
 	addResp = func(r *history.Response) {
 		if r.Range != nil {
 			for i := range r.Range.Len() {
-				add(r.Range.At(i).Key)
+				add(r.Range.Key(i))
 			}
 		}
 		if r.Put != nil && r.Put.PrevKV != nil {

@@ -221,7 +221,8 @@ func (c *checker) projectStep(sub *history.Request, res *history.Response, b int
 		if res != nil && res.Range != nil {
 			st.known, st.count = true, res.Range.Count
 			if res.Range.Len() > 0 {
-				st.result = res.Range.At(0)
+				kv := res.Range.At(0) // the key operation's own copy: the store's key-values are read, not held
+				st.result = &kv
 			}
 			ko.observes = true
 		}

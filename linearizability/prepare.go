@@ -148,7 +148,7 @@ func (c *checker) bounds(watchMaxRev int64) error {
 				base = min(base, h-1) // its own revision: the one before it existed
 			}
 		}
-		forEachKV(op.Response, func(kv *history.KV) { note(kv.ModRevision) })
+		forEachKV(op.Response, func(kv history.KV) { note(kv.ModRevision) })
 	})
 	note(watchMaxRev)
 	if base == 1<<62 {
@@ -169,19 +169,20 @@ func (c *checker) bounds(watchMaxRev int64) error {
 	return nil
 }
 
-// forEachKV calls fn for every key-value in a response, nested ones included.
-func forEachKV(r *history.Response, fn func(kv *history.KV)) {
+// forEachKV calls fn for every key-value in a response, nested ones included. It hands out copies: the
+// key-values of an answer from the store are read one at a time, not held.
+func forEachKV(r *history.Response, fn func(kv history.KV)) {
 	if r.Range != nil {
 		for i := range r.Range.Len() {
 			fn(r.Range.At(i))
 		}
 	}
 	if r.Put != nil && r.Put.PrevKV != nil {
-		fn(r.Put.PrevKV)
+		fn(*r.Put.PrevKV)
 	}
 	if r.Delete != nil {
 		for i := range r.Delete.PrevKVs {
-			fn(&r.Delete.PrevKVs[i])
+			fn(r.Delete.PrevKVs[i])
 		}
 	}
 	if r.Txn != nil {

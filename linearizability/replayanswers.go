@@ -233,7 +233,7 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 	j := 0
 	last := ""
 	if n > 0 {
-		last = resp.At(n - 1).Key
+		last = resp.Key(n - 1)
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
@@ -241,17 +241,18 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 		// the store share their bytes with the keyspace's, which strings.Compare tells at once.
 		order := 1
 		for ; j < n; j++ {
-			kv := resp.At(j)
-			if order = strings.Compare(kv.Key, key); order >= 0 {
+			if order = strings.Compare(resp.Key(j), key); order >= 0 {
 				break
 			}
-			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
+			kv := resp.At(j)
+			s.checkKeyIn(check, i, c.rank(kv.Key), &kv, rg.KeysOnly)
 		}
 		if limited && key > last {
 			break
 		}
 		if j < n && order == 0 {
-			s.checkKeyIn(check, i, k, resp.At(j), rg.KeysOnly)
+			kv := resp.At(j)
+			s.checkKeyIn(check, i, k, &kv, rg.KeysOnly)
 			j++
 			continue
 		}
@@ -259,7 +260,7 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 	}
 	for ; j < n; j++ {
 		kv := resp.At(j)
-		s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
+		s.checkKeyIn(check, i, c.rank(kv.Key), &kv, rg.KeysOnly)
 	}
 }
 
@@ -269,13 +270,13 @@ func wellFormed(resp *history.RangeResponse, rg *history.Range) (string, bool) {
 	n := resp.Len()
 	prev := ""
 	for j := range n {
-		key := resp.At(j).Key
+		key := resp.Key(j)
 		if j > 0 && key <= prev {
 			return firstMalformed(resp, rg)
 		}
 		prev = key
 	}
-	if n > 0 && (!inRange(resp.At(0).Key, rg.Key, rg.End) || !inRange(prev, rg.Key, rg.End)) {
+	if n > 0 && (!inRange(resp.Key(0), rg.Key, rg.End) || !inRange(prev, rg.Key, rg.End)) {
 		return firstMalformed(resp, rg)
 	}
 	return "", true
@@ -284,7 +285,7 @@ func wellFormed(resp *history.RangeResponse, rg *history.Range) (string, bool) {
 // firstMalformed returns the first key of a malformed answer that is out of order or outside the range.
 func firstMalformed(resp *history.RangeResponse, rg *history.Range) (string, bool) {
 	for j := range resp.Len() {
-		if key := resp.At(j).Key; !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.At(j-1).Key) {
+		if key := resp.Key(j); !inRange(key, rg.Key, rg.End) || (j > 0 && key <= resp.Key(j-1)) {
 			return key, false
 		}
 	}

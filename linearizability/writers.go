@@ -170,7 +170,7 @@ func (c *checker) claimAnswered() {
 func (c *checker) resolveFromAnswers() {
 	c.hist.Scan(func(i int, op *history.Operation) {
 		if op.Response != nil {
-			forEachKV(op.Response, func(kv *history.KV) { c.see(kv, op.Return, sighting{op: int32(i)}) })
+			forEachKV(op.Response, func(kv history.KV) { c.see(&kv, op.Return, sighting{op: int32(i)}) })
 		}
 	})
 }
@@ -292,7 +292,7 @@ func ownSighting(op *history.Operation, id uint64) (rev int64, ok bool) {
 	if op.Response == nil {
 		return 0, false
 	}
-	forEachKV(op.Response, func(kv *history.KV) {
+	forEachKV(op.Response, func(kv history.KV) {
 		if !ok && kv.Value.ID == id {
 			rev, ok = kv.ModRevision, true
 		}

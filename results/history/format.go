@@ -144,6 +144,7 @@ type encoder struct {
 	kvs      []kvState
 	prevRev  int64
 	prevTime int64
+	prevRef  storeRef    // an OperationStore's records: the key-value before, in this record
 	clients  map[int]int // watcher -> client of its last record
 	scratch  []byte
 	limit    int // strings before a fresh start: maxStrings, less in tests
@@ -381,7 +382,8 @@ func (e *encoder) responseParts(b []byte, r *Response) []byte {
 	if g := r.Range; g != nil {
 		b = binary.AppendUvarint(b, uint64(g.Len()))
 		for i := range g.Len() {
-			b = e.kv(b, g.At(i), rev)
+			kv := g.At(i)
+			b = e.kv(b, &kv, rev)
 		}
 		b = binary.AppendVarint(b, g.Count)
 		b = appendBool(b, g.More)

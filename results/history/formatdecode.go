@@ -18,6 +18,7 @@ type decoder struct {
 	kvs      []kvState
 	prevRev  int64
 	prevTime int64
+	prevRef  storeRef // an OperationStore's records: the key-value before, in this record
 	clients  map[int]int
 
 	// table, when set, receives the key-values of large range answers, which then hold references to
@@ -433,7 +434,9 @@ func (d *decoder) packed(n int, rev int64) *packedKVs {
 // copy per version of a key.
 func (d *decoder) sharedKV(rev int64) *KV {
 	if d.res != nil {
-		return d.residentKV()
+		kv := d.kvSlab.one()
+		d.residentKV(kv)
+		return kv
 	}
 	if d.table == nil {
 		kv := d.kvSlab.one()
@@ -454,7 +457,7 @@ func (d *decoder) sharedKV(rev int64) *KV {
 // kv decodes one key-value and returns its key's number.
 func (d *decoder) kv(kv *KV, rev int64) uint64 {
 	if d.res != nil {
-		*kv = *d.residentKV()
+		d.residentKV(kv)
 		return 0
 	}
 	key, id := d.str()

@@ -155,10 +155,12 @@ type RangeResponse struct {
 	packed *packedKVs
 }
 
-// packedKVs are the key-values of a range answer as references into a table shared by a history.
+// packedKVs are the key-values of a range answer as references into a table shared by a history: a
+// loaded history's (table), or an OperationStore's (res), where each has its key's number too (keys).
 type packedKVs struct {
-	table *kvTable
-	refs  []uint32
+	table      *kvTable
+	res        *resident
+	keys, refs []uint32
 }
 
 // kvTable holds the distinct key-values of a history's large range answers, in chunks that never move.
@@ -195,12 +197,28 @@ func (r *RangeResponse) Len() int {
 	return len(r.KVs)
 }
 
-// At returns the answer's i-th key-value, which the caller must not change.
-func (r *RangeResponse) At(i int) *KV {
-	if r.packed != nil {
-		return r.packed.table.at(r.packed.refs[i])
+// At returns the answer's i-th key-value.
+func (r *RangeResponse) At(i int) KV {
+	switch p := r.packed; {
+	case p == nil:
+		return r.KVs[i]
+	case p.res != nil:
+		return p.res.kv(p.keys[i], p.refs[i])
+	default:
+		return *p.table.at(p.refs[i])
 	}
-	return &r.KVs[i]
+}
+
+// Key returns the key of the answer's i-th key-value: At(i).Key, without reading the rest of it.
+func (r *RangeResponse) Key(i int) string {
+	switch p := r.packed; {
+	case p == nil:
+		return r.KVs[i].Key
+	case p.res != nil:
+		return p.res.strs[p.keys[i]]
+	default:
+		return p.table.at(p.refs[i]).Key
+	}
 }
 
 // KeyValues returns the key-values of the answer: KVs, or a copy of them when they are packed.
@@ -208,9 +226,9 @@ func (r *RangeResponse) KeyValues() []KV {
 	if r.packed == nil {
 		return r.KVs
 	}
-	out := make([]KV, len(r.packed.refs))
+	out := make([]KV, r.Len())
 	for i := range out {
-		out[i] = *r.At(i)
+		out[i] = r.At(i)
 	}
 	return out
 }

@@ -1,7 +1,7 @@
 package history
 
 import (
-	"encoding/binary"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -25,11 +25,12 @@ import (
 // releases the file.
 type OperationStore struct {
 	res    *resident
-	chunks [][]byte // the records, in memory; nil when they are spilled
-	spill  *os.File // the records, when they are on disk: chunk c at starts[c]
-	starts []int64  // spilled: where each chunk starts in spill, and where the last one ends
-	at     []uint64 // chunk<<32 | offset of each record: a record never spans two chunks
-	window int64    // storeWindow; less in tests
+	chunks [][]byte       // the records, in memory; nil when they are spilled
+	spill  *os.File       // the records, when they are on disk: chunk c at starts[c]
+	starts []int64        // spilled: where each chunk starts in spill, and where the last one ends
+	at     *Paged[uint64] // chunk<<32 | offset of each record: a record never spans two chunks
+	atMu   sync.Mutex     // at's pages move even when it is read
+	window int64          // storeWindow; less in tests
 
 	decoders sync.Pool
 }
@@ -45,54 +46,6 @@ func (e *ReadBackError) Error() string { return "read back from disk: " + e.Err.
 // Unwrap returns the read's error.
 func (e *ReadBackError) Unwrap() error { return e.Err }
 
-// resident is the state the records of an OperationStore share instead of carrying it.
-type resident struct {
-	strs    []string
-	ids     map[string]uint64 // while loading: each string's number
-	table   kvTable
-	keyRefs []uint32       // while loading, by string number: the key's last key-value in table, or noRef
-	recent  *RecentStrings // while loading: ids of the strings met last, by their bytes
-}
-
-// intern returns the number of string s, adding it the first time.
-func (r *resident) intern(s string) uint64 {
-	if r.recent != nil {
-		if id, ok := r.recent.Get(s); ok {
-			return id
-		}
-	}
-	if id, ok := r.ids[s]; ok {
-		r.remember(s, id)
-		return id
-	}
-	id := uint64(len(r.strs))
-	r.ids[s] = id
-	r.remember(s, id)
-	r.strs = append(r.strs, s)
-	r.keyRefs = append(r.keyRefs, noRef)
-	return id
-}
-
-func (r *resident) remember(s string, id uint64) {
-	if r.recent != nil {
-		r.recent.Put(s, id)
-	}
-}
-
-// ref returns the reference of kv in the table: the key's last key-value when kv is the same, else a
-// new one. Pages of a list and the previous key-values of writes share one copy of each version of a key.
-func (r *resident) ref(kv *KV) uint32 {
-	id := r.intern(kv.Key)
-	if ref := r.keyRefs[id]; ref != noRef && *r.table.at(ref) == *kv {
-		return ref
-	}
-	v := *kv
-	v.Key = r.strs[id] // the interned copy: the caller's may be one of many
-	ref := r.table.add(v)
-	r.keyRefs[id] = ref
-	return ref
-}
-
 // storeChunk is the size of the chunks records are appended to: large enough that the last, partly
 // filled one does not matter, small enough that growing the store never copies much.
 const storeChunk = 1 << 20
@@ -106,8 +59,8 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := newStoreBuilder()
-	if b.s.spill, err = SpillFile(dir, "operations"); err != nil {
+	b, err := newStoreBuilder(dir, true, storeSizes{})
+	if err != nil {
 		return nil, err
 	}
 	var op Operation
@@ -149,7 +102,7 @@ func SpillFile(dir, name string) (*os.File, error) {
 
 // NewOperationStore returns a store of ops.
 func NewOperationStore(ops []Operation) *OperationStore {
-	b := newStoreBuilder()
+	b, _ := newStoreBuilder("", false, storeSizes{}) // creates no file: cannot fail
 	for i := range ops {
 		b.add(&ops[i])
 	}
@@ -166,13 +119,42 @@ type storeBuilder struct {
 	err   error
 }
 
-func newStoreBuilder() *storeBuilder {
-	res := &resident{ids: map[string]uint64{}, recent: NewRecentStrings(16)}
-	return &storeBuilder{s: &OperationStore{res: res, window: storeWindow}, enc: &encoder{res: res}, chunk: storeChunk}
+// storeSizes are the sizes of a store's paged arrays; zero ones are the defaults (storeKVBudget,
+// storeIndexBudget, PageBytes). Tests take less, to read pages back all the time.
+type storeSizes struct{ kvBudget, indexBudget, pageBytes int }
+
+// newStoreBuilder returns a builder of a store that keeps its records, where they are and its key-values
+// in files in dir when it spills, and everything in memory otherwise.
+func newStoreBuilder(dir string, spill bool, sizes storeSizes) (*storeBuilder, error) {
+	var files [3]*os.File
+	if spill {
+		for i, name := range []string{"operations", "operation-index", "key-values"} {
+			f, err := SpillFile(dir, name)
+			if err != nil {
+				for _, f := range files[:i] {
+					f.Close()
+				}
+				return nil, err
+			}
+			files[i] = f
+		}
+	}
+	kvs := NewPaged[storedKV](files[2], 0, cmp.Or(sizes.kvBudget, storeKVBudget), sizes.pageBytes)
+	at := NewPaged[uint64](files[1], 0, cmp.Or(sizes.indexBudget, storeIndexBudget), sizes.pageBytes)
+	res := newResident(kvs)
+	s := &OperationStore{res: res, spill: files[0], at: at, window: storeWindow}
+	return &storeBuilder{s: s, enc: &encoder{res: res}, chunk: storeChunk}, nil
 }
 
+// storeKVBudget and storeIndexBudget are how much of a spilled store's key-values and of where its
+// records are is in memory at most. The key-values lists read again are each key's last, held apart.
+const (
+	storeKVBudget    = 4 << 20
+	storeIndexBudget = 1 << 20
+)
+
 func (b *storeBuilder) add(op *Operation) {
-	b.enc.prevTime, b.enc.prevRev = 0, 0
+	b.enc.prevTime, b.enc.prevRev, b.enc.prevRef = 0, 0, storeRef{}
 	b.rec = b.enc.operation(b.rec[:0], op)
 	s := b.s
 	n := len(s.chunks)
@@ -190,7 +172,7 @@ func (b *storeBuilder) add(op *Operation) {
 		}
 		n++
 	}
-	s.at = append(s.at, uint64(n-1)<<32|uint64(len(s.chunks[n-1])))
+	s.at.Add(uint64(n-1)<<32 | uint64(len(s.chunks[n-1])))
 	s.chunks[n-1] = append(s.chunks[n-1], b.rec...)
 }
 
@@ -221,7 +203,7 @@ func (b *storeBuilder) flush() error {
 
 func (b *storeBuilder) done() *OperationStore {
 	s := b.s
-	s.res.ids, s.res.keyRefs, s.res.recent = nil, nil, nil
+	s.res.ids, s.res.recent = nil, nil
 	s.decoders.New = func() any {
 		d := newDecoder()
 		d.res = s.res
@@ -231,11 +213,13 @@ func (b *storeBuilder) done() *OperationStore {
 }
 
 // Len returns the number of operations.
-func (s *OperationStore) Len() int { return len(s.at) }
+func (s *OperationStore) Len() int { return s.at.Len() }
 
 // Close releases the file a store loaded from a run directory keeps its records in. Nothing can be read
 // from the store afterwards.
 func (s *OperationStore) Close() error {
+	s.at.Close()
+	s.res.kvs.Close()
 	if s.spill == nil {
 		return nil
 	}
@@ -263,12 +247,24 @@ func (s *OperationStore) chunkLen(c uint64) uint32 {
 	return uint32(len(s.chunks[c]))
 }
 
+// index returns where records i and i+1 are (0 for the one after the last).
+func (s *OperationStore) index(i int) (at, next uint64) {
+	s.atMu.Lock()
+	defer s.atMu.Unlock() // a page that cannot be read back panics: the next reader must not wait forever
+	at = s.at.Get(i)
+	if i+1 < s.at.Len() {
+		next = s.at.Get(i + 1)
+	}
+	return at, next
+}
+
 // record returns where record i is: its chunk, and its start and end in it.
 func (s *OperationStore) record(i int) (chunk uint64, off, end uint32) {
-	chunk, off = s.at[i]>>32, uint32(s.at[i])
+	at, next := s.index(i)
+	chunk, off = at>>32, uint32(at)
 	end = s.chunkLen(chunk)
-	if i+1 < len(s.at) && s.at[i+1]>>32 == chunk {
-		end = uint32(s.at[i+1])
+	if i+1 < s.at.Len() && next>>32 == chunk {
+		end = uint32(next)
 	}
 	return chunk, off, end
 }
@@ -313,9 +309,9 @@ func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 	var op Operation
 	var buf []byte
 	loaded := ^uint64(0)
-	for i := range s.at {
+	for i := range s.Len() {
 		d.reuse()
-		d.prevTime, d.prevRev = 0, 0
+		d.prevTime, d.prevRev, d.prevRef = 0, 0, storeRef{}
 		op = Operation{}
 		chunk, off, end := s.record(i)
 		if s.spill == nil {
@@ -348,41 +344,11 @@ func (s *OperationStore) Scan(fn func(i int, op *Operation)) {
 func (s *OperationStore) At(i int) *Operation {
 	d := s.decoders.Get().(*decoder)
 	defer s.decoders.Put(d)
-	d.prevTime, d.prevRev = 0, 0
+	d.prevTime, d.prevRev, d.prevRef = 0, 0, storeRef{}
 	op := d.ops.one()
 	if err := d.operation(s.bytes(i, d), op); err != nil {
 		// The store wrote the record itself: failing to read it back is a bug, not bad input.
 		panic(fmt.Sprintf("history: operation %d of a store: %v", i, err))
 	}
 	return op
-}
-
-// residentKV decodes a key-value of a store's record: a reference into its table.
-func (d *decoder) residentKV() *KV {
-	ref := d.uvarint()
-	if ref >= uint64(d.res.table.len()) {
-		d.fail("unknown key-value")
-		return &KV{}
-	}
-	return d.res.table.at(uint32(ref))
-}
-
-// residentPacked decodes the n key-values of a store's range answer as references into its table.
-func (d *decoder) residentPacked(n int) *packedKVs {
-	p := d.packs.one()
-	p.table, p.refs = &d.res.table, d.refs.slice(n)
-	for i := range p.refs {
-		ref := d.uvarint()
-		if ref >= uint64(d.res.table.len()) {
-			d.fail("unknown key-value")
-			return p
-		}
-		p.refs[i] = uint32(ref)
-	}
-	return p
-}
-
-// appendResidentKV appends kv to a store's record as its reference.
-func (e *encoder) appendResidentKV(b []byte, kv *KV) []byte {
-	return binary.AppendUvarint(b, uint64(e.res.ref(kv)))
 }

@@ -25,17 +25,17 @@ func TestOperationStore(t *testing.T) {
 		requireStore(t, s, ops)
 
 		// Chunks of 1 KB: dozens of them, records packed up to their ends; in memory, and on disk, read
-		// through windows of 300 bytes, a few records each (a larger record is read alone).
+		// through windows of 300 bytes, a few records each (a larger record is read alone), the
+		// key-values and the places of records paged.
 		for _, spill := range []bool{false, true} {
-			b := newStoreBuilder()
-			b.chunk, b.s.window = 1<<10, 300
-			if spill {
-				var err error
-				if b.s.spill, err = SpillFile(t.TempDir(), "operations"); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { b.s.Close() })
+			// Pages of one key-value or eight record places, eight of each in memory: on disk, every
+			// key-value read that is not its key's last one reads a page back, from four readers at once.
+			b, err := newStoreBuilder(t.TempDir(), spill, storeSizes{kvBudget: 1, indexBudget: 1, pageBytes: 64})
+			if err != nil {
+				t.Fatal(err)
 			}
+			t.Cleanup(func() { b.s.Close() })
+			b.chunk, b.s.window = 1<<10, 300
 			for _, op := range ops {
 				b.add(op)
 			}
@@ -194,7 +194,7 @@ func TestOperationStoreShares(t *testing.T) {
 			Response: &Response{Revision: 1000, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}})
 	}
 	s := NewOperationStore(ops)
-	if n := s.res.table.len(); n != len(kvs) {
+	if n := s.res.kvs.Len(); n != len(kvs) {
 		t.Errorf("the store holds %d key-values for 100 pages of the same %d", n, len(kvs))
 	}
 	bytes := 0
@@ -213,16 +213,16 @@ func TestOperationStoreShares(t *testing.T) {
 }
 
 // TestOperationStoreLargeRecord: an operation whose record is larger than a chunk of the store (a list of
-// 400,000 keys) gets a chunk of its own, and the operations around it are unaffected.
+// 600,000 keys, two bytes each at least) gets a chunk of its own, and the operations around it are unaffected.
 func TestOperationStoreLargeRecord(t *testing.T) {
-	kvs := make([]KV, 400_000)
+	kvs := make([]KV, 600_000)
 	for i := range kvs {
 		kvs[i] = KV{Key: fmt.Sprintf("/registry/pods/ns/pod-%06d", i), Value: Value{ID: uint64(i) << 20, Size: 4096}, CreateRevision: int64(i + 1), ModRevision: int64(i + 1), Version: 1}
 	}
 	small := Operation{Op: "get/pods", Call: 1, Return: 2, Request: Request{Kind: KindRange, Range: &Range{Key: kvs[7].Key}},
-		Response: &Response{Revision: 400_001, Range: &RangeResponse{KVs: kvs[7:8], Count: 1}}}
+		Response: &Response{Revision: 600_001, Range: &RangeResponse{KVs: kvs[7:8], Count: 1}}}
 	large := Operation{Op: "list/pods", Call: 3, Return: 4, Request: Request{Kind: KindRange, Range: &Range{Key: "/registry/pods/", End: "/registry/pods0"}},
-		Response: &Response{Revision: 400_001, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}}
+		Response: &Response{Revision: 600_001, Range: &RangeResponse{KVs: kvs, Count: int64(len(kvs))}}}
 	ops := []Operation{small, large, small}
 	s := NewOperationStore(ops)
 	if len(s.chunks) != 3 || len(s.chunks[1]) <= storeChunk {
