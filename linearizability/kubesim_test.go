@@ -38,6 +38,29 @@ func TestSimulatedKubeHistoriesPass(t *testing.T) {
 	}
 }
 
+// TestSimulatedFixedKeysPass: a simulated history whose pods and events reuse a fixed set of names
+// (kubesim.Options.Names) checks clean, creates of names still held failing as they must, and its keys
+// stop growing: twice the run, the same keys.
+func TestSimulatedFixedKeysPass(t *testing.T) {
+	var keys []int
+	for _, d := range []time.Duration{40 * time.Second, 80 * time.Second} {
+		rep := simulate(t, kubesim.Options{Seed: 3, Duration: d, Rate: 150, Nodes: 20, Pods: 100, Names: 150, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second})
+		requireVerdicts(t, rep, allOK)
+		if t.Failed() {
+			t.Fatalf("%s: %+v", d, rep.Violations[:min(len(rep.Violations), 5)])
+		}
+		keys = append(keys, rep.Stats.Keys)
+	}
+	// 150 pod names, 150 event names, 20 node leases, configmaps and the apiservers' keys: all of them
+	// met in the first 40 seconds, none new in the next.
+	if keys[0] > 400 || keys[1] != keys[0] {
+		t.Errorf("keys of the 40- and 80-second histories: %v; want the same, at most 400", keys)
+	}
+	if _, err := kubesim.Write(t.TempDir(), kubesim.Options{Pods: 100, Names: 100}); err == nil {
+		t.Error("as many names as pods: no error")
+	}
+}
+
 // bugChecks says which check must catch each bug of the simulated etcd.
 var bugChecks = map[string]string{
 	"stale-read":          lin.CheckLinearizability,
@@ -100,19 +123,33 @@ func BenchmarkCheckKube(b *testing.B) {
 	b.ReportMetric(float64(st.WatchEvents)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkCheckDirPeakHeap checks the simulated kube histories of `make bench-checker` (500 requests/s,
-// seed 7) of 10, 20 and 35 minutes from files, as `chaosbench check` does (a few minutes in all), and
-// reports the highest live heap the check reached (a full collection every 100 ms, the heap's objects
-// read right after it: what is live, and what the check allocated while the collection marked, which
-// makes it an upper bound), in all, per operation
-// and per key of the history. The difference between two lengths is what the check holds per operation
-// and key more (see the package documentation, Memory); kube-shaped histories add keys as fast as
-// operations (pods and events come and go under new names).
+// BenchmarkCheckDirPeakHeap checks simulated kube histories of `make bench-checker`'s shape (500
+// requests/s, seed 7) from files, as `chaosbench check` does, and reports the highest live heap the check
+// reached (a full collection every 100 ms, the heap's objects read right after it: what is live, and what
+// the check allocated while the collection marked, which makes it an upper bound), in all, per operation
+// and per key of the history.
+//
+// The 10-, 20- and 35-minute histories are bench-checker's: their keys grow as fast as their operations
+// (pods and events come and go under new names). The fixed-keys ones name pods and events from 2,000
+// names each (kubesim.Options.Names), so that the keys stop growing: the difference between two of their
+// lengths is what the check holds per operation beyond its keys and its fixed budgets (see the package
+// documentation, Memory). The 140-minute one takes a few minutes.
 func BenchmarkCheckDirPeakHeap(b *testing.B) {
-	for _, d := range []time.Duration{10 * time.Minute, 20 * time.Minute, 35 * time.Minute} {
-		b.Run(d.String(), func(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		d     time.Duration
+		names int
+	}{
+		{"10m", 10 * time.Minute, 0},
+		{"20m", 20 * time.Minute, 0},
+		{"35m", 35 * time.Minute, 0},
+		{"fixed-keys/35m", 35 * time.Minute, 2000},
+		{"fixed-keys/70m", 70 * time.Minute, 2000},
+		{"fixed-keys/140m", 140 * time.Minute, 2000},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			dir := b.TempDir()
-			st, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: d, Rate: 500})
+			st, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: tc.d, Rate: 500, Names: tc.names})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -134,6 +134,7 @@ func (c *checker) bounds(watchMaxRev int64) error {
 			maxRev = r
 		}
 	}
+	var buf []history.KV
 	c.hist.Scan(func(_ int, op *history.Operation) {
 		if op.Response == nil {
 			return
@@ -148,7 +149,7 @@ func (c *checker) bounds(watchMaxRev int64) error {
 				base = min(base, h-1) // its own revision: the one before it existed
 			}
 		}
-		forEachKV(op.Response, func(kv history.KV) { note(kv.ModRevision) })
+		forEachKV(op.Response, &buf, func(kv history.KV) { note(kv.ModRevision) })
 	})
 	note(watchMaxRev)
 	if base == 1<<62 {
@@ -170,11 +171,19 @@ func (c *checker) bounds(watchMaxRev int64) error {
 }
 
 // forEachKV calls fn for every key-value in a response, nested ones included. It hands out copies: the
-// key-values of an answer from the store are read one at a time, not held.
-func forEachKV(r *history.Response, fn func(kv history.KV)) {
+// key-values of an answer from the store are read, not held. A range answer's are read into *buf (which
+// it keeps for the next call), or a slice of their own when buf is nil.
+func forEachKV(r *history.Response, buf *[]history.KV, fn func(kv history.KV)) {
 	if r.Range != nil {
-		for i := range r.Range.Len() {
-			fn(r.Range.At(i))
+		var kvs []history.KV
+		if buf != nil {
+			kvs = r.Range.AppendKeyValues((*buf)[:0])
+			*buf = kvs
+		} else {
+			kvs = r.Range.AppendKeyValues(nil)
+		}
+		for _, kv := range kvs {
+			fn(kv)
 		}
 	}
 	if r.Put != nil && r.Put.PrevKV != nil {
@@ -187,7 +196,7 @@ func forEachKV(r *history.Response, fn func(kv history.KV)) {
 	}
 	if r.Txn != nil {
 		for i := range r.Txn.Results {
-			forEachKV(&r.Txn.Results[i], fn)
+			forEachKV(&r.Txn.Results[i], buf, fn)
 		}
 	}
 }

@@ -230,10 +230,12 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 		return
 	}
 	// Walk the keys that exist or may exist alongside the answer.
+	s.kvs = resp.AppendKeyValues(s.kvs[:0])
+	kvs := s.kvs
 	j := 0
 	last := ""
 	if n > 0 {
-		last = resp.Key(n - 1)
+		last = kvs[n-1].Key
 	}
 	for k := s.next(lo, hi); k >= 0; k = s.next(k+1, hi) {
 		key := c.key(k)
@@ -241,26 +243,25 @@ func (s *sweep) checkRange(i int, rg *history.Range, resp *history.RangeResponse
 		// the store share their bytes with the keyspace's, which strings.Compare tells at once.
 		order := 1
 		for ; j < n; j++ {
-			if order = strings.Compare(resp.Key(j), key); order >= 0 {
+			kv := &kvs[j]
+			if order = strings.Compare(kv.Key, key); order >= 0 {
 				break
 			}
-			kv := resp.At(j)
-			s.checkKeyIn(check, i, c.rank(kv.Key), &kv, rg.KeysOnly)
+			s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 		}
 		if limited && key > last {
 			break
 		}
 		if j < n && order == 0 {
-			kv := resp.At(j)
-			s.checkKeyIn(check, i, k, &kv, rg.KeysOnly)
+			s.checkKeyIn(check, i, k, &kvs[j], rg.KeysOnly)
 			j++
 			continue
 		}
 		s.checkKeyIn(check, i, k, nil, rg.KeysOnly)
 	}
 	for ; j < n; j++ {
-		kv := resp.At(j)
-		s.checkKeyIn(check, i, c.rank(kv.Key), &kv, rg.KeysOnly)
+		kv := &kvs[j]
+		s.checkKeyIn(check, i, c.rank(kv.Key), kv, rg.KeysOnly)
 	}
 }
 

@@ -55,6 +55,8 @@ type sweep struct {
 	last    []int32               // by key rank: 1 + the index of the key's last change in canon, 0 for none
 	canonAt *history.Paged[int32] // by revision-base
 	gap     *history.Paged[bool]  // by revision-base: nobody knows what was written
+
+	kvs []history.KV // the answer checkRange checks, read from the store at once
 }
 
 // replay runs the sweep from the run's first revision to its last: at each revision it applies the

@@ -6,106 +6,157 @@ package linearizability
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// valueRef locates the write of a value id: which operation and branch wrote it, to which key.
+// valueRef locates the write of a value id: which operation and branch wrote it, to which key (its rank).
 type valueRef struct {
-	key    string
 	op     int32
+	key    int32
 	branch int8
-	dup    bool  // written by more than one request: useless as evidence
-	set    bool  // an entry of the dense index (its zero value is no write)
-	clean  int64 // a mod revision the value was seen with and found right (answered writes), or 0
+	dup    bool // written by more than one request: useless as evidence
+	set    bool // an entry of the dense index (its zero value is no write)
 }
 
 // valueIndex maps every written value id to the request that wrote it. The run's ids are a client's number
 // plus one in the high 32 bits and its own sequence number in the low ones (workloads.Client.NewValue), so
-// each client's ids are dense: they index a slice of that client's writes, with no hashing. An id outside
-// that scheme (a history from elsewhere) goes to a map; ids that would make a client's slice much longer
-// than the history has operations do too, so a stray id cannot make the index large.
+// each client's ids are dense: they index that client's part of one paged array, with no hashing. An id
+// outside that scheme (a history from elsewhere) goes to a map; ids that would make a client's part much
+// longer than the history has operations do too, so a stray id cannot make the index large.
+//
+// It also remembers the values it found right lately (clean): a list shows every object's value again
+// and again, and a value found right at a revision needs no second look, which would read its write's
+// info back from a page.
 type valueIndex struct {
-	clients [][]valueRef
-	other   map[uint64]valueRef
-	limit   uint64 // longest a client's slice may grow
+	from  []int // by client: where its part of dense begins; from[len(from)-1] is dense's length
+	dense *history.Paged[valueRef]
+	other map[uint64]valueRef
+	clean []cleanSighting // two ways per set, the one met last first
+}
+
+// cleanSighting is a value found right: seen under its key at its revision.
+type cleanSighting struct {
+	id  uint64
+	rev int64
+	key string
 }
 
 // maxIndexedClients bounds the clients whose ids are indexed densely.
 const maxIndexedClients = 1 << 16
 
-func newValueIndex(ops int) *valueIndex {
-	return &valueIndex{other: map[uint64]valueRef{}, limit: 4*uint64(ops) + 4096}
+// valueExtents counts, in a first pass, the dense ids of each client: one more than the highest sequence
+// number it wrote, up to limit.
+type valueExtents struct {
+	n     []int
+	limit uint64
 }
 
-// slot returns the dense entry of id, or nil when id goes to the map; grow makes room for it.
-func (x *valueIndex) slot(id uint64, grow bool) *valueRef {
+func newValueExtents(ops int) *valueExtents { return &valueExtents{limit: 4*uint64(ops) + 4096} }
+
+// note counts id.
+func (e *valueExtents) note(id uint64) {
 	client, seq := id>>32, id&(1<<32-1)
-	if client >= maxIndexedClients || seq >= x.limit {
-		return nil
+	if client >= maxIndexedClients || seq >= e.limit {
+		return
 	}
-	if client >= uint64(len(x.clients)) {
-		if !grow {
-			return nil
-		}
-		x.clients = append(x.clients, make([][]valueRef, int(client)+1-len(x.clients))...)
+	if client >= uint64(len(e.n)) {
+		e.n = append(e.n, make([]int, int(client)+1-len(e.n))...)
 	}
-	refs := x.clients[client]
-	if seq >= uint64(len(refs)) {
-		if !grow {
-			return nil
-		}
-		refs = append(refs, make([]valueRef, int(seq)+1-len(refs))...)
-		x.clients[client] = refs[:cap(refs)]
-		refs = x.clients[client]
+	e.n[client] = max(e.n[client], int(seq)+1)
+}
+
+// newValueIndex returns an empty index for the ids of extents, in a paged array of c, remembering about
+// two values found right per key of the history.
+func (c *checker) newValueIndex(e *valueExtents, keys int) *valueIndex {
+	x := &valueIndex{from: make([]int, len(e.n)+1), other: map[uint64]valueRef{}}
+	for client, n := range e.n {
+		x.from[client+1] = x.from[client] + n
 	}
-	return &refs[seq]
+	x.dense = newArray[valueRef](c, x.from[len(e.n)])
+	x.clean = make([]cleanSighting, 1<<max(bits.Len(uint(2*keys)), 10))
+	return x
+}
+
+// slot returns the place of id in dense, or -1 when id goes to the map.
+func (x *valueIndex) slot(id uint64) int {
+	client, seq := id>>32, id&(1<<32-1)
+	if client >= uint64(len(x.from)-1) || seq >= uint64(x.from[client+1]-x.from[client]) {
+		return -1
+	}
+	return x.from[client] + int(seq)
 }
 
 // get returns the write of id.
 func (x *valueIndex) get(id uint64) (valueRef, bool) {
-	if ref := x.slot(id, false); ref != nil {
-		return *ref, ref.set
+	if i := x.slot(id); i >= 0 {
+		ref := x.dense.Get(i)
+		return ref, ref.set
 	}
 	ref, ok := x.other[id]
 	return ref, ok
 }
 
-// markClean notes that id, of an answered write, was seen with mod revision rev and found right: the same
-// sighting again (a list shows every object's value, again and again) needs no second look, which would
-// read the write's info back from its page.
-func (x *valueIndex) markClean(id uint64, rev int64) {
-	if ref := x.slot(id, false); ref != nil {
-		ref.clean = rev
-		return
-	}
-	if ref, ok := x.other[id]; ok {
-		ref.clean = rev
-		x.other[id] = ref
-	}
-}
-
 // add notes that operation op's branch wrote id to key; a second write of id makes it a duplicate.
-func (x *valueIndex) add(id uint64, op int32, branch int8, key string) {
-	ref := x.slot(id, true)
-	var mapped valueRef
-	if ref == nil {
-		mapped = x.other[id]
-		ref = &mapped
+func (x *valueIndex) add(id uint64, op int32, branch int8, key int32) {
+	i := x.slot(id)
+	var ref valueRef
+	if i >= 0 {
+		ref = x.dense.Get(i)
+	} else {
+		ref = x.other[id]
 	}
 	if ref.set {
 		ref.dup = ref.dup || ref.op != op || ref.key != key
 	} else {
-		*ref = valueRef{key: key, op: op, branch: branch, set: true}
+		ref = valueRef{key: key, op: op, branch: branch, set: true}
 	}
-	if ref == &mapped {
-		x.other[id] = mapped
+	if i >= 0 {
+		x.dense.Set(i, ref)
+	} else {
+		x.other[id] = ref
 	}
 }
 
-// indexValues maps every written value id to the request that wrote it.
+// cleanSet returns the first of the two ways of id's set in clean.
+func (x *valueIndex) cleanSet(id uint64) int {
+	return int((id*0x9e3779b97f4a7c15)>>(64-bits.Len(uint(len(x.clean)-1)))) &^ 1
+}
+
+// isClean reports whether kv was found right lately: value, key and mod revision alike.
+func (x *valueIndex) isClean(kv *history.KV) bool {
+	i := x.cleanSet(kv.Value.ID)
+	for w := range 2 {
+		if s := &x.clean[i+w]; s.id == kv.Value.ID && s.rev == kv.ModRevision && s.key == kv.Key {
+			if w == 1 {
+				x.clean[i], x.clean[i+1] = x.clean[i+1], x.clean[i]
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// markClean notes that kv, the value of an answered write, was found right: the same sighting again needs
+// no second look. It takes the place of the one of its set met longest ago.
+func (x *valueIndex) markClean(kv *history.KV) {
+	i := x.cleanSet(kv.Value.ID)
+	x.clean[i+1] = x.clean[i]
+	x.clean[i] = cleanSighting{id: kv.Value.ID, rev: kv.ModRevision, key: kv.Key}
+}
+
+// indexValues maps every written value id to the request that wrote it: a pass to size the index, and
+// one to fill it.
 func (c *checker) indexValues() {
-	c.values = newValueIndex(c.hist.Len())
+	extents := newValueExtents(c.hist.Len())
+	c.eachWrite(func(_ int32, _ int8, p *history.Put) { extents.note(p.Value.ID) })
+	c.values = c.newValueIndex(extents, len(c.ks.keys))
+	c.eachWrite(func(i int32, b int8, p *history.Put) { c.values.add(p.Value.ID, i, b, c.rank(p.Key)) })
+}
+
+// eachWrite calls fn with every put of a value, of either branch, of every operation.
+func (c *checker) eachWrite(fn func(op int32, branch int8, p *history.Put)) {
 	c.hist.Scan(func(i int, op *history.Operation) {
 		v, ok := viewOf(op)
 		if !ok {
@@ -116,7 +167,7 @@ func (c *checker) indexValues() {
 				if sub.Kind != history.KindPut || sub.Put == nil || sub.Put.Value.ID == 0 {
 					continue
 				}
-				c.values.add(sub.Put.Value.ID, int32(i), int8(b), sub.Put.Key)
+				fn(int32(i), int8(b), sub.Put)
 			}
 		}
 	})
@@ -168,9 +219,10 @@ func (c *checker) claimAnswered() {
 // and watch events) with its write. An answered write must be seen at its own revision and key; a failed
 // write whose value was seen took effect, at the revision it was seen with.
 func (c *checker) resolveFromAnswers() {
+	var buf []history.KV
 	c.hist.Scan(func(i int, op *history.Operation) {
 		if op.Response != nil {
-			forEachKV(op.Response, func(kv history.KV) { c.see(&kv, op.Return, sighting{op: int32(i)}) })
+			forEachKV(op.Response, &buf, func(kv history.KV) { c.see(&kv, op.Return, sighting{op: int32(i)}) })
 		}
 	})
 }
@@ -226,6 +278,9 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 	if kv.Value.ID == 0 || kv.ModRevision <= c.base {
 		return // not a value of this run (keys-only reads, foreign or earlier writes)
 	}
+	if c.values.isClean(kv) {
+		return // an answered write's value seen again under its key at the same revision, found right before
+	}
 	ref, ok := c.values.get(kv.Value.ID)
 	if !ok {
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "phantom value", Key: kv.Key, Revision: kv.ModRevision, Ops: who.ops(), Time: at,
@@ -235,20 +290,17 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 	if ref.dup {
 		return
 	}
-	if ref.key != kv.Key {
+	if c.key(ref.key) != kv.Key { // every key written is in the keyspace: ref.key is a rank
 		c.vs.add(Violation{Check: CheckLinearizability, Kind: "value under wrong key", Key: kv.Key, Revision: kv.ModRevision,
 			Ops: append([]int{int(ref.op)}, who.ops()...), Time: at,
-			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), ref.key)})
+			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), c.key(ref.key))})
 		return
-	}
-	if ref.clean == kv.ModRevision {
-		return // an answered write's value seen again at the same revision, found right before
 	}
 	oi := c.ops.Get(int(ref.op))
 	switch oi.state {
 	case opAcked:
 		if c.seeAnswered(kv, at, who, ref, &oi) {
-			c.values.markClean(kv.Value.ID, kv.ModRevision)
+			c.values.markClean(kv)
 		}
 	case opUnresolved:
 		oi.state, oi.rev, oi.taken, oi.seen = opResolved, kv.ModRevision, ref.branch, at
@@ -292,7 +344,7 @@ func ownSighting(op *history.Operation, id uint64) (rev int64, ok bool) {
 	if op.Response == nil {
 		return 0, false
 	}
-	forEachKV(op.Response, func(kv history.KV) {
+	forEachKV(op.Response, nil, func(kv history.KV) {
 		if !ok && kv.Value.ID == id {
 			rev, ok = kv.ModRevision, true
 		}

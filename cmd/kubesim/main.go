@@ -29,17 +29,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Duration, "duration", 10*time.Minute, "length of the simulated run")
 	fs.Float64Var(&o.Rate, "rate", 500, "requests per second of the main load")
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of every random choice")
+	fs.IntVar(&o.Names, "names", 0, "name pods and events from this many names each, so that the keyspace stops growing (more than the 900 pods; 0: a name of its own each)")
 	fs.DurationVar(&o.FaultEvery, "fault-every", time.Minute, "interval between fault windows (negative: none)")
 	fs.StringVar(&o.Bug, "bug", "", "make the simulated etcd break one guarantee up to three times (a misbehaviour that changes nothing seen, such as a stale read of a key that did not change, goes unseen): "+strings.Join(kubesim.Bugs, ", "))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: kubesim -out DIR [-duration 10m] [-rate 500] [-seed 1] [-bug NAME]")
+		fmt.Fprintln(stderr, "usage: kubesim -out DIR [-duration 10m] [-rate 500] [-seed 1] [-names N] [-bug NAME]")
 		return 2
 	}
 	if o.Bug != "" && !slices.Contains(kubesim.Bugs, o.Bug) {
 		fmt.Fprintf(stderr, "kubesim: -bug %q: not one of %s\n", o.Bug, strings.Join(kubesim.Bugs, ", "))
+		return 2
+	}
+	if o.Names < 0 || (o.Names > 0 && o.Names <= 900) {
+		fmt.Fprintf(stderr, "kubesim: -names %d: must be more than the 900 pods (or 0)\n", o.Names)
 		return 2
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {

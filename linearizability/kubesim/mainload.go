@@ -45,10 +45,20 @@ func (s *sim) mainTick() {
 	}
 }
 
-// podName names a new pod, spread over the namespaces.
+// podName names a new pod, spread over the namespaces: a name of its own, or with Names the next of them
+// no pod holds.
 func (s *sim) podName() string {
-	s.podSeq++
-	return fmt.Sprintf("/registry/pods/ns-%d/pod-%05d", s.podSeq%s.o.Namespaces, s.podSeq)
+	for {
+		s.podSeq++
+		n := s.podSeq
+		if s.o.Names > 0 {
+			n %= s.o.Names
+		}
+		name := fmt.Sprintf("/registry/pods/ns-%d/pod-%05d", n%s.o.Namespaces, n)
+		if _, held := s.podIndex[name]; !held {
+			return name
+		}
+	}
 }
 
 // randomPod picks a pod the load believes exists, or "" when there is none.
@@ -130,7 +140,11 @@ func (s *sim) eventCreate() {
 		return
 	}
 	s.eventSeq++
-	key := fmt.Sprintf("/registry/events/ns-%d/ev-%06d", s.eventSeq%s.o.Namespaces, s.eventSeq)
+	n := s.eventSeq
+	if s.o.Names > 0 {
+		n %= s.o.Names
+	}
+	key := fmt.Sprintf("/registry/events/ns-%d/ev-%06d", n%s.o.Namespaces, n)
 	s.send("create/events", create(key, put(key, s.value(s.nextClient, 600), s.eventLse)), nil)
 }
 

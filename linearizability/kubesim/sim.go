@@ -2,6 +2,7 @@ package kubesim
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,6 +22,13 @@ type Options struct {
 	Namespaces int // pod namespaces (default 3)
 	Pods       int // pods the simulated controllers keep around (default 900)
 	Apiservers int // watch caches (one watcher per resource each) and master leases (default 3)
+
+	// Names, when positive, names pods and events from that many names each, so that the keyspace stops
+	// growing however long the run: a new pod takes a name no pod holds (pods of a StatefulSet come back
+	// under theirs), an event the name after the last (recurring events; while one of that name exists,
+	// its create fails). It must exceed Pods. Zero: every pod and event has a name of its own, as in a
+	// cluster whose pods and events come and go.
+	Names int
 
 	// Every FaultEvery a fault window of FaultLength opens: a third of the requests sent during it time
 	// out after 5 s, and half of those writes take effect anyway, possibly after the timeout.
@@ -132,6 +140,9 @@ func (s *sim) bug(name string, p float64) bool {
 // Write simulates a run and writes its history files (and faults.jsonl) into dir.
 func Write(dir string, o Options) (Stats, error) {
 	o.defaults()
+	if o.Names > 0 && o.Names <= o.Pods {
+		return Stats{}, fmt.Errorf("kubesim: %d names for %d pods: there must be more names than pods", o.Names, o.Pods)
+	}
 	w, err := history.NewWriter(dir)
 	if err != nil {
 		return Stats{}, err

@@ -217,19 +217,20 @@ func (w *Writer) Close() error {
 // ReadOperations streams the operations of a history file (binary or legacy JSON lines) to fn, in file
 // order. Each operation passed to fn is fresh and may be kept.
 func ReadOperations(path string, fn func(*Operation) error) error {
-	return readOperations(path, nil, func() *Operation { return &Operation{} }, fn)
+	return readOperations(path, nil, false, func() *Operation { return &Operation{} }, fn)
 }
 
 // ReadWatches streams the watch responses of a watch file (binary or legacy JSON lines) to fn, in file
 // order. Each response passed to fn is fresh and may be kept.
 func ReadWatches(path string, fn func(*WatchResponse) error) error {
-	return readWatches(path, nil, func() *WatchResponse { return &WatchResponse{} }, fn)
+	return readWatches(path, nil, false, func() *WatchResponse { return &WatchResponse{} }, fn)
 }
 
 // readOperations decodes each operation into a zero Operation from slot, then passes it to fn. With a
-// table, large range answers are packed into it (see RangeResponse).
-func readOperations(path string, table *kvTable, slot func() *Operation, fn func(*Operation) error) error {
-	return readFile(path, contentOperations, table, func(d *decoder, rec []byte) error {
+// table, large range answers are packed into it (see RangeResponse). With reuse, each operation's parts
+// are carved from the memory of the one before (see decoder.reuse): fn must not keep them.
+func readOperations(path string, table *kvTable, reuse bool, slot func() *Operation, fn func(*Operation) error) error {
+	return readFile(path, contentOperations, table, reuse, func(d *decoder, rec []byte) error {
 		op := slot()
 		if err := d.operation(rec, op); err != nil {
 			return err
@@ -246,8 +247,8 @@ func readOperations(path string, table *kvTable, slot func() *Operation, fn func
 
 // readWatches decodes each watch response into a zero WatchResponse from slot, then passes it to fn. With
 // a table, previous key-values are shared through it (see decoder.sharedKV).
-func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
-	return readFile(path, contentWatches, table, func(d *decoder, rec []byte) error {
+func readWatches(path string, table *kvTable, reuse bool, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
+	return readFile(path, contentWatches, table, reuse, func(d *decoder, rec []byte) error {
 		r := slot()
 		if err := d.watch(rec, r); err != nil {
 			return err
@@ -263,8 +264,8 @@ func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn fun
 }
 
 // readFile reads a history file record by record: the binary format with binary, legacy JSON lines with
-// legacy.
-func readFile(path string, content byte, table *kvTable, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
+// legacy. With reuse, the decoder carves each record's parts from the memory of the one before.
+func readFile(path string, content byte, table *kvTable, reuse bool, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
@@ -292,6 +293,9 @@ func readFile(path string, content byte, table *kvTable, binary func(*decoder, [
 			return nil
 		}
 		n++
+		if reuse {
+			d.reuse()
+		}
 		if err := binary(d, rec); err != nil {
 			return fmt.Errorf("record %d: %w", n, err)
 		}

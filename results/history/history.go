@@ -221,6 +221,21 @@ func (r *RangeResponse) Key(i int) string {
 	}
 }
 
+// AppendKeyValues appends the answer's key-values to dst and returns it: what At returns for each, read
+// at once (for an answer from an OperationStore, under one hold of its lock).
+func (r *RangeResponse) AppendKeyValues(dst []KV) []KV {
+	switch p := r.packed; {
+	case p == nil:
+		return append(dst, r.KVs...)
+	case p.res != nil:
+		return p.res.appendKVs(dst, p.keys, p.refs)
+	}
+	for i := range r.Len() {
+		dst = append(dst, r.At(i))
+	}
+	return dst
+}
+
 // KeyValues returns the key-values of the answer: KVs, or a copy of them when they are packed.
 func (r *RangeResponse) KeyValues() []KV {
 	if r.packed == nil {

@@ -30,7 +30,7 @@ func Load(dir string) (*History, error) {
 			return
 		}
 		h.Watches = make([]WatchResponse, 0, n)
-		watchErr <- readWatches(path, &kvTable{}, func() *WatchResponse {
+		watchErr <- readWatches(path, &kvTable{}, false, func() *WatchResponse {
 			h.Watches = append(h.Watches, WatchResponse{})
 			return &h.Watches[len(h.Watches)-1]
 		}, func(*WatchResponse) error { return nil })
@@ -67,7 +67,7 @@ func loadOperations(path string) ([]Operation, error) {
 		return nil, err
 	}
 	ops := make([]Operation, 0, n)
-	err = readOperations(path, &kvTable{}, func() *Operation {
+	err = readOperations(path, &kvTable{}, false, func() *Operation {
 		ops = append(ops, Operation{})
 		return &ops[len(ops)-1]
 	}, func(*Operation) error { return nil })

@@ -64,7 +64,7 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		return nil, err
 	}
 	var op Operation
-	err = readOperations(path, nil, func() *Operation {
+	err = readOperations(path, nil, true, func() *Operation { // each is encoded before the next is read
 		op = Operation{}
 		return &op
 	}, func(op *Operation) error {

@@ -89,8 +89,10 @@ func (r *resident) ref(kv *KV) (key, ref uint32) {
 
 // kv returns key-value ref of the table, of key key: from the key's last one when it is that, else read
 // from the table (and then the key's last one).
-func (r *resident) kv(key, ref uint32) KV {
-	s := r.stored(key, ref)
+func (r *resident) kv(key, ref uint32) KV { return r.toKV(key, ref, r.stored(key, ref)) }
+
+// toKV returns s, key-value ref of key key, as a KV.
+func (r *resident) toKV(key, ref uint32, s storedKV) KV {
 	if s.key != key {
 		// The store wrote the record itself: a key-value of another key is a bug, not bad input.
 		panic(fmt.Sprintf("history: key-value %d of a store is of key %d, not %d", ref, s.key, key))
@@ -98,14 +100,29 @@ func (r *resident) kv(key, ref uint32) KV {
 	return KV{Key: r.strs[key], Value: s.value, CreateRevision: s.create, ModRevision: s.mod, Version: s.version, Lease: s.lease}
 }
 
-func (r *resident) stored(key, ref uint32) storedKV {
+// appendKVs appends the key-values of keys and refs (as kv) to dst.
+func (r *resident) appendKVs(dst []KV, keys, refs []uint32) []KV {
 	r.mu.Lock()
-	defer r.mu.Unlock() // a page that cannot be read back panics: the next reader must not wait forever
+	defer r.mu.Unlock()
+	for i, ref := range refs {
+		dst = append(dst, r.toKV(keys[i], ref, r.lastOf(keys[i], ref)))
+	}
+	return dst
+}
+
+// lastOf makes key-value ref its key's last one and returns it; r.mu is held.
+func (r *resident) lastOf(key, ref uint32) storedKV {
 	l := &r.last[key]
 	if l.ref != ref+1 {
 		l.kv, l.ref = r.kvs.Get(int(ref)), ref+1
 	}
 	return l.kv
+}
+
+func (r *resident) stored(key, ref uint32) storedKV {
+	r.mu.Lock()
+	defer r.mu.Unlock() // a page that cannot be read back panics: the next reader must not wait forever
+	return r.lastOf(key, ref)
 }
 
 // storeRef names a key-value of a store's table: its key's number and its own.
