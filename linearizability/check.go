@@ -40,6 +40,9 @@ type Options struct {
 	pageDir    string
 	pageBudget int
 	pageBytes  int
+	// phaseDone, when set, is called as each phase of the check ends, and ten times during the replay
+	// (the benchmarks measure the live heap there).
+	phaseDone func(phase string)
 }
 
 // Report is the result of checking one history.
@@ -156,7 +159,7 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes}
+	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes, phaseDone: opts.phaseDone}
 	defer func() {
 		for _, close := range c.paged {
 			close()
@@ -168,20 +171,25 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	if c.readErr != nil {
 		return nil, c.readErr
 	}
+	c.phase("prepare")
 	c.addFaultCompactions(opts.Faults)
 	t0 := time.Now()
 	s := c.replay()
 	c.observed.Close() // the replay was the last reader of what watchers saw
 	c.obsAt.Close()
 	c.observed, c.obsAt = nil, nil
+	c.phase("replay")
 	c.checkRealTime()
+	c.phase("real-time")
 	globalSecs := time.Since(t0).Seconds()
 	t1 := time.Now()
 	c.checkWatches(s)
 	watchSecs := time.Since(t1).Seconds()
+	c.phase("watches")
 	t2 := time.Now()
 	pk := c.checkPerKey(ctx, s)
 	perKeySecs := time.Since(t2).Seconds()
+	c.phase("per-key")
 
 	rep = &Report{Stats: c.stats}
 	f := c.collectFindings(ctx, pk, s)

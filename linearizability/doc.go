@@ -116,14 +116,17 @@
 //
 // CheckDir holds the run's operations encoded, in a history.OperationStore, and decodes one each time a
 // pass asks for it (a pass over every operation scans them, each decoded into the memory of the one
-// before). The store keeps the records on disk, in a file without a name next to the history, and holds
-// only the strings and key-values they share and where each record is: about 50 bytes per operation of a
-// kube-shaped history, against 105 with the records in memory and 550 decoded. It reads them back through
-// a window of 64 KB per reader, which the passes, going mostly in file order, seldom move. A record that
-// cannot be read back ends the check with that error (history.ReadBackError): it decided nothing. What it
-// needs of every operation at every turn (call and return times, revisions, state, and the kind of
-// request as far as the passes that look for one kind need it) is in its opInfo. It does not hold the
-// watch records.
+// before). The store keeps the records on disk, in a file without a name next to the history, and reads
+// them back through a window of 64 KB per reader, which the passes, going mostly in file order, seldom
+// move. Where each record is, and the distinct key-values the answers hold (each version of a key once),
+// are paged arrays of the store (below): what it holds in memory beyond them is its strings (the keys,
+// mostly) and, per key, the key-value read last. A record names a key-value by its key and its number,
+// so a list, which shows each key's latest version page after page, finds most of its key-values in
+// memory and reads the rest back; answers hand key-values out as copies, a whole list at once. A record
+// or a page that cannot be read back ends the check with that error (history.ReadBackError): it decided
+// nothing. What the checker needs of every operation at every turn (call and return times, revisions,
+// state, and the kind of request as far as the passes that look for one kind need it) is in its opInfo.
+// It does not hold the watch records.
 //
 // Every pass that needs the watch records (the keys and revisions they name, the watchers and what they
 // vouch for, the writes they resolve, when revisions existed, the union of what watchers saw, the
@@ -141,54 +144,48 @@
 // What the checker derives per operation, per revision, per change and per watch event is in paged arrays
 // (paged.go): fixed-size values without pointers, in pages of 16 KB, each array in a file of its own
 // without a name next to the history, of which at most 4 MB is in memory (a clock picks the page to
-// write out). That is the opInfo; each revision's writer, when it existed, where its changes and its
-// observed events begin, whether nobody knows what was written; the replay's canonical log and the
-// previous versions it names; the union of what watchers saw and the places of every watch event it is
-// built from; the answered reads by revision; the real-time order and its steps; the per-key checks'
-// index and each key's changes (per key, only where its list begins). What is sorted is sorted in runs
-// of what fits in memory, then merged (sortPaged). The passes go mostly in file order or revision order,
-// which is about time order, so a page read back is used whole. The one pass that jumped about, matching
-// every value a list returns with its write (a list shows every object, written any time before),
-// remembers in the value index which values it found right at which revision, and looks at a write's
-// info again only for a sighting it has not met. A page that cannot be written or read ends the check with
-// that error: it decided nothing. Check, on a history in memory, keeps the pages in memory.
+// write out). That is the opInfo; the value index (who wrote each value id: each client's ids are dense,
+// so one array holds them all, each client's part sized by a first pass); each revision's writer, when
+// it existed, where its changes and its observed events begin, whether nobody knows what was written; the
+// replay's canonical log and the previous versions it names; the union of what watchers saw and the
+// places of every watch event it is built from; the answered reads by revision; the real-time order and
+// its steps; the per-key checks' index and each key's changes (per key, only where its list begins).
+// What is sorted is sorted in runs of what fits in memory, then merged (sortPaged). The passes go mostly
+// in file order or revision order, which is about time order, so a page read back is used whole. The one
+// pass that jumped about, matching every value a list returns with its write (a list shows every object,
+// written any time before), remembers the values it found right lately, about two per key (a table by
+// value id, two ways a set, the one met last kept), and looks at the value index and the write's info
+// only for a sighting it has not met. A page that cannot be written or read ends the check with that
+// error: it decided nothing. Check, on a history in memory, keeps the pages in memory.
 //
-// What still grows with the run in memory (kube-shaped histories: about 0.6 revisions and 0.7 changes per
-// operation, 1.8 watch events per operation):
+// So what a check holds in memory grows with the keys (their names, ranks and replay state, each key's
+// last key-value and where its lists begin, the values found right lately) and with etcd's other
+// objects, the leases (kube-apiserver grants one every 10 s for its endpoint); the rest is fixed
+// budgets, which a long run fills within its first hour or so (about fifteen arrays of at most 4 MB, the
+// store's 5 MB, the runs being sorted, the history format's own table while the store loads, which
+// starts afresh every 262,144 strings). What still grows with the run itself is small: the page tables
+// (8 bytes per 16 KB page), the revisions nobody can explain (the gaps and the revisions only watchers
+// saw, 8 bytes each: a few thousand in a long run with faults) and the violations found. Disk grows with
+// the run: the pages are files. Operations in flight are held too: the per-key check cannot cut a key's
+// operations while one may still take effect, and a write of unknown outcome to a key nobody watches may
+// have taken effect at any later revision nobody explains, so that key's segment runs to the end.
 //
-//   - the operation store: where each record is (8 bytes per operation; the record itself, about 47, is
-//     on disk) and the distinct key-values the answers hold (the store's, once: about 27 bytes per
-//     operation);
-//   - while values are matched with writes, the value index (32 bytes per value written);
-//   - the page tables of the paged arrays (8 bytes per 16 KB page), and the violations found.
-//
-// The keys grow with the number of keys, not the run's length: their names, ranks and replay state, where
-// each key's lists begin, the leases. So do the watchers' spans. Measured, the live heap after each phase
-// (two full collections from the check itself): 42 MB for the 10-minute history (311,082 operations,
-// 60,780 keys) and 110 MB for the 35-minute one (1,098,944 operations, 211,115 keys); 64 and 201 MB before
-// the arrays were paged. Of the 35-minute history's 110 MB, the operation store holds about 48 (its key-
-// values 27, where its records are 10, strings 11), the keys and the replay's state per key about 30, the
-// pages in memory about 25. Kube-shaped histories add keys as fast as operations (pods and events come
-// and go under new names), so these figures do not tell the two apart; the store's key-values and record
-// index are what grows with the operations alone. Peaks within a phase come from state whose size is
-// bounded: the history format's own table while the store loads (it starts afresh every 262,144 strings)
-// and the runs being sorted (half of an array's budget).
+// Measured (BenchmarkCheckDirPeakHeap: the exact live heap, two full collections in a row, at the end of
+// every phase and ten times during the replay, the highest), on kubesim histories whose pods and events
+// are named from 2,000 names each (kubesim -names 2000: 4,146 keys however long the run): 35.3 MB at 35
+// minutes (1,085,719 operations), 42.5 MB at 70 and 45.2 MB at 140 (4,343,645 operations), about 1.3
+// bytes per operation between the last two, once the budgets are full. On bench-checker's histories,
+// whose keys grow as fast as their operations: 45.8 MB at 10 minutes (311,082 operations, 60,780 keys)
+// and 102.9 MB at 35 (1,098,944 operations, 211,115 keys). After the per-key checks of the 35-minute one,
+// 94 MB; 110 MB before the store and the value index were paged, 201 MB before the checker's own arrays
+// were.
 //
 // The union of what watchers saw keeps, of the events of one revision and key, the first in file order
 // (and within a record, the first), and holds every other one to it: before, events of one record tied
 // and either could be kept; they disagree only when the record itself is a violation.
 //
-// Not done yet: the operation store's key-values and record index. Paged as they are (a table of
-// key-values without pointers, the key as its string's number, and a cache of each key's key-value met
-// last, so that lists find most of theirs in memory), they took the 35-minute history's live heap after
-// the replay from 110 to 92 MB; but every decoded list then copied its key-values out of the table, and
-// that garbage took the check from 22 to 37 s and its peak RSS from 400 to 660 MB (tried on 2026-11-28,
-// not kept). Decoding without the copy (key-values a list resolves one at a time, from the cache) is what
-// is left to try; then what the check holds in memory grows with the keys alone, plus fixed budgets. Disk
-// still grows with the run: the pages are files.
-//
-// A different way, for time more than memory, is a sweep in revision order with a bounded window, each
-// operation dropped once the sweep and its key's porcupine segment have passed it. The passes use the
+// A different way, for time, is a sweep in revision order with a bounded window, each operation dropped
+// once the sweep and its key's porcupine segment have passed it. The passes use the
 // future in ways a sweep must replace: a failed write is resolved by a sighting of its value any time
 // later, a revision's existence time is the earliest of every later evidence, a lease's earliest expiry
 // comes from every keep-alive, and a watcher's span runs to its last event. A first streaming pass would

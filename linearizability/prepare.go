@@ -55,6 +55,7 @@ type checker struct {
 	pageBudget int      // bytes of each paged array in memory (0: pageBudget)
 	pageBytes  int      // bytes per page of a paged array (0: pageBytes)
 	paged      []func() // closes the paged arrays' files
+	phaseDone  func(phase string)
 }
 
 // Stats counts what a check covered and what it could only check in part.
@@ -74,6 +75,13 @@ type Stats struct {
 	Uncertain        int `json:"uncertain_observations"`
 	Partitions       int `json:"partitions"`
 	LongestPartition int `json:"longest_partition"`
+}
+
+// phase tells Options.phaseDone, when set, that a phase of the check ended.
+func (c *checker) phase(name string) {
+	if c.phaseDone != nil {
+		c.phaseDone(name)
+	}
 }
 
 // rev indexes the slices kept by revision (writer, existed, obsAt): revision base is index 0.
@@ -103,7 +111,9 @@ func (c *checker) prepare() error {
 	if err := c.bounds(watchMaxRev); err != nil {
 		return err
 	}
+	c.phase("keys")
 	c.indexValues()
+	c.phase("values")
 	c.claimAnswered()
 	c.resolveFromAnswers()
 	c.initExisted()
@@ -114,6 +124,7 @@ func (c *checker) prepare() error {
 		c.noteExistedWatch(r)
 	})
 	c.claimResolved()
+	c.phase("resolve")
 	c.values = nil // every value seen is matched: the index of writes by value has no reader left
 	c.unionObserved(places)
 	c.computeExisted()

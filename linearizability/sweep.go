@@ -93,6 +93,9 @@ func (c *checker) replay() *sweep {
 			s.observe(obs.Get(j).op)
 		}
 		s.checkRevokesAt(r)
+		if c.phaseDone != nil && (r-c.base)%max((c.maxRev-c.base)/10, 1) == 0 {
+			c.phase("replaying")
+		}
 	}
 	s.canonAt.Set(c.rev(c.maxRev)+1, int32(s.canon.Len()))
 	return s

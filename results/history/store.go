@@ -10,19 +10,21 @@ import (
 
 // OperationStore holds a run's operations for a reader that looks them up by number at any time (the
 // consistency checker), encoded, and decodes one each time it is asked for it. Decoded, a kube-shaped
-// history's operations take about 550 bytes each; held here, about a sixth of that.
+// history's operations take about 550 bytes each; held here, about a sixth of that, and loaded from a run
+// directory, what it holds in memory grows with the keys, not with the operations.
 //
 // Each record is the file format's (format.go) with a different state behind it, so that any record can be
 // decoded alone: the strings and the distinct key-values of the whole history are held once, in the store
-// (the table a loaded history packs its list pages into), and a record names them by number; times and
-// revisions are written whole instead of as deltas from the record before. A store only grows while it is
-// loaded, and is read-only, and safe for concurrent readers, afterwards.
+// (storekv.go), and a record names them by number; times and revisions are written whole instead of as
+// deltas from the record before. A store only grows while it is loaded, and is read-only, and safe for
+// concurrent readers, afterwards.
 //
 // A store loaded from a run directory keeps its records on disk, in a file of its own that has no name
 // (it is removed as soon as it is created, so that nothing is left behind however the process ends), and
-// reads each one back when it is asked for: the process holds only the shared strings and key-values and
-// eight bytes per operation, and the records are the operating system's to cache or to drop. Close
-// releases the file.
+// reads each one back when it is asked for; where each record is and the distinct key-values are paged
+// arrays (Paged) in two more such files, of which at most 1 and 4 MB are in memory. The process holds
+// the strings and each key's key-value read last; the records are the operating system's to cache or to
+// drop. Close releases the files.
 type OperationStore struct {
 	res    *resident
 	chunks [][]byte       // the records, in memory; nil when they are spilled
