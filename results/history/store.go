@@ -56,7 +56,7 @@ const storeChunk = 1 << 20
 // into a store that keeps its records on disk: in dir, where the history is (not in a temporary directory,
 // which may be held in memory), or, when dir cannot be written, in the temporary directory. The caller
 // closes the store.
-func LoadOperationStore(dir string) (*OperationStore, error) {
+func LoadOperationStore(dir string) (_ *OperationStore, err error) {
 	path, err := HistoryPath(dir)
 	if err != nil {
 		return nil, err
@@ -65,6 +65,19 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		// A page of the store's paged arrays that could not be written out panics (ReadBackError).
+		if p := recover(); p != nil {
+			rb, ok := p.(*ReadBackError)
+			if !ok {
+				panic(p)
+			}
+			err = fmt.Errorf("operation store: %w", rb)
+		}
+		if err != nil {
+			b.s.Close()
+		}
+	}()
 	var op Operation
 	err = readOperations(path, nil, true, func() *Operation { // each is encoded before the next is read
 		op = Operation{}
@@ -77,7 +90,6 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		err = b.flush()
 	}
 	if err != nil {
-		b.s.Close()
 		return nil, err
 	}
 	return b.done(), nil
@@ -217,8 +229,8 @@ func (b *storeBuilder) done() *OperationStore {
 // Len returns the number of operations.
 func (s *OperationStore) Len() int { return s.at.Len() }
 
-// Close releases the file a store loaded from a run directory keeps its records in. Nothing can be read
-// from the store afterwards.
+// Close releases the files a store loaded from a run directory keeps its records, where they are and its
+// key-values in, and the memory of its paged arrays. Nothing can be read from the store afterwards.
 func (s *OperationStore) Close() error {
 	s.at.Close()
 	s.res.kvs.Close()
