@@ -498,7 +498,7 @@ func (c *checker) shrink(ctx context.Context, f keyFailure, s *sweep) segment {
 		}
 		maxSeen = max(maxSeen, ko.hdr)
 		uncertain = uncertain || ko.maybe
-		if maxRet >= c.ops.Get(int(sg.ops[j+1].op)).call {
+		if maxRet >= sg.ops[j+1].call {
 			continue
 		}
 		cand := segment{rank: sg.rank, ops: sg.ops[j+1:], init: c.stateAfter(s, keyHist, sg.rank, maxWrite, maxSeen, uncertain)}

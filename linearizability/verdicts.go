@@ -65,7 +65,7 @@ func (c *checker) keyViolations(ctx context.Context, pk perKeyResult, s *sweep) 
 			ops[j] = int(ko.op)
 		}
 		out = append(out, Violation{Check: CheckLinearizability, Kind: "not linearizable", Key: c.key(sg.rank),
-			Ops: ops, Time: c.ops.Get(int(sg.ops[0].op)).call,
+			Ops: ops, Time: sg.ops[0].call,
 			Message: fmt.Sprintf("no order of these %d operations on %q is consistent with their real-time order and etcd's semantics:%s",
 				len(sg.ops), c.key(sg.rank), c.describeSegment(sg, 12))})
 	}

@@ -90,8 +90,8 @@ func (c *checker) window(k int32, v Violation) segment {
 		from, to = v.Time, v.Time
 	}
 	// Up to 20 operations on either side of the violating ones.
-	lo := sort.Search(len(ops), func(j int) bool { return c.ops.Get(int(ops[j].op)).call >= from })
-	hi := sort.Search(len(ops), func(j int) bool { return c.ops.Get(int(ops[j].op)).call > to })
+	lo := sort.Search(len(ops), func(j int) bool { return ops[j].call >= from })
+	hi := sort.Search(len(ops), func(j int) bool { return ops[j].call > to })
 	lo, hi = max(lo-20, 0), min(hi+20, len(ops))
 	return segment{rank: k, ops: ops[lo:hi], init: []kstate{{any: true}}}
 }

@@ -223,7 +223,7 @@ func ReadOperations(path string, fn func(*Operation) error) error {
 // ReadWatches streams the watch responses of a watch file (binary or legacy JSON lines) to fn, in file
 // order. Each response passed to fn is fresh and may be kept.
 func ReadWatches(path string, fn func(*WatchResponse) error) error {
-	return readWatches(path, nil, false, func() *WatchResponse { return &WatchResponse{} }, fn)
+	return readWatches(path, nil, func() *WatchResponse { return &WatchResponse{} }, fn)
 }
 
 // readOperations decodes each operation into a zero Operation from slot, then passes it to fn. With a
@@ -247,8 +247,8 @@ func readOperations(path string, table *kvTable, reuse bool, slot func() *Operat
 
 // readWatches decodes each watch response into a zero WatchResponse from slot, then passes it to fn. With
 // a table, previous key-values are shared through it (see decoder.sharedKV).
-func readWatches(path string, table *kvTable, reuse bool, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
-	return readFile(path, contentWatches, table, reuse, func(d *decoder, rec []byte) error {
+func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
+	return readFile(path, contentWatches, table, false, func(d *decoder, rec []byte) error {
 		r := slot()
 		if err := d.watch(rec, r); err != nil {
 			return err

@@ -241,11 +241,7 @@ func (r *RangeResponse) KeyValues() []KV {
 	if r.packed == nil {
 		return r.KVs
 	}
-	out := make([]KV, r.Len())
-	for i := range out {
-		out[i] = r.At(i)
-	}
-	return out
+	return r.AppendKeyValues(make([]KV, 0, r.Len()))
 }
 
 // PutResponse holds the previous key-value when it was asked for and existed.

@@ -30,7 +30,7 @@ func Load(dir string) (*History, error) {
 			return
 		}
 		h.Watches = make([]WatchResponse, 0, n)
-		watchErr <- readWatches(path, &kvTable{}, false, func() *WatchResponse {
+		watchErr <- readWatches(path, &kvTable{}, func() *WatchResponse {
 			h.Watches = append(h.Watches, WatchResponse{})
 			return &h.Watches[len(h.Watches)-1]
 		}, func(*WatchResponse) error { return nil })

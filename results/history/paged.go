@@ -93,6 +93,7 @@ func hasPointers(t reflect.Type) bool {
 	return true
 }
 
+// Len returns the number of values.
 func (a *Paged[T]) Len() int { return a.n }
 
 // grow makes the array n values long (the new ones zero).
@@ -103,7 +104,7 @@ func (a *Paged[T]) grow(n int) {
 	}
 }
 
-// get returns value i.
+// Get returns value i.
 func (a *Paged[T]) Get(i int) T {
 	if uint(i) >= uint(a.n) {
 		panic(fmt.Sprintf("paged array: index %d out of range [0:%d]", i, a.n))
@@ -111,7 +112,7 @@ func (a *Paged[T]) Get(i int) T {
 	return a.page(i >> a.shift).v[i&a.mask]
 }
 
-// set makes value i v.
+// Set makes value i v.
 func (a *Paged[T]) Set(i int, v T) {
 	if uint(i) >= uint(a.n) {
 		panic(fmt.Sprintf("paged array: index %d out of range [0:%d]", i, a.n))
@@ -121,7 +122,7 @@ func (a *Paged[T]) Set(i int, v T) {
 	pg.dirty = true
 }
 
-// add appends v.
+// Add appends v.
 func (a *Paged[T]) Add(v T) {
 	a.grow(a.n + 1)
 	a.Set(a.n-1, v)
@@ -217,7 +218,7 @@ func SortPaged[T any](a *Paged[T], cmp func(T, T) int, fresh func() *Paged[T]) *
 		return a
 	}
 	buf = nil
-	m := &merge[T]{a: a, cmp: cmp}
+	m := &merge[T]{cmp: cmp}
 	for lo := 0; lo < a.n; lo += run {
 		m.runs = append(m.runs, cursor[T]{head: a.Get(lo), pos: lo, end: min(lo+run, a.n)})
 	}
@@ -239,7 +240,6 @@ func SortPaged[T any](a *Paged[T], cmp func(T, T) int, fresh func() *Paged[T]) *
 
 // merge is the runs SortPaged merges, a heap by their next value.
 type merge[T any] struct {
-	a    *Paged[T]
 	cmp  func(T, T) int
 	runs []cursor[T]
 }

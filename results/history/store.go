@@ -43,9 +43,9 @@ type OperationStore struct {
 // fails with it.
 type ReadBackError struct{ Err error }
 
-func (e *ReadBackError) Error() string { return "read back from disk: " + e.Err.Error() }
+func (e *ReadBackError) Error() string { return "on disk: " + e.Err.Error() }
 
-// Unwrap returns the read's error.
+// Unwrap returns the error of the read, write or file that failed.
 func (e *ReadBackError) Unwrap() error { return e.Err }
 
 // storeChunk is the size of the chunks records are appended to: large enough that the last, partly
