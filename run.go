@@ -105,8 +105,8 @@ type run struct {
 	out     io.Writer
 	summary results.Summary
 
-	mu     sync.Mutex
-	events []string // member crashes and other notes for the summary
+	mu      sync.Mutex
+	crashes []results.Crash // members that exited when nobody asked them to
 
 	// The cluster (run_cluster.go) and the members' settings, parsed against their builds.
 	cluster   clusters.Cluster

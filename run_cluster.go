@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
@@ -98,15 +100,22 @@ func memberCommands(images []clusters.EtcdImage, members int, memberCommand []st
 	return cmds
 }
 
-// memberExited notes an exit nobody asked for (a crash) among the summary's errors.
+// memberExited notes an exit nobody asked for (a crash) among the summary's crashes, with the last lines of
+// the member's log: etcd failing, an outcome of its own.
 func (r *run) memberExited(ev clusters.ExitEvent) {
 	if ev.Expected {
 		return
 	}
+	c := results.Crash{Member: ev.Member, PID: ev.PID, Time: ev.Time, Status: ev.Status, Log: ev.Log,
+		LogTail: results.LogTail(ev.Log, results.CrashLogLines)}
+	if r.dir != "" {
+		if rel, err := filepath.Rel(r.dir, ev.Log); err == nil && !strings.HasPrefix(rel, "..") {
+			c.Log = rel
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf("member %s (pid %d) exited unexpectedly at %s: %s",
-		ev.Member, ev.PID, ev.Time.Format(time.RFC3339Nano), ev.Status))
+	r.crashes = append(r.crashes, c)
 }
 
 // serverVersion asks the first reachable endpoint for etcd's version.

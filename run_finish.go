@@ -158,7 +158,7 @@ func (r *run) summarizeSchedule(s *results.Summary) {
 // be stored is a harness error of the run.
 func (r *run) decide(s *results.Summary, interrupted bool, loadErr error, harnessErrs []error) outcome.Outcome {
 	r.mu.Lock()
-	s.Errors = append(s.Errors, r.events...)
+	s.Crashes = append(s.Crashes, r.crashes...)
 	r.mu.Unlock()
 	switch {
 	case interrupted:

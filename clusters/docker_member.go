@@ -236,7 +236,7 @@ func (m *containerMember) watch(exit client.ContainerWaitResult, exited chan str
 		status = "lost track of the container: " + err.Error()
 	}
 	m.mu.Lock()
-	ev := ExitEvent{Member: m.name, PID: m.pid, Time: time.Now(), Status: status, Expected: m.stopping}
+	ev := ExitEvent{Member: m.name, PID: m.pid, Time: time.Now(), Status: status, Expected: m.stopping, Log: m.logPath}
 	m.running, m.paused, m.pid = false, false, 0
 	m.mu.Unlock()
 	m.appendLog(fmt.Sprintf("=== chaosbench: %s (pid %d) ended at %s: %s\n", m.name, ev.PID, ev.Time.Format(time.RFC3339Nano), status))

@@ -25,6 +25,8 @@ type ExitEvent struct {
 	Time     time.Time
 	Status   string
 	Expected bool
+	// Log is the member's log file (its last lines say why a crash happened).
+	Log string
 }
 
 // procMember is a member running as a child process: the embed backend's members (the chaosbench binary in
@@ -127,7 +129,7 @@ func (m *procMember) reap(cmd *exec.Cmd, log *os.File, exited chan struct{}) {
 		status = err.Error()
 	}
 	m.mu.Lock()
-	ev := ExitEvent{Member: m.name, PID: cmd.Process.Pid, Time: time.Now(), Status: status, Expected: m.stopping}
+	ev := ExitEvent{Member: m.name, PID: cmd.Process.Pid, Time: time.Now(), Status: status, Expected: m.stopping, Log: m.logPath}
 	m.cmd, m.paused = nil, false
 	m.mu.Unlock()
 	fmt.Fprintf(log, "=== chaosbench: %s (pid %d) ended at %s: %s\n", m.name, ev.PID, ev.Time.Format(time.RFC3339Nano), status)

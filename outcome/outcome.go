@@ -24,7 +24,8 @@ const (
 	ExitUsage = 2
 	// ExitThresholds: the run completed but a threshold failed.
 	ExitThresholds = 3
-	// ExitViolation: a consistency check found a violation (members disagreeing included).
+	// ExitViolation: a consistency check found a violation (members disagreeing included), or a member
+	// crashed when no fault asked it to: etcd failed.
 	ExitViolation = 4
 	// ExitInterrupted: the run was interrupted (SIGINT/SIGTERM); partial results were written.
 	ExitInterrupted = 130
@@ -37,6 +38,10 @@ type Kind string
 const (
 	// OK: the run did everything it was asked, and every check and threshold passed.
 	OK Kind = "ok"
+	// KnownIssue: a check found what a known upstream issue does, and the evidence the run recorded proves
+	// that issue (see the catalog of known issues). It passes by default, named with its evidence wherever a
+	// violation would be; a policy of failing on known issues turns it into a Violation before Decide.
+	KnownIssue Kind = "known-issue"
 	// ThresholdFailed: the run completed, its checks passed, but a threshold failed.
 	ThresholdFailed Kind = "threshold-failed"
 	// Undecided: a consistency check could not decide (it timed out, its input was unreadable). Never a pass.
@@ -46,15 +51,31 @@ const (
 	HarnessError Kind = "harness-error"
 	// Incomplete: the run was interrupted; what it wrote covers the load up to that moment.
 	Incomplete Kind = "incomplete"
+	// MemberCrashed: a member process exited or panicked when no fault asked it to: etcd failing, ranked with
+	// violations (exit 4) and never retried.
+	MemberCrashed Kind = "member-crashed"
 	// Violation: a consistency check found a violation. Nothing else that went wrong hides it.
 	Violation Kind = "violation"
 )
 
 // precedence orders the kinds: the outcome of a run is its most severe reason's kind. A violation outranks
-// everything (it is what the tool exists to find, and it stays true whatever else failed); an interrupt
-// outranks the harness errors it causes; a harness error outranks an undecided check (the check may have
-// been undecided because of it); an undecided check outranks a failed threshold (no pass without checks).
-var precedence = []Kind{OK, ThresholdFailed, Undecided, HarnessError, Incomplete, Violation}
+// everything (it is what the tool exists to find, and it stays true whatever else failed); a crashed member
+// is etcd failing too, and outranks what our own side did wrong; an interrupt outranks the harness errors it
+// causes; a harness error outranks an undecided check (the check may have been undecided because of it); an
+// undecided check outranks a failed threshold (no pass without checks); a known issue outranks only OK (it is
+// reported, and passes unless a policy made it a violation).
+var precedence = []Kind{OK, KnownIssue, ThresholdFailed, Undecided, HarnessError, Incomplete, MemberCrashed, Violation}
+
+// Kinds returns every kind, from the least to the most severe.
+func Kinds() []Kind { return slices.Clone(precedence) }
+
+// Severe reports whether k is etcd failing (a violation or a crashed member): exit 4 in every job, whatever
+// else happened, and never retried.
+func (k Kind) Severe() bool { return k == Violation || k == MemberCrashed }
+
+// Retryable reports whether an outcome of kind k may be retried by a job that retries its own failures:
+// only a harness error, which is ours, never etcd's.
+func (k Kind) Retryable() bool { return k == HarnessError }
 
 // rank is the position of k in the precedence; unknown kinds rank as harness errors, never as a pass.
 func rank(k Kind) int {
@@ -110,11 +131,11 @@ func New(k Kind, format string, args ...any) Reason {
 // ExitCode is the process exit code of the outcome.
 func (o Outcome) ExitCode() int {
 	switch o.Kind {
-	case OK:
+	case OK, KnownIssue:
 		return ExitOK
 	case ThresholdFailed:
 		return ExitThresholds
-	case Violation:
+	case Violation, MemberCrashed:
 		return ExitViolation
 	case Incomplete:
 		return ExitInterrupted
@@ -122,15 +143,15 @@ func (o Outcome) ExitCode() int {
 	return ExitHarness
 }
 
-// Passed reports whether the outcome is a pass. Only OK is.
-func (o Outcome) Passed() bool { return o.Kind == OK }
+// Passed reports whether the outcome is a pass: OK, or known issues only (which are named, not hidden).
+func (o Outcome) Passed() bool { return o.Kind == OK || o.Kind == KnownIssue }
 
 // Headline is the one word every report leads with.
 func (o Outcome) Headline() string {
 	switch o.Kind {
-	case OK:
+	case OK, KnownIssue:
 		return "PASS"
-	case ThresholdFailed, Violation:
+	case ThresholdFailed, Violation, MemberCrashed:
 		return "FAIL"
 	case Undecided:
 		return "UNDECIDED"
@@ -145,7 +166,7 @@ func (o Outcome) Class() string {
 	switch o.Kind {
 	case OK:
 		return "ok"
-	case Incomplete:
+	case Incomplete, KnownIssue:
 		return "warn"
 	}
 	return "fail"
@@ -168,6 +189,33 @@ func (o Outcome) String() string {
 		return fmt.Sprintf("%s (%s)", o.Headline(), o.Kind)
 	}
 	return fmt.Sprintf("%s (%s): %s", o.Headline(), o.Kind, strings.Join(o.Texts(), "; "))
+}
+
+// Part is the outcome of one part of a job (a run of a comparison, a scenario of a suite, a step of a
+// qualification), named by Label.
+type Part struct {
+	Label   string
+	Outcome Outcome
+}
+
+// Combine decides the outcome of a job made of parts, with extra reasons of the job's own (a comparison's
+// gate, a suite's selection): every reason of every part, prefixed with the part's label, and the extra ones,
+// by the same precedence as Decide. A violation or a crashed member in any part is the job's outcome, whatever
+// order the parts ran in and whatever else failed.
+func Combine(parts []Part, extra ...Reason) Outcome {
+	var rs []Reason
+	for _, p := range parts {
+		for _, r := range p.Outcome.Reasons {
+			if p.Label != "" {
+				r.Text = p.Label + ": " + r.Text
+			}
+			rs = append(rs, r)
+		}
+		if len(p.Outcome.Reasons) == 0 && p.Outcome.Kind != OK && p.Outcome.Kind != "" {
+			rs = append(rs, Reason{Kind: p.Outcome.Kind, Text: p.Label + ": " + string(p.Outcome.Kind)})
+		}
+	}
+	return Decide(append(rs, extra...)...)
 }
 
 // Error is an error carrying a run's outcome, for commands that return errors: it maps to the outcome's
@@ -206,4 +254,34 @@ func Code(err error) int {
 		return oe.Outcome.ExitCode()
 	}
 	return ExitHarness
+}
+
+// KnownIssuePolicy is what a known issue does to an outcome: KnownIssuesReport (the default) names it and
+// passes; KnownIssuesFail makes it a violation (exit 4).
+type KnownIssuePolicy string
+
+// The known-issue policies (--known-issues).
+const (
+	KnownIssuesReport KnownIssuePolicy = "report"
+	KnownIssuesFail   KnownIssuePolicy = "fail"
+)
+
+// ParseKnownIssuePolicy reads --known-issues: "" is the default (report); anything but report or fail is a
+// usage error.
+func ParseKnownIssuePolicy(s string) (KnownIssuePolicy, error) {
+	switch KnownIssuePolicy(s) {
+	case "", KnownIssuesReport:
+		return KnownIssuesReport, nil
+	case KnownIssuesFail:
+		return KnownIssuesFail, nil
+	}
+	return "", Usagef("--known-issues %q: expected report or fail", s)
+}
+
+// Kind is the kind a known issue's reason takes under the policy.
+func (p KnownIssuePolicy) Kind() Kind {
+	if p == KnownIssuesFail {
+		return Violation
+	}
+	return KnownIssue
 }

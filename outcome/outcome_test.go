@@ -12,6 +12,8 @@ func TestDecidePrecedence(t *testing.T) {
 	harness := New(HarnessError, "fault kill:leader@10s skipped")
 	interrupted := New(Incomplete, "interrupted by signal")
 	violation := New(Violation, "members disagree at revision 120")
+	crashed := New(MemberCrashed, "member m2 crashed (exit status 2): panic: boom")
+	known := New(KnownIssue, "linearizability: known issue etcd-io/etcd#18424")
 	for _, tc := range []struct {
 		name     string
 		reasons  []Reason
@@ -28,6 +30,11 @@ func TestDecidePrecedence(t *testing.T) {
 		{"interrupt outranks harness", []Reason{harness, interrupted}, Incomplete, ExitInterrupted, "INCOMPLETE"},
 		{"violation after a load error", []Reason{harness, violation}, Violation, ExitViolation, "FAIL"},
 		{"violation outranks everything", []Reason{threshold, undecided, harness, interrupted, violation}, Violation, ExitViolation, "FAIL"},
+		{"a known issue passes, named", []Reason{known}, KnownIssue, ExitOK, "PASS"},
+		{"a known issue hides no threshold", []Reason{known, threshold}, ThresholdFailed, ExitThresholds, "FAIL"},
+		{"a crashed member is exit 4", []Reason{crashed}, MemberCrashed, ExitViolation, "FAIL"},
+		{"a crash outranks an interrupt and a harness error", []Reason{harness, interrupted, crashed}, MemberCrashed, ExitViolation, "FAIL"},
+		{"a violation outranks a crash", []Reason{crashed, violation}, Violation, ExitViolation, "FAIL"},
 		{"unknown kinds are harness errors", []Reason{{Kind: "bogus", Text: "x"}}, HarnessError, ExitHarness, "ERROR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +42,7 @@ func TestDecidePrecedence(t *testing.T) {
 			if o.Kind != tc.kind || o.ExitCode() != tc.code || o.Headline() != tc.headline {
 				t.Fatalf("Decide = %s (exit %d, %s), want %s (exit %d, %s)", o.Kind, o.ExitCode(), o.Headline(), tc.kind, tc.code, tc.headline)
 			}
-			if o.Passed() != (tc.kind == OK) {
+			if o.Passed() != (tc.kind == OK || tc.kind == KnownIssue) {
 				t.Fatalf("Passed = %v for %s", o.Passed(), o.Kind)
 			}
 			if len(o.Reasons) > 0 && o.Reasons[0].Kind != o.Kind {
@@ -58,5 +65,48 @@ func TestCode(t *testing.T) {
 	}
 	if got := Code(errors.New("disk full")); got != ExitHarness {
 		t.Fatalf("plain error: exit %d", got)
+	}
+}
+
+func TestCombine(t *testing.T) {
+	threshold := Outcome{Kind: ThresholdFailed, Reasons: []Reason{New(ThresholdFailed, "put:p99 38ms")}}
+	undecided := Outcome{Kind: Undecided, Reasons: []Reason{New(Undecided, "linearizability timed out")}}
+	violation := Outcome{Kind: Violation, Reasons: []Reason{New(Violation, "stale read")}}
+	for _, tc := range []struct {
+		name  string
+		parts []Part
+		extra []Reason
+		kind  Kind
+	}{
+		{"all ok", []Part{{"a", Outcome{Kind: OK}}, {"b", Outcome{Kind: OK}}}, nil, OK},
+		{"threshold then violation", []Part{{"a", threshold}, {"b", violation}}, nil, Violation},
+		{"undecided then violation", []Part{{"a", undecided}, {"b", violation}}, nil, Violation},
+		{"violation then threshold", []Part{{"a", violation}, {"b", threshold}}, nil, Violation},
+		{"an undecided gate is undecided", []Part{{"a", Outcome{Kind: OK}}}, []Reason{New(Undecided, "put:p99 undecided")}, Undecided},
+		{"a kind without reasons keeps its kind", []Part{{"a", Outcome{Kind: MemberCrashed}}}, nil, MemberCrashed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Combine(tc.parts, tc.extra...)
+			if o.Kind != tc.kind {
+				t.Fatalf("Combine = %s, want %s (%v)", o.Kind, tc.kind, o.Reasons)
+			}
+			for _, r := range o.Reasons {
+				if r.Kind != Undecided && r.Text[:2] != "a:" && r.Text[:2] != "b:" {
+					t.Fatalf("reason %q is not labelled with its part", r.Text)
+				}
+			}
+		})
+	}
+}
+
+func TestKnownIssuePolicy(t *testing.T) {
+	for in, want := range map[string]Kind{"": KnownIssue, "report": KnownIssue, "fail": Violation} {
+		p, err := ParseKnownIssuePolicy(in)
+		if err != nil || p.Kind() != want {
+			t.Fatalf("ParseKnownIssuePolicy(%q) = %v, %v; kind %s, want %s", in, p, err, p.Kind(), want)
+		}
+	}
+	if _, err := ParseKnownIssuePolicy("ignore"); !IsUsage(err) {
+		t.Fatalf("ParseKnownIssuePolicy(ignore) = %v, want a usage error", err)
 	}
 }

@@ -10,6 +10,9 @@ import (
 // Decide is the one place a run's outcome is decided. It reads the summary and nothing else, so that a run
 // finishing and `chaosbench report DIR` re-reading its directory reach the same verdict:
 //   - a check with a violation (linearizability, watches, members that disagree) is a violation;
+//   - a finding attributed by evidence to a known upstream issue is a known issue (a pass, named), or a
+//     violation under the fail policy (--known-issues=fail);
+//   - a member that crashed when no fault asked it to is member-crashed (exit 4, as a violation);
 //   - a check that could not decide is undecided; a check that had nothing to check is neither;
 //   - an interrupted run is incomplete;
 //   - every entry of Errors (the load or the cluster failed, a fault was skipped or injected nothing, a
@@ -27,10 +30,22 @@ func Decide(s *Summary) outcome.Outcome {
 			rs = append(rs, outcome.New(outcome.Violation, "%s: %s", c.Name, oneLine(c.Detail)))
 		case VerdictUnknown:
 			rs = append(rs, outcome.New(outcome.Undecided, "%s could not decide: %s", c.Name, oneLine(c.Detail)))
+		case VerdictKnownIssue:
+			// Reported by the known-issue findings below; a check that says so without any is not a pass.
+			if !hasKnown(s.KnownIssues, c.Name) {
+				rs = append(rs, outcome.New(outcome.Undecided, "%s: known issue without evidence: %s", c.Name, oneLine(c.Detail)))
+			}
 		case VerdictOK, VerdictNothing:
 		default:
 			rs = append(rs, outcome.New(outcome.Undecided, "%s: unknown verdict %q", c.Name, c.Verdict))
 		}
+	}
+	policy := outcome.KnownIssuePolicy(s.KnownIssuePolicy)
+	for _, k := range s.KnownIssues {
+		rs = append(rs, outcome.New(policy.Kind(), "%s: %s", k.Check, k.Text()))
+	}
+	for _, c := range s.Crashes {
+		rs = append(rs, outcome.New(outcome.MemberCrashed, "%s", c.Text()))
 	}
 	switch {
 	case s.Interrupted:
@@ -82,4 +97,14 @@ func oneLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// hasKnown reports whether a known-issue finding of the check is recorded.
+func hasKnown(ks []KnownIssueFinding, check string) bool {
+	for _, k := range ks {
+		if k.Check == check {
+			return true
+		}
+	}
+	return false
 }

@@ -63,6 +63,13 @@ type Summary struct {
 	// NotRecovered names the fault windows after which the cluster was not healthy again in time: each fails
 	// the run as a threshold does (the cluster did not meet the availability the run expects).
 	NotRecovered []string `json:"not_recovered,omitempty"`
+	// Crashes are the member processes that exited or panicked when no fault asked them to: each makes the
+	// outcome member-crashed (exit 4).
+	Crashes []Crash `json:"crashes,omitempty"`
+	// KnownIssues are the findings attributed, from the evidence the run recorded, to a known upstream issue
+	// of the catalog; KnownIssuePolicy ("report" or "fail", --known-issues) says whether they fail the run.
+	KnownIssues      []KnownIssueFinding `json:"known_issues,omitempty"`
+	KnownIssuePolicy string              `json:"known_issue_policy,omitempty"`
 	// Allowed are problems the scenario explicitly allowed (--fault-skip-ok): shown, but not failing.
 	Allowed []string `json:"allowed,omitempty"`
 
@@ -359,6 +366,16 @@ func WriteVerdict(w io.Writer, s *Summary) {
 	}
 	for _, a := range s.Allowed {
 		fmt.Fprintf(w, "  allowed: %s\n", a)
+	}
+	for _, c := range s.Crashes {
+		fmt.Fprintf(w, "  last lines of %s's log (%s):\n", c.Member, c.Log)
+		tail := c.LogTail
+		if len(tail) > 8 {
+			tail = tail[len(tail)-8:]
+		}
+		for _, l := range tail {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
 	}
 }
 

@@ -87,7 +87,41 @@ const (
 	VerdictViolation = "violation"
 	VerdictUnknown   = "unknown"
 	VerdictNothing   = "nothing to check"
+	// VerdictKnownIssue: every violation the check found is attributed, by recorded evidence, to a known
+	// upstream issue (Summary.KnownIssues says which and why).
+	VerdictKnownIssue = "known issue"
 )
+
+// KnownIssueFinding is a finding attributed to an entry of the known-issue catalog because the evidence the
+// run recorded proves it (summary.json "known_issues").
+type KnownIssueFinding struct {
+	// Issue names the upstream issue ("etcd-io/etcd#18424"); Title says what it is.
+	Issue string `json:"issue"`
+	Title string `json:"title"`
+	// Check is the check that found it; Finding what it found ("request applied twice: key ... at revision ...").
+	Check   string `json:"check"`
+	Finding string `json:"finding"`
+	// Evidence is what proves the attribution ("2 attempts on the wire: the first failed with Unavailable ...").
+	Evidence string `json:"evidence"`
+	// Count is how many findings of the check this entry explains.
+	Count int `json:"count,omitempty"`
+}
+
+// Text is the finding in one line.
+func (k KnownIssueFinding) Text() string {
+	s := "known issue " + k.Issue
+	if k.Title != "" {
+		s += " (" + k.Title + ")"
+	}
+	if k.Count > 1 {
+		s += fmt.Sprintf(", %d findings", k.Count)
+	}
+	s += ": " + oneLine(k.Finding)
+	if k.Evidence != "" {
+		s += "; evidence: " + oneLine(k.Evidence)
+	}
+	return s
+}
 
 // Check is the verdict of one consistency check of a run (linearizability, watch guarantees, serializable
 // reads, ...).
