@@ -40,7 +40,7 @@ func (c Crash) Text() string {
 // else the last line.
 func (c Crash) Why() string {
 	for _, l := range c.LogTail {
-		if strings.HasPrefix(l, "panic:") || strings.Contains(l, `"level":"panic"`) || strings.Contains(l, `"level":"fatal"`) || strings.HasPrefix(l, "fatal error:") {
+		if isPanicLine(l) {
 			return oneLine(l)
 		}
 	}
@@ -50,6 +50,21 @@ func (c Crash) Why() string {
 		}
 	}
 	return ""
+}
+
+// Excerpt returns at most n lines of the log tail: from the panic or fatal line when there is one (what a
+// reader needs first), else the last n.
+func (c Crash) Excerpt(n int) []string {
+	for i, l := range c.LogTail {
+		if isPanicLine(l) {
+			return c.LogTail[i:min(i+n, len(c.LogTail))]
+		}
+	}
+	return c.LogTail[max(len(c.LogTail)-n, 0):]
+}
+
+func isPanicLine(l string) bool {
+	return strings.HasPrefix(l, "panic:") || strings.Contains(l, `"level":"panic"`) || strings.Contains(l, `"level":"fatal"`) || strings.HasPrefix(l, "fatal error:")
 }
 
 // LogTail returns the last n lines of the file at path (nil when it cannot be read), each at most 1 KB.

@@ -369,10 +369,7 @@ func WriteVerdict(w io.Writer, s *Summary) {
 	}
 	for _, c := range s.Crashes {
 		fmt.Fprintf(w, "  last lines of %s's log (%s):\n", c.Member, c.Log)
-		tail := c.LogTail
-		if len(tail) > 8 {
-			tail = tail[len(tail)-8:]
-		}
+		tail := c.Excerpt(8)
 		for _, l := range tail {
 			fmt.Fprintf(w, "    %s\n", l)
 		}

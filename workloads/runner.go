@@ -204,13 +204,35 @@ func (r *Runner) Stream(ctx context.Context, rate float64, total int64, n int, o
 	if rate > 0 {
 		pacer = Constant{Rate: rate}
 	}
+	// Operations still in flight a drain period after the schedule's end are cut short: a cluster whose
+	// members all crashed (or are all paused) must not hold the run forever. They stay in the history as
+	// operations that may have taken effect, out of the figures, as at an interrupt.
+	opCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.opts.Duration > 0 {
+		end := begin + r.opts.Duration + r.drain()
+		stop := time.AfterFunc(max(end-r.rec.Now(), 0), cancel)
+		defer stop.Stop()
+	}
 	var next atomic.Uint64
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { r.work(ctx, i, pacer, begin, total, &next, op) })
+		wg.Go(func() {
+			r.work(ctx, i, pacer, begin, total, &next, func(_ context.Context, i int, s *Slot) { op(opCtx, i, s) })
+		})
 	}
 	wg.Wait()
 }
+
+// drain is how long operations in flight at the schedule's end may still take: the request timeout, and at
+// least DrainTimeout.
+func (r *Runner) drain() time.Duration {
+	return max(r.opts.RequestTimeout, DrainTimeout)
+}
+
+// DrainTimeout is the least time operations in flight at the end of the load's schedule may take before they
+// are cut short.
+const DrainTimeout = 10 * time.Second
 
 // work claims slots in order from next, waits for each slot's time, and runs op. A slot claimed after its
 // time had a backlog (no goroutine was free); a slot claimed in time but started late lagged.

@@ -216,3 +216,54 @@ func TestSuiteRetryHarness(t *testing.T) {
 		}
 	}
 }
+
+// TestSuiteMemberPanicsByItself runs a suite scenario whose leader panics with no fault asking it to (a failpoint
+// build armed through gofail's environment, as a bug in etcd would): the scenario's outcome is member-crashed,
+// exit 4, it is not retried under --retry-harness, and the verdict line, suite.json, the scenario's summary and
+// JUnit name the crash with the member's panic.
+func TestSuiteMemberPanicsByItself(t *testing.T) {
+	needFailpointBuild(t)
+	reg := t.TempDir()
+	body := "name: leader-panics\nworkload: put\nrate: 200\nclients: 8\nconns: 4\nduration: 8s\nprogress: none\n" +
+		"members: 3\netcd-version: v3.6.16\nfailpoints: true\n"
+	if err := os.WriteFile(filepath.Join(reg, "panics.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "suite")
+	cmd := exec.Command(binary, "suite", reg, "--retry-harness", "--out", out)
+	// Only the leader sends as leader: the first leader panics after 1000 sends, the next one has not sent as
+	// many when the load ends.
+	cmd.Env = append(os.Environ(), "GOFAIL_FAILPOINTS=raftBeforeLeaderSend=1000*off->panic")
+	printed, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != outcome.ExitViolation {
+		t.Fatalf("exit code %d, want %d\n%s", code, outcome.ExitViolation, printed)
+	}
+	s, err := results.ReadSuite(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.Scenarios[0]
+	if s.Outcome != outcome.MemberCrashed || sc.Outcome != outcome.MemberCrashed || len(sc.Attempts) != 1 {
+		t.Fatalf("suite.json: suite %s, scenario %+v; want member-crashed, one attempt", s.Outcome, sc)
+	}
+	sum, err := results.ReadSummary(filepath.Join(out, sc.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Crashes) == 0 || sum.Crashes[0].Why() != "panic: failpoint panic: {}" {
+		t.Fatalf("summary crashes %+v: want the leader's panic", sum.Crashes)
+	}
+	junit, _ := os.ReadFile(filepath.Join(out, "junit.xml"))
+	for name, w := range map[string][2]string{
+		"verdict line": {string(printed), "suite verdict: FAIL (member-crashed, exit code 4)"},
+		"crash":        {string(printed), "crashed (exit status 2)"},
+		"junit":        {string(junit), "member-crashed"},
+	} {
+		if !strings.Contains(w[0], w[1]) {
+			t.Errorf("%s lacks %q:\n%s", name, w[1], w[0])
+		}
+	}
+	if strings.Contains(string(printed), "retrying once") {
+		t.Errorf("a crashed member was retried:\n%s", printed)
+	}
+}
