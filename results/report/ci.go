@@ -99,6 +99,12 @@ func WriteJUnit(w io.Writer, r *Run) error {
 			tc.Skipped = &junitMessage{Message: results.VerdictNothing + ": " + c.Detail}
 		case results.VerdictViolation:
 			tc.Failure = &junitMessage{Message: "violation: " + c.Detail, Type: "violation", Text: c.Detail}
+		case results.VerdictKnownIssue:
+			// Named, with its evidence; it fails only when the run's policy made it a violation.
+			tc.SystemOut = knownIssuesText(s, c.Name)
+			if o.Kind == outcome.Violation && s.KnownIssuePolicy == string(outcome.KnownIssuesFail) {
+				tc.Failure = &junitMessage{Message: "known issue (--known-issues=fail): " + c.Detail, Type: "violation", Text: tc.SystemOut}
+			}
 		default:
 			tc.Error = &junitMessage{Message: c.Verdict + ": " + c.Detail, Type: c.Verdict, Text: c.Detail}
 		}
@@ -187,3 +193,14 @@ func WritePerfdash(w io.Writer, r *Run) error {
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
+
+// knownIssuesText is the known-issue findings of check, one per line with their evidence.
+func knownIssuesText(s *results.Summary, check string) string {
+	var b strings.Builder
+	for _, k := range s.KnownIssues {
+		if k.Check == check {
+			b.WriteString(k.Text() + "\n")
+		}
+	}
+	return b.String()
+}
