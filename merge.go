@@ -242,7 +242,7 @@ func checkMergedHistory(ctx context.Context, sum *results.Summary, dir string, w
 // judgeMerged evaluates the scenario's thresholds on the merged run, decides its outcome, writes
 // summary.json and the reports, and prints the verdict.
 func judgeMerged(dir string, s Scenario, sum *results.Summary, out io.Writer) error {
-	ts, err := report.ParseThresholds(s.Thresholds)
+	ts, err := results.RunThresholds(s.Thresholds)
 	if err != nil {
 		sum.Errors = append(sum.Errors, err.Error())
 	}

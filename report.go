@@ -126,9 +126,9 @@ func rerender(opts ReportOptions, out io.Writer) error {
 	}
 	exprs := opts.Thresholds
 	if len(exprs) == 0 {
-		exprs = report.StoredThresholds(r.Summary)
+		exprs = results.StoredThresholds(r.Summary)
 	}
-	ts, err := report.ParseThresholds(exprs)
+	ts, err := results.RunThresholds(exprs)
 	switch {
 	case err != nil && len(opts.Thresholds) > 0:
 		return err

@@ -82,8 +82,9 @@ func (r *run) judge(s *results.Summary) {
 	env := results.CollectEnvironment(r.dir)
 	s.Environment = &env
 	// Parsed before the run started: this cannot fail here. A worker's share is not judged against the
-	// whole scenario's thresholds: the merged run is.
-	ts, _ := report.ParseThresholds(r.s.Thresholds)
+	// whole scenario's thresholds, nor the defaults (its faults' windows are the coordinator's): the merged
+	// run is.
+	ts, _ := results.RunThresholds(r.s.Thresholds)
 	if r.split != nil {
 		ts = nil
 	}
@@ -112,7 +113,7 @@ func (r *run) writeReports() error {
 // printVerdicts prints the thresholds and the diagnosis's problems and warnings after the text summary.
 func printVerdicts(out io.Writer, r *report.Run) {
 	if len(r.Thresholds) > 0 {
-		failed := report.Failed(r.Thresholds)
+		failed := results.FailedThresholds(r.Thresholds)
 		fmt.Fprintf(out, "thresholds: %d passed, %d failed\n", len(r.Thresholds)-failed, failed)
 		for _, t := range r.Thresholds {
 			if t.Verdict == results.ThresholdFail {

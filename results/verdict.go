@@ -14,7 +14,9 @@ type ThresholdResult struct {
 	// Expr is the threshold as written, e.g. "put:p99<25ms".
 	Expr string `json:"expr"`
 	// Set names the named set the threshold came from ("k8s-slo", "etcd-hardware").
-	Set     string `json:"set,omitempty"`
+	Set string `json:"set,omitempty"`
+	// Default marks a default threshold (DefaultThresholds): judged because no threshold given overrode it.
+	Default bool   `json:"default,omitempty"`
 	Verdict string `json:"verdict"`
 	// Observed is the value compared, formatted in the threshold's unit ("38.2ms", "0.02%", "950 ops/s");
 	// Value is the same number in the unit named by Unit (ms, %, ops/s, count).
@@ -25,6 +27,15 @@ type ThresholdResult struct {
 	Subject string `json:"subject,omitempty"`
 	// Detail explains a failure or a missing value.
 	Detail string `json:"detail,omitempty"`
+}
+
+// Origin says where a threshold came from, for a report's "set" column: its named set, "default" for a
+// default threshold, "" for one given as written.
+func (t ThresholdResult) Origin() string {
+	if t.Default {
+		return "default"
+	}
+	return t.Set
 }
 
 // Severities of a Finding, most severe first.

@@ -103,6 +103,16 @@ func (r *Run) LongestGap() (Gap, bool) {
 	return best, found
 }
 
+// Evidence is what the run's thresholds are judged on (results.EvaluateThresholds): its summary and its
+// longest availability gap.
+func (r *Run) Evidence() results.ThresholdEvidence {
+	ev := results.ThresholdEvidence{Summary: r.Summary}
+	if g, ok := r.LongestGap(); ok {
+		ev.LongestGap = &results.JudgedGap{Label: g.Label(), Seconds: g.Seconds}
+	}
+	return ev
+}
+
 func faultLabel(f results.FaultWindow) string {
 	if len(f.Targets) > 0 {
 		return f.Fault + " " + strings.Join(f.Targets, ",")

@@ -116,7 +116,7 @@ func WriteJUnit(w io.Writer, r *Run) error {
 			name = t.Set + ": " + t.Expr
 		}
 		tc := junitCase{Classname: "chaosbench.thresholds", Name: name, Time: "0",
-			SystemOut: fmt.Sprintf("observed %s %s", t.Observed, t.Subject)}
+			SystemOut: strings.TrimSpace(fmt.Sprintf("observed %s %s", t.Observed, t.Subject))}
 		switch t.Verdict {
 		case results.ThresholdFail:
 			tc.Failure = &junitMessage{Message: t.Detail, Type: "threshold", Text: t.Detail}

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/plot"
 
+	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
@@ -139,7 +140,7 @@ func wholeRunRows(runs []*Run) []Row {
 			if len(r.Thresholds) == 0 {
 				return "none"
 			}
-			return fmt.Sprintf("%d of %d failed", Failed(r.Thresholds), len(r.Thresholds))
+			return fmt.Sprintf("%d of %d failed", results.FailedThresholds(r.Thresholds), len(r.Thresholds))
 		}),
 	)
 	return rows

@@ -94,7 +94,7 @@ func loadFixture(t *testing.T) *Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := ParseThresholds(StoredThresholds(r.Summary))
+	ts, err := results.RunThresholds(results.StoredThresholds(r.Summary))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,11 @@ func TestGoldenSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Prepare(r, mustParse(t, "etcd-hardware", "put:p99<25ms", "errors<0.1%", "availability_gap:max<3s"))
+	ts, err := results.RunThresholds([]string{"etcd-hardware", "put:p99<25ms", "errors<0.1%", "availability_gap:max<3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Prepare(r, ts)
 	if err := results.WriteSummary(dir, s); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +218,7 @@ func TestGoldenSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Thresholds) != 5 || len(back.Summary.Server.Members) != 3 || len(back.Extra) != 0 {
+	if len(back.Thresholds) != 7 || len(back.Summary.Server.Members) != 3 || len(back.Extra) != 0 {
 		t.Fatalf("read back: %d thresholds, %d members, extra %v", len(back.Thresholds), len(back.Summary.Server.Members), back.Extra)
 	}
 }

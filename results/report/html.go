@@ -120,9 +120,9 @@ func latencyChart(r *Run, op string, spans []span) template.HTML {
 		c.line("service p99", svc, 1, []vgLen{3, 2}, paletteColor(1))
 	}
 	for _, t := range r.Thresholds {
-		if t.Unit == unitMs && t.Subject == op && t.Verdict != results.ThresholdNotApplicable {
-			if th, err := parseThreshold(t.Expr); err == nil && th.Stat == "p99" {
-				c.guide(t.Expr, th.Value)
+		if t.Unit == "ms" && t.Subject == op && t.Verdict != results.ThresholdNotApplicable {
+			if th, err := results.ParseThresholds([]string{t.Expr}); err == nil && len(th) == 1 && th[0].Stat == "p99" {
+				c.guide(t.Expr, th[0].Value)
 			}
 		}
 	}

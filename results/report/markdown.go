@@ -94,7 +94,7 @@ func markdownThresholds(b *bufio.Writer, v *view) {
 			if t.Subject != "" {
 				obs += " (" + t.Subject + ")"
 			}
-			row("`"+t.Expr+"`", t.Set, obs, verdictWord(t.Verdict), t.Detail)
+			row("`"+t.Expr+"`", t.Origin(), obs, verdictWord(t.Verdict), t.Detail)
 		}
 	})
 }

@@ -19,31 +19,14 @@ const (
 	PerfdashFile = "perfdash.json"
 )
 
-// Prepare evaluates thresholds and diagnoses the run, storing both in r and in its summary.
-func Prepare(r *Run, ts []Threshold) {
-	r.Thresholds = Evaluate(ts, r)
+// Prepare evaluates thresholds (results.EvaluateThresholds, against r.Evidence) and diagnoses the run,
+// storing both in r and in its summary, and decides the run's outcome again with them.
+func Prepare(r *Run, ts []results.Threshold) {
+	r.Thresholds = results.EvaluateThresholds(ts, r.Evidence())
 	r.Diagnosis = Diagnose(r)
 	r.Summary.Thresholds, r.Summary.Diagnosis = r.Thresholds, r.Diagnosis
 	// The thresholds are part of the outcome: decide it again with them.
 	r.Summary.SetOutcome()
-}
-
-// StoredThresholds returns the thresholds a run was judged by, from its summary, so that a re-rendered
-// report judges it the same way. Named sets come back as their names.
-func StoredThresholds(s *results.Summary) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range s.Thresholds {
-		e := t.Expr
-		if t.Set != "" {
-			e = t.Set
-		}
-		if !seen[e] {
-			seen[e] = true
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // Write writes report.md, report.html, junit.xml and perfdash.json into the run directory.

@@ -1,8 +1,9 @@
 // Package report turns a run directory into what people read and what CI consumes: report.html (one
 // self-contained page: verdicts first, then latency, throughput and etcd's own metrics over time with fault
 // windows shaded), report.md (the same verdicts and tables, for CI logs and pull requests), junit.xml (one
-// test case per check and threshold) and perfdash.json. It also evaluates thresholds, diagnoses in words why
-// a run was slow or unavailable, and lays out comparisons of runs (their figures come from results/compare).
+// test case per check and threshold) and perfdash.json. It hands thresholds to the judge in package results
+// with what it measures of a run (Run.Evidence), diagnoses in words why a run was slow or unavailable, and
+// lays out comparisons of runs (their figures come from results/compare).
 //
 // Everything is computed from the files of a run directory (summary.json, timeseries.jsonl, latency.hlog,
 // faults.jsonl, server_metrics.jsonl, history.bin), so a report can be re-rendered at any time with

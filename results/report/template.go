@@ -132,7 +132,7 @@ const pageHTML = `<!DOCTYPE html>
 <h2 id="thresholds">Thresholds</h2>
 <table><tr><th>threshold</th><th>set</th><th>observed</th><th>of</th><th>verdict</th><th>detail</th></tr>
 {{- range .Thresholds}}
-<tr><td><code>{{.Expr}}</code></td><td class="l">{{.Set}}</td><td>{{.Observed}}</td><td class="l">{{.Subject}}</td><td class="{{vclass .Verdict}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td></tr>
+<tr><td><code>{{.Expr}}</code></td><td class="l">{{.Origin}}</td><td>{{.Observed}}</td><td class="l">{{.Subject}}</td><td class="{{vclass .Verdict}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td></tr>
 {{- end}}
 </table>
 {{- end}}

@@ -57,7 +57,7 @@ func throughputVerdict(s *results.Summary) verdictRow {
 // that the verdict table alone says what to look at.
 func thresholdsVerdict(ts []results.ThresholdResult) verdictRow {
 	th := verdictRow{Area: "Thresholds"}
-	failed := Failed(ts)
+	failed := results.FailedThresholds(ts)
 	switch {
 	case len(ts) == 0:
 		th.Verdict, th.Class, th.Detail = "none set", "info", "set with --threshold, e.g. put:p99<25ms or etcd-hardware"

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -89,7 +90,7 @@ func (v *view) overall(r *Run) {
 	o := s.Verdict()
 	v.Overall, v.Class = o.Headline(), o.Class()
 	parts := []string{fmt.Sprintf("%s %s: %d operations, %.1f ops/s over %s measured", s.Name, clusterText(s), s.Total.Count, s.Total.Throughput, fmtSeconds(s.MeasuredSeconds))}
-	if failed := Failed(r.Thresholds); len(r.Thresholds) > 0 {
+	if failed := results.FailedThresholds(r.Thresholds); len(r.Thresholds) > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d thresholds failed", failed, len(r.Thresholds)))
 	}
 	parts = append(parts, fmt.Sprintf("outcome: %s (exit code %d)", o.Kind, o.ExitCode()))
@@ -238,6 +239,11 @@ func (v *view) members(r *Run) {
 		}
 	}
 }
+
+// fmtMs formats milliseconds as every figure of a report is: results.FormatMs, three significant figures.
+func fmtMs(v float64) string { return results.FormatMs(v) }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func plural(n int64, what string) string {
 	switch {

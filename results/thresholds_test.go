@@ -1,12 +1,10 @@
-package report
+package results
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 func TestParseThresholds(t *testing.T) {
@@ -34,6 +32,10 @@ func TestParseThresholds(t *testing.T) {
 		{"commit", "commit:p99<25ms", Threshold{Subject: "backend_commit", Stat: "p99", Cmp: "<", Value: 25, Unit: unitMs}},
 		{"missed", "missed<1%", Threshold{Stat: "missed", Cmp: "<", Value: 1, Unit: unitPercent}},
 		{"leader changes", "leader_changes<=1", Threshold{Stat: "leader_changes", Cmp: "<=", Value: 1, Unit: unitCount}},
+		{"requests succeeded", "requests:succeeded>0", Threshold{Subject: "requests", Stat: "succeeded", Cmp: ">", Value: 0, Unit: unitCount}},
+		{"operation succeeded", "put:succeeded>=100", Threshold{Subject: "put", Stat: "succeeded", Cmp: ">=", Value: 100, Unit: unitCount}},
+		{"errors outside faults", "requests:errors_outside_faults<5%", Threshold{Subject: "requests", Stat: "errors_outside_faults", Cmp: "<", Value: 5, Unit: unitPercent}},
+		{"errors outside faults counted", "requests:errors_outside_faults<=10", Threshold{Subject: "requests", Stat: "errors_outside_faults", Cmp: "<=", Value: 10, Unit: unitCount}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +95,9 @@ func TestParseBadThresholds(t *testing.T) {
 		{"negative", "errors>-1", "negative value"},
 		{"percent over 100", "errors<150%", "above 100"},
 		{"NaN", "errors<NaN%", "not a number"},
+		{"errors outside faults of an operation", "put:errors_outside_faults<5%", "write requests:errors_outside_faults"},
+		{"errors outside faults of the run", "errors_outside_faults<5%", "write requests:errors_outside_faults"},
+		{"latency of requests", "requests:p99<1s", "requests takes count, succeeded, errors, errors_outside_faults, throughput"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,74 +115,71 @@ func TestParseBadThresholds(t *testing.T) {
 	}
 }
 
-func testRun() *Run {
-	s := &results.Summary{
+func testEvidence() ThresholdEvidence {
+	s := &Summary{
 		Name:     "t",
-		Schedule: results.Schedule{Mode: "open", TargetRate: 1000, MissedPercent: 2.5},
-		Total:    results.Total{Count: 10000, Errors: 20, Throughput: 990},
-		Operations: map[string]*results.Operation{
-			"put":         {Count: 6000, Errors: 20, Throughput: 594, Response: results.Latency{P50: 2, P99: 30, Max: 120}, Service: results.Latency{P99: 8}},
-			"range":       {Count: 4000, Throughput: 396, Response: results.Latency{P50: 1, P99: 12, Max: 40}, Service: results.Latency{P99: 5}},
-			"create/pods": {Count: 10, Throughput: 1, Response: results.Latency{P99: 900}},
+		Schedule: Schedule{Mode: "open", TargetRate: 1000, MissedPercent: 2.5},
+		Total:    Total{Count: 10000, Errors: 20, Throughput: 990},
+		Operations: map[string]*Operation{
+			"put":         {Count: 6000, Errors: 20, Throughput: 594, Response: Latency{P50: 2, P99: 30, Max: 120}, Service: Latency{P99: 8}},
+			"range":       {Count: 4000, Throughput: 396, Response: Latency{P50: 1, P99: 12, Max: 40}, Service: Latency{P99: 5}},
+			"create/pods": {Count: 10, Throughput: 1, Response: Latency{P99: 900}},
 		},
-		Server: &results.ServerMetrics{
-			Members: []results.MemberMetrics{
-				{Name: "m1", WALFsync: results.Bucketed{Count: 10, P99: 4}, BackendCommit: results.Bucketed{Count: 10, P99: 30}},
-				{Name: "m2", WALFsync: results.Bucketed{Count: 10, P99: 12}, BackendCommit: results.Bucketed{Count: 10, P99: 8}},
+		Server: &ServerMetrics{
+			Members: []MemberMetrics{
+				{Name: "m1", WALFsync: Bucketed{Count: 10, P99: 4}, BackendCommit: Bucketed{Count: 10, P99: 30}},
+				{Name: "m2", WALFsync: Bucketed{Count: 10, P99: 12}, BackendCommit: Bucketed{Count: 10, P99: 8}},
 			},
-			Cluster: results.ClusterMetrics{LeaderChanges: 2},
+			Cluster: ClusterMetrics{LeaderChanges: 2},
 		},
 	}
-	return &Run{Summary: s, Gaps: []Gap{
-		{Fault: "kill m1", Index: 0, Seconds: 2.5, Recovered: true, Kind: "writes"},
-		{Fault: "pause m2", Index: 1, Seconds: 0.4, Recovered: true, Kind: "writes"},
-	}}
+	return ThresholdEvidence{Summary: s, LongestGap: &JudgedGap{Label: "kill m1", Seconds: 2.5}}
 }
 
-func TestEvaluate(t *testing.T) {
+func TestEvaluateThresholds(t *testing.T) {
 	tests := []struct {
 		expr, verdict, observed, subject string
 	}{
-		{"put:p99<25ms", results.ThresholdFail, "30.0ms", "put"},
-		{"put:p99<50ms", results.ThresholdPass, "30.0ms", "put"},
-		{"put:service_p99<10ms", results.ThresholdPass, "8.00ms", "put"},
-		{"p99<25ms", results.ThresholdFail, "900ms", "create/pods"}, // every operation: the worst one decides
-		{"range:p99<25ms", results.ThresholdPass, "12.0ms", "range"},
-		{"errors<0.1%", results.ThresholdFail, "0.2%", ""},
-		{"errors<1%", results.ThresholdPass, "0.2%", ""},
-		{"range:errors==0", results.ThresholdPass, "0", "range"},
-		{"throughput>=1000", results.ThresholdFail, "990.0 ops/s", ""},
-		{"*:throughput>100", results.ThresholdFail, "1.0 ops/s", "create/pods"}, // lower bound: the smallest decides
-		{"missed<1%", results.ThresholdFail, "2.5%", ""},
-		{"leader_changes<=2", results.ThresholdPass, "2", ""},
-		{"wal_fsync:p99<10ms", results.ThresholdFail, "12.0ms", "m2"},
-		{"commit:p99<25ms", results.ThresholdFail, "30.0ms", "m1"},
-		{"availability_gap:max<3s", results.ThresholdPass, "2.50s", "kill m1"},
-		{"availability_gap:max<2s", results.ThresholdFail, "2.50s", "kill m1"},
-		{"create/*:p99<=1s", results.ThresholdPass, "900ms", "create/pods"},
-		{"puts:p99<25ms", results.ThresholdFail, "no data", ""}, // a typo is not a pass
-		{"delete/*:p99<1s", results.ThresholdFail, "no data", ""},
-		{"apply:p99<100ms", results.ThresholdFail, "no data", ""}, // no member observed it
+		{"put:p99<25ms", ThresholdFail, "30.0ms", "put"},
+		{"put:p99<50ms", ThresholdPass, "30.0ms", "put"},
+		{"put:service_p99<10ms", ThresholdPass, "8.00ms", "put"},
+		{"p99<25ms", ThresholdFail, "900ms", "create/pods"}, // every operation: the worst one decides
+		{"range:p99<25ms", ThresholdPass, "12.0ms", "range"},
+		{"errors<0.1%", ThresholdFail, "0.2%", ""},
+		{"errors<1%", ThresholdPass, "0.2%", ""},
+		{"range:errors==0", ThresholdPass, "0", "range"},
+		{"throughput>=1000", ThresholdFail, "990.0 ops/s", ""},
+		{"*:throughput>100", ThresholdFail, "1.0 ops/s", "create/pods"}, // lower bound: the smallest decides
+		{"missed<1%", ThresholdFail, "2.5%", ""},
+		{"leader_changes<=2", ThresholdPass, "2", ""},
+		{"wal_fsync:p99<10ms", ThresholdFail, "12.0ms", "m2"},
+		{"commit:p99<25ms", ThresholdFail, "30.0ms", "m1"},
+		{"availability_gap:max<3s", ThresholdPass, "2.50s", "kill m1"},
+		{"availability_gap:max<2s", ThresholdFail, "2.50s", "kill m1"},
+		{"create/*:p99<=1s", ThresholdPass, "900ms", "create/pods"},
+		{"puts:p99<25ms", ThresholdFail, "no data", ""}, // a typo is not a pass
+		{"delete/*:p99<1s", ThresholdFail, "no data", ""},
+		{"apply:p99<100ms", ThresholdFail, "no data", ""}, // no member observed it
 	}
-	r := testRun()
+	r := testEvidence()
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
 			ts, err := ParseThresholds([]string{tt.expr})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Evaluate(ts, r)[0]
+			got := EvaluateThresholds(ts, r)[0]
 			if got.Verdict != tt.verdict || got.Observed != tt.observed || got.Subject != tt.subject {
 				t.Fatalf("got %s %q of %q (%s), want %s %q of %q", got.Verdict, got.Observed, got.Subject, got.Detail, tt.verdict, tt.observed, tt.subject)
 			}
-			if got.Verdict == results.ThresholdFail && got.Detail == "" {
+			if got.Verdict == ThresholdFail && got.Detail == "" {
 				t.Fatal("a failure without detail")
 			}
 		})
 	}
 	t.Run("did you mean", func(t *testing.T) {
 		ts, _ := ParseThresholds([]string{"puts:p99<25ms"})
-		if got := Evaluate(ts, r)[0]; !strings.Contains(got.Detail, "did you mean put?") {
+		if got := EvaluateThresholds(ts, r)[0]; !strings.Contains(got.Detail, "did you mean put?") {
 			t.Fatal(got.Detail)
 		}
 	})
@@ -186,9 +188,9 @@ func TestEvaluate(t *testing.T) {
 // A named set applies when any of its thresholds matches; its globs that match nothing are not applicable.
 // A set that matches nothing at all fails: it judged nothing.
 func TestEvaluateNamedSets(t *testing.T) {
-	r := testRun()
+	r := testEvidence()
 	ts, _ := ParseThresholds([]string{"k8s-slo"})
-	got := Evaluate(ts, r)
+	got := EvaluateThresholds(ts, r)
 	verdicts := map[string]string{}
 	for _, g := range got {
 		verdicts[g.Expr] = g.Verdict
@@ -199,17 +201,17 @@ func TestEvaluateNamedSets(t *testing.T) {
 			t.Errorf("%s: %s, want %s", k, verdicts[k], v)
 		}
 	}
-	if Failed(got) != 0 {
-		t.Fatalf("%d failed", Failed(got))
+	if FailedThresholds(got) != 0 {
+		t.Fatalf("%d failed", FailedThresholds(got))
 	}
 	delete(r.Summary.Operations, "create/pods")
-	got = Evaluate(ts, r)
-	if Failed(got) != len(got) || !strings.Contains(got[0].Detail, "no operation of this run matches any threshold of k8s-slo") {
+	got = EvaluateThresholds(ts, r)
+	if FailedThresholds(got) != len(got) || !strings.Contains(got[0].Detail, "no operation of this run matches any threshold of k8s-slo") {
 		t.Fatalf("a set that judged nothing: %+v", got)
 	}
 	r.Summary.Server = nil
-	got = Evaluate(mustParse(t, "etcd-hardware"), r)
-	if Failed(got) != 2 || !strings.Contains(got[0].Detail, "no server metrics") {
+	got = EvaluateThresholds(mustParse(t, "etcd-hardware"), r)
+	if FailedThresholds(got) != 2 || !strings.Contains(got[0].Detail, "no server metrics") {
 		t.Fatalf("etcd-hardware without metrics: %+v", got)
 	}
 }

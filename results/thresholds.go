@@ -1,21 +1,20 @@
-package report
+package results
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-
-	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // ThresholdGrammar is the one-line grammar of a threshold, for help texts and error messages.
-const ThresholdGrammar = "[SUBJECT:]STAT OP VALUE, e.g. put:p99<25ms, errors<0.1%, availability_gap:max<3s, wal_fsync:p99<10ms, or a named set: " + setNames
+const ThresholdGrammar = "[SUBJECT:]STAT OP VALUE, e.g. put:p99<25ms, errors<0.1%, requests:succeeded>0, availability_gap:max<3s, wal_fsync:p99<10ms, or a named set: " + setNames
 
 const setNames = "etcd-hardware, k8s-slo"
 
@@ -26,12 +25,16 @@ type Threshold struct {
 	Expr string
 	// Set names the named set the threshold came from.
 	Set string
+	// Default marks a default threshold (DefaultThresholds), judged because no threshold given overrides it.
+	Default bool
 	// Subject is what is measured: an operation name or glob ("put", "create/*"), "" for the whole run
-	// (for latency statistics: every operation), or a server subject (wal_fsync, backend_commit, apply,
-	// peer_rtt) or availability_gap.
+	// (for latency statistics: every operation), requests (every request of the run together, watch events
+	// and cache syncs left out), or a server subject (wal_fsync, backend_commit, apply, peer_rtt) or
+	// availability_gap.
 	Subject string
 	// Stat is the statistic: p50, p90, p99, p99.9, max, mean, min (response time), service_p50 ...
-	// service_max (service time), throughput, errors, count, missed, leader_changes.
+	// service_max (service time), throughput, errors, succeeded, count, missed, leader_changes, and
+	// errors_outside_faults (of requests only).
 	Stat string
 	Cmp  string
 	// Value is the limit in Unit: ms for latencies, % or count for errors, ops/s for throughput.
@@ -67,7 +70,33 @@ func isServerSubject(s string) bool {
 	return ok
 }
 
-const subjectAvailability = "availability_gap"
+const (
+	subjectAvailability = "availability_gap"
+	// subjectRequests is every request of a run together (IsRequest): what "nothing passes on nothing" judges.
+	subjectRequests = "requests"
+	// statOutsideFaults is the errors of the requests intended outside every fault's observation (see
+	// OutsideFaults).
+	statOutsideFaults = "errors_outside_faults"
+)
+
+// DefaultThresholds are the thresholds every run is judged by unless a threshold given overrides them (has
+// the same subject and statistic, whatever its limit): nothing passes on nothing.
+//
+//   - requests:succeeded>0: a run in which no request succeeded measured nothing of etcd; whatever its
+//     checks say (a history with no successful operation is trivially linearizable), it is not a pass.
+//   - requests:errors_outside_faults<5%: outside the faults' windows (neither while a fault is in effect
+//     nor while the cluster recovers from one) a healthy cluster answers essentially every request; more
+//     than one error in twenty there means the load measured a broken cluster or a broken set-up (wrong
+//     endpoints or credentials, a full database, a member stuck), not etcd's performance. The share is
+//     loose on purpose: requests in flight when a fault strikes were intended before it and fail with it,
+//     and a cluster driven beyond its capacity times some out; the errors a fault causes are judged by
+//     availability (the gaps, not_recovered), not here.
+//
+// Override one with the same subject and statistic (requests:errors_outside_faults<1%, or
+// requests:errors_outside_faults<=100% to judge nothing).
+func DefaultThresholds() []string {
+	return []string{subjectRequests + ":succeeded>0", subjectRequests + ":" + statOutsideFaults + "<5%"}
+}
 
 // namedSets are the thresholds behind each set name. etcd-hardware is etcd's hardware guidance (WAL fsync p99
 // under 10 ms, backend commit p99 under 25 ms); k8s-slo is Kubernetes' API call latency SLOs applied to the
@@ -79,7 +108,7 @@ func namedSet(name string) []string {
 		return []string{"wal_fsync:p99<10ms", "backend_commit:p99<25ms"}
 	case "k8s-slo":
 		var set []string
-		for _, l := range results.SLOLimits() {
+		for _, l := range SLOLimits() {
 			set = append(set, fmt.Sprintf("%s/*:p99<=%s", l.Verb, time.Duration(l.LimitMS*float64(time.Millisecond))))
 		}
 		return set
@@ -99,11 +128,32 @@ func isLatencyStat(stat string) bool {
 }
 
 func allStats() []string {
-	out := append([]string{"throughput", "errors", "count", "missed", "leader_changes"}, latencyStats()...)
+	out := append([]string{"throughput", "errors", "succeeded", "count", "missed", "leader_changes"}, latencyStats()...)
 	for _, s := range latencyStats() {
 		out = append(out, "service_"+s)
 	}
 	return out
+}
+
+// RunThresholds returns the thresholds a run is judged by: those of exprs (ParseThresholds) and every default
+// threshold (DefaultThresholds) that none of them overrides, after them.
+func RunThresholds(exprs []string) ([]Threshold, error) {
+	ts, err := ParseThresholds(exprs)
+	if err != nil {
+		return nil, err
+	}
+	defaults, err := ParseThresholds(DefaultThresholds())
+	if err != nil {
+		panic(err) // the defaults are constants, tested
+	}
+	for _, d := range defaults {
+		overridden := slices.ContainsFunc(ts, func(t Threshold) bool { return t.Subject == d.Subject && t.Stat == d.Stat })
+		if !overridden {
+			d.Default = true
+			ts = append(ts, d)
+		}
+	}
+	return ts, nil
 }
 
 // ParseThresholds parses threshold expressions and expands named sets. Every problem is a usage error that
@@ -216,19 +266,26 @@ func splitStatistic(lhs string) (subject, stat string, err error) {
 
 // checkStatistic says whether a subject has the statistic: etcd's histograms have percentiles and a mean
 // (no max: their buckets do not record one), an availability gap only its longest, operations every
-// statistic, and the schedule's and the leader's statistics belong to the whole run.
+// statistic, every request together its sums, and the schedule's and the leader's statistics belong to the
+// whole run.
 func checkStatistic(subject, stat string) error {
 	switch {
 	case isServerSubject(subject):
-		if !slicesContains([]string{"p50", "p90", "p99", "p99.9", "mean"}, stat) {
+		if !slices.Contains([]string{"p50", "p90", "p99", "p99.9", "mean"}, stat) {
 			return fmt.Errorf("%s takes p50, p90, p99, p99.9 or mean", subject)
 		}
 	case subject == subjectAvailability:
 		if stat != "max" {
 			return errors.New("availability_gap takes max (the longest gap)")
 		}
+	case subject == subjectRequests:
+		if !slices.Contains(requestStats(), stat) {
+			return fmt.Errorf("requests takes %s (every request of the run together)", strings.Join(requestStats(), ", "))
+		}
+	case stat == statOutsideFaults:
+		return fmt.Errorf("%s is a statistic of every request together: write requests:%s", statOutsideFaults, statOutsideFaults)
 	default:
-		if !slicesContains(allStats(), stat) {
+		if !slices.Contains(allStats(), stat) {
 			if sug := outcome.Suggest(stat, allStats()); sug != "" {
 				return fmt.Errorf("unknown statistic %q (did you mean %s?)", stat, sug)
 			}
@@ -250,7 +307,7 @@ func parseLimit(subject, stat, value string) (limit float64, unit string, err er
 	case isServerSubject(subject) || subject == subjectAvailability || isLatencyStat(stat):
 		unit = unitMs
 		limit, err = parseDurationMs(value)
-	case stat == "errors":
+	case stat == "errors" || stat == statOutsideFaults:
 		if strings.HasSuffix(value, "%") {
 			unit = unitPercent
 			limit, err = parseNumber(strings.TrimSuffix(value, "%"))
@@ -267,7 +324,7 @@ func parseLimit(subject, stat, value string) (limit float64, unit string, err er
 	case stat == "throughput":
 		unit = unitOps
 		limit, err = parseNumber(strings.TrimSuffix(strings.TrimSuffix(value, "/s"), "ops"))
-	default: // count, leader_changes
+	default: // count, succeeded, leader_changes
 		unit = unitCount
 		limit, err = parseNumber(value)
 	}
@@ -301,11 +358,7 @@ func parseNumber(v string) (float64, error) {
 	return f, nil
 }
 
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// requestStats are the statistics of the requests subject: sums over every request, not the worst one.
+func requestStats() []string {
+	return []string{"count", "succeeded", "errors", statOutsideFaults, "throughput"}
 }
