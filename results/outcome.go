@@ -24,6 +24,65 @@ import (
 // outcome.Decide orders them by precedence.
 func Decide(s *Summary) outcome.Outcome {
 	var rs []outcome.Reason
+	for _, a := range areaReasons(s) {
+		rs = append(rs, a.reasons...)
+	}
+	return outcome.Decide(rs...)
+}
+
+// Areas of a run's verdict: the parts of the summary Decide reads, each decided alone.
+const (
+	// AreaConsistency: the checks and the known-issue findings.
+	AreaConsistency = "consistency"
+	// AreaMembers: the members that crashed.
+	AreaMembers = "members"
+	// AreaRun: an interrupt, a load that stopped early, the harness errors.
+	AreaRun = "run"
+	// AreaAvailability: the fault windows after which the cluster did not recover.
+	AreaAvailability = "availability"
+	// AreaThresholds: the thresholds.
+	AreaThresholds = "thresholds"
+)
+
+// Area is the decision of one area of a run's verdict, as Decide makes it from that area's part of the
+// summary alone. A report's verdict cards show these and nothing of their own, so that no card can say
+// other than the outcome: the outcome's kind is the most severe of the areas' kinds, and every reason of
+// the outcome is a reason of exactly one area.
+type Area struct {
+	Name    string
+	Outcome outcome.Outcome
+}
+
+// Areas decides each area of the run's verdict on its own, in the order AreaConsistency, AreaMembers,
+// AreaRun, AreaAvailability, AreaThresholds.
+func Areas(s *Summary) []Area {
+	var out []Area
+	for _, a := range areaReasons(s) {
+		out = append(out, Area{Name: a.name, Outcome: outcome.Decide(a.reasons...)})
+	}
+	return out
+}
+
+type areaReason struct {
+	name    string
+	reasons []outcome.Reason
+}
+
+// areaReasons lists the reasons of every area, in an order that keeps Decide's reasons of one kind in the
+// order they always had (the checks before the known issues, an interrupt before the errors, the windows
+// not recovered before the thresholds).
+func areaReasons(s *Summary) []areaReason {
+	return []areaReason{
+		{AreaConsistency, consistencyReasons(s)},
+		{AreaMembers, crashReasons(s)},
+		{AreaRun, runReasons(s)},
+		{AreaAvailability, recoveryReasons(s)},
+		{AreaThresholds, thresholdReasons(s)},
+	}
+}
+
+func consistencyReasons(s *Summary) []outcome.Reason {
+	var rs []outcome.Reason
 	for _, c := range s.Checks {
 		switch c.Verdict {
 		case VerdictViolation:
@@ -44,9 +103,19 @@ func Decide(s *Summary) outcome.Outcome {
 	for _, k := range s.KnownIssues {
 		rs = append(rs, outcome.New(policy.Kind(), "%s: %s", k.Check, k.Text()))
 	}
+	return rs
+}
+
+func crashReasons(s *Summary) []outcome.Reason {
+	var rs []outcome.Reason
 	for _, c := range s.Crashes {
 		rs = append(rs, outcome.New(outcome.MemberCrashed, "%s", c.Text()))
 	}
+	return rs
+}
+
+func runReasons(s *Summary) []outcome.Reason {
+	var rs []outcome.Reason
 	switch {
 	case s.Interrupted:
 		rs = append(rs, outcome.New(outcome.Incomplete, "%s", oneLine(s.IncompleteReason)))
@@ -56,9 +125,19 @@ func Decide(s *Summary) outcome.Outcome {
 	for _, e := range s.Errors {
 		rs = append(rs, outcome.New(outcome.HarnessError, "%s", oneLine(e)))
 	}
+	return rs
+}
+
+func recoveryReasons(s *Summary) []outcome.Reason {
+	var rs []outcome.Reason
 	for _, n := range s.NotRecovered {
 		rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", oneLine(n)))
 	}
+	return rs
+}
+
+func thresholdReasons(s *Summary) []outcome.Reason {
+	var rs []outcome.Reason
 	for _, t := range s.Thresholds {
 		if t.Verdict == ThresholdFail {
 			text := fmt.Sprintf("threshold %s failed: observed %s", t.Expr, t.Observed)
@@ -71,7 +150,7 @@ func Decide(s *Summary) outcome.Outcome {
 			rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", text))
 		}
 	}
-	return outcome.Decide(rs...)
+	return rs
 }
 
 // SetOutcome decides the summary's outcome and stores it in the summary.

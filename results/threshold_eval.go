@@ -28,7 +28,8 @@ type JudgedGap struct {
 	Seconds float64
 }
 
-func (t Threshold) holds(v float64) bool {
+// Holds reports whether an observed value v, in the threshold's unit, meets it.
+func (t Threshold) Holds(v float64) bool {
 	switch t.Cmp {
 	case "<":
 		return v < t.Value
@@ -126,7 +127,7 @@ func (j *judgement) judge(v float64, subject string) ThresholdResult {
 	t := j.t
 	j.res.Value, j.res.Subject = round3(v), subject
 	j.res.Observed = formatValue(v, t.Unit)
-	if t.holds(v) {
+	if t.Holds(v) {
 		j.res.Verdict = ThresholdPass
 		return j.res
 	}

@@ -55,9 +55,10 @@ type junitMessage struct {
 	Text    string `xml:",chardata"`
 }
 
-// WriteJUnit writes a JUnit XML report: one test case for the run itself (it completed without harness
-// errors), one per consistency check and one per threshold, so that CI systems show each verdict as a test.
-// A check that could not decide is an error, not a pass; a threshold that did not apply is skipped.
+// WriteJUnit writes a JUnit XML report: one test case for the run itself (its outcome, with the last log
+// lines of every member that crashed), one per consistency check, one per known-issue finding and one per
+// threshold, so that CI systems show each verdict as a test. A check that could not decide is an error, not
+// a pass; a threshold that did not apply is skipped.
 func WriteJUnit(w io.Writer, r *Run) error {
 	s := r.Summary
 	suite := junitSuite{Name: "chaosbench." + s.Name, Time: fmt.Sprintf("%.3f", s.DurationSeconds)}
@@ -77,7 +78,7 @@ func WriteJUnit(w io.Writer, r *Run) error {
 	suite.Properties = append(suite.Properties, junitProperty{"outcome", string(o.Kind)})
 	run := junitCase{Classname: "chaosbench.run", Name: "outcome", Time: suite.Time}
 	if !o.Passed() {
-		msg := &junitMessage{Message: o.String(), Type: string(o.Kind), Text: strings.Join(o.Texts(), "\n")}
+		msg := &junitMessage{Message: o.String(), Type: string(o.Kind), Text: strings.Join(o.Texts(), "\n") + crashText(s.Crashes)}
 		switch o.Kind {
 		case outcome.HarnessError, outcome.Undecided:
 			run.Error = msg
@@ -88,6 +89,11 @@ func WriteJUnit(w io.Writer, r *Run) error {
 	var out strings.Builder
 	for _, f := range r.Diagnosis {
 		fmt.Fprintf(&out, "%s (%s): %s\n", f.Severity, f.Topic, f.Message)
+	}
+	if o.Passed() {
+		for _, rs := range o.Reasons {
+			fmt.Fprintf(&out, "%s: %s\n", rs.Kind, rs.Text)
+		}
 	}
 	run.SystemOut = out.String()
 	suite.Cases = append(suite.Cases, run)
@@ -100,16 +106,13 @@ func WriteJUnit(w io.Writer, r *Run) error {
 		case results.VerdictViolation:
 			tc.Failure = &junitMessage{Message: "violation: " + c.Detail, Type: "violation", Text: c.Detail}
 		case results.VerdictKnownIssue:
-			// Named, with its evidence; it fails only when the run's policy made it a violation.
-			tc.SystemOut = knownIssuesText(s, c.Name)
-			if o.Kind == outcome.Violation && s.KnownIssuePolicy == string(outcome.KnownIssuesFail) {
-				tc.Failure = &junitMessage{Message: "known issue (--known-issues=fail): " + c.Detail, Type: "violation", Text: tc.SystemOut}
-			}
+			knownCheck(&tc, c, s)
 		default:
 			tc.Error = &junitMessage{Message: c.Verdict + ": " + c.Detail, Type: c.Verdict, Text: c.Detail}
 		}
 		suite.Cases = append(suite.Cases, tc)
 	}
+	suite.Cases = append(suite.Cases, knownCases(s)...)
 	for _, t := range r.Thresholds {
 		name := t.Expr
 		if t.Set != "" {
@@ -128,6 +131,19 @@ func WriteJUnit(w io.Writer, r *Run) error {
 	countCases(&suite)
 	doc := junitSuites{Name: "chaosbench", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}}
 	return writeJUnitDoc(w, doc)
+}
+
+// crashText is the last log lines of every member that crashed, for the outcome's test case: the panic that
+// ended a member is what a CI reader needs first.
+func crashText(cs []results.Crash) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "\n\nlast lines of %s's log (%s, %s):\n", c.Member, c.Log, c.Status)
+		for _, l := range c.LogTail {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
 
 // writeJUnitDoc writes a JUnit document, indented, with its XML header.
@@ -193,14 +209,3 @@ func WritePerfdash(w io.Writer, r *Run) error {
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
-
-// knownIssuesText is the known-issue findings of check, one per line with their evidence.
-func knownIssuesText(s *results.Summary, check string) string {
-	var b strings.Builder
-	for _, k := range s.KnownIssues {
-		if k.Check == check {
-			b.WriteString(k.Text() + "\n")
-		}
-	}
-	return b.String()
-}

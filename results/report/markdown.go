@@ -20,6 +20,8 @@ func WriteMarkdown(w io.Writer, r *Run) error {
 	for _, section := range []func(*bufio.Writer, *view){
 		markdownHeadline,
 		markdownVerdicts,
+		markdownCrashes,
+		markdownKnown,
 		markdownDiagnosis,
 		markdownThresholds,
 		markdownOperations,
@@ -61,13 +63,32 @@ func markdownHeadline(b *bufio.Writer, v *view) {
 }
 
 // markdownVerdicts writes the verdict table, one row per area, right under the outcome and without a
-// heading of its own.
+// heading of its own; a figure the run was not judged on says it is informational.
 func markdownVerdicts(b *bufio.Writer, v *view) {
 	table(b, []string{"", "verdict", "detail"}, func(row func(...string)) {
 		for _, vr := range v.Verdicts {
-			row("**"+vr.Area+"**", vr.Verdict, vr.Detail)
+			area := "**" + vr.Area + "**"
+			if vr.Informational {
+				area += " (informational)"
+			}
+			row(area, vr.Verdict, vr.Detail)
 		}
 	})
+}
+
+// markdownCrashes writes every member that crashed with the last lines of its log (an indented block,
+// which no log line can close), right under the verdicts: a member's panic is the first thing to read.
+func markdownCrashes(b *bufio.Writer, v *view) {
+	if len(v.Crashes) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Crashed members\n")
+	for _, c := range v.Crashes {
+		fmt.Fprintf(b, "\n%s. Last lines of its log (`%s`):\n\n", c.Title, c.Log)
+		for _, l := range c.Tail {
+			fmt.Fprintf(b, "    %s\n", l)
+		}
+	}
 }
 
 // markdownDiagnosis writes the diagnosis' findings as a list, the problems marked.
@@ -123,8 +144,12 @@ func markdownKube(b *bufio.Writer, v *view) {
 	if k == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n## Kubernetes\n\n%s. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: **%s**.\n\n", k.Cluster, k.Verdict)
-	table(b, []string{"class", "operation", "count", "p99", "limit", "verdict"}, func(row func(...string)) {
+	judgedBy := "informational; --threshold k8s-slo makes them decide the outcome"
+	if k.Judged {
+		judgedBy = "judged by the k8s-slo thresholds"
+	}
+	fmt.Fprintf(b, "\n## Kubernetes\n\n%s. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: **%s** (%s).\n\n", k.Cluster, k.Verdict, judgedBy)
+	table(b, []string{"class", "operation", "count", "p99", "limit", "p99 against the limit"}, func(row func(...string)) {
 		for _, s := range k.SLO {
 			row(s.Class, s.Op, s.Count, s.P99, s.Limit, s.Verdict)
 		}
@@ -254,9 +279,14 @@ func markdownWarnings(b *bufio.Writer, v *view) {
 	}
 }
 
+// markFailed marks a figure that failed a threshold (class fail) or that is over a guidance the run was not
+// judged by (class warn).
 func markFailed(v, class string) string {
-	if class == "fail" {
+	switch class {
+	case "fail":
 		return "**" + v + "** ✗"
+	case "warn":
+		return v + " ⚠"
 	}
 	return v
 }

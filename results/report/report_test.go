@@ -414,9 +414,10 @@ func TestKubeSection(t *testing.T) {
 	if err := WriteHTML(&html, r); err != nil {
 		t.Fatal(err)
 	}
+	// Not judged by the SLOs: the card and the table are informational, and never say pass or fail.
 	for _, want := range []string{
-		"| **Kubernetes SLOs** | FAIL | worst: update/leases p99 1.50s against 1.00s",
-		"## Kubernetes", "| mutating | update/leases | 500 | 1.50s | 1.00s | FAIL |", "| list | list/pods | 10 | 2.00s | 30.0s | pass |",
+		"| **Kubernetes SLOs** (informational) | over an SLO | worst: update/leases p99 1.50s against 1.00s",
+		"## Kubernetes", "| mutating | update/leases | 500 | 1.50s | 1.00s | over |", "| list | list/pods | 10 | 2.00s | 30.0s | within |",
 		"| update/leases | heartbeats, election | 26 | 25 | -3.8% | 3 |",
 	} {
 		if !strings.Contains(md.String(), want) {
@@ -428,6 +429,32 @@ func TestKubeSection(t *testing.T) {
 	}
 	if bytes.Contains(md.Bytes(), []byte("## kube")) {
 		t.Error("the kube summary is also rendered generically")
+	}
+	for _, l := range strings.Split(md.String(), "\n") {
+		if strings.Contains(l, "Kubernetes SLOs") || strings.HasPrefix(l, "| mutating") {
+			if w := strings.ToLower(l); strings.Contains(w, "pass") || strings.Contains(w, "fail") {
+				t.Errorf("an informational SLO line says pass or fail: %s", l)
+			}
+		}
+	}
+
+	// Judged by the k8s-slo thresholds: the card shows their decision, as the headline does.
+	ts, err := results.RunThresholds([]string{"k8s-slo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Prepare(r, ts)
+	md.Reset()
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**FAIL**", "| **Kubernetes SLOs** | fail | worst: update/leases p99 1.50s against 1.00s",
+		"**fail** (judged by the k8s-slo thresholds)", "| mutating | update/leases | 500 | 1.50s | 1.00s | over |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report.md judged by k8s-slo lacks %q:\n%s", want, md.String())
+		}
 	}
 }
 
@@ -455,7 +482,7 @@ func TestThroughputCard(t *testing.T) {
 			"put":   {Count: 770, Throughput: 77},
 			"watch": {Count: 10000, Throughput: 1000},
 		}, 77, "on target, late starts", "10.00% of requests started late", ""},
-		{"events only", map[string]*results.Operation{"watch": {Count: 10, Throughput: 1}}, 0, "none", "no request was measured", ""},
+		{"events only", map[string]*results.Operation{"watch": {Count: 10, Throughput: 1}}, 0, "no request", "no request was measured", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -467,6 +494,10 @@ func TestThroughputCard(t *testing.T) {
 			if card.Area != "Throughput" || card.Verdict != tt.verdict || !strings.Contains(card.Detail, tt.wantDetail) ||
 				(tt.avoidDetail != "" && strings.Contains(card.Detail, tt.avoidDetail)) {
 				t.Fatalf("card %+v, want %q containing %q", card, tt.verdict, tt.wantDetail)
+			}
+			// The throughput is never part of the verdict (a threshold is): never a verdict's colour.
+			if !card.Informational || (card.Class != "info" && card.Class != "warn") {
+				t.Fatalf("the throughput card is not informational: %+v", card)
 			}
 		})
 	}

@@ -1,6 +1,11 @@
 package report
 
-import "html/template"
+import (
+	"html/template"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
+)
 
 // pageTemplate returns the report page. Everything it needs is inline: the style sheet, the charts (SVG)
 // and one small script, which records any script error on the page (so that a headless browser test, or a
@@ -15,6 +20,27 @@ func pageTemplate() *template.Template {
 				return "warn"
 			}
 			return "ok"
+		},
+		// reasonclass colours a reason of the outcome by its kind: only what fails the run is red.
+		"reasonclass": func(k string) string {
+			switch k {
+			case "allowed", "note", string(outcome.KnownIssue), string(outcome.Incomplete):
+				return "warn"
+			}
+			return "fail"
+		},
+		// checkclass colours a check's verdict: ok, a known issue (named, passing unless the policy fails
+		// it), nothing to check (neither), and everything else, which is not a pass.
+		"checkclass": func(v string) string {
+			switch v {
+			case results.VerdictOK:
+				return "ok"
+			case results.VerdictKnownIssue:
+				return "warn"
+			case results.VerdictNothing:
+				return ""
+			}
+			return "fail"
 		},
 		"vclass": func(s string) string {
 			switch s {
@@ -62,6 +88,8 @@ h2 { font-size: 17px; margin: 26px 0 10px; padding-bottom: 4px; border-bottom: 1
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 10px; margin-top: 12px; }
 .card { border: 1px solid var(--line); border-left: 5px solid var(--info); border-radius: 6px; padding: 8px 12px; background: #fff; }
 .card.ok { border-left-color: var(--ok); } .card.fail { border-left-color: var(--fail); } .card.warn { border-left-color: var(--warn); }
+.card.informational { border-style: dashed; border-left-style: solid; }
+pre.log { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bg); border: 1px solid var(--line); border-left: 5px solid var(--fail); padding: 6px 10px; overflow-x: auto; white-space: pre-wrap; word-break: break-word; }
 .card .area { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--info); }
 .card .verdict { font-size: 16px; font-weight: 600; }
 .card .detail { font-size: 12.5px; color: #424a53; }
@@ -76,6 +104,7 @@ th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: right; ver
 th { background: var(--bg); font-weight: 600; }
 td:first-child, th:first-child, td.l { text-align: left; }
 td.fail { color: var(--fail); font-weight: 600; } td.ok { color: var(--ok); } td.warn { color: var(--warn); }
+th.fail { color: var(--fail); } th.warn { color: var(--warn); }
 td.wrap { max-width: 700px; text-align: left; word-break: break-word; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 8px; max-width: 1500px; }
@@ -105,20 +134,36 @@ const pageHTML = `<!DOCTYPE html>
 {{- if .Reasons}}
 <ul class="findings reasons">
 {{- range .Reasons}}
-<li class="{{if eq .Key "allowed"}}warn{{else}}fail{{end}}"><span class="topic">{{.Key}}</span>{{.Value}}</li>
+<li class="{{reasonclass .Key}}"><span class="topic">{{.Key}}</span>{{.Value}}</li>
 {{- end}}
 </ul>
 {{- end}}
 <div class="cards">
 {{- range .Verdicts}}
-<div class="card {{.Class}}"><div class="area">{{.Area}}</div><div class="verdict">{{.Verdict}}</div><div class="detail">{{.Detail}}</div></div>
+<div class="card {{.Class}}{{if .Informational}} informational{{end}}"><div class="area">{{.Area}}{{if .Informational}} · informational{{end}}</div><div class="verdict">{{.Verdict}}</div><div class="detail">{{.Detail}}</div></div>
 {{- end}}
 </div>
 </header>
 <nav>
-<a href="#diagnosis">Diagnosis</a>{{if .Thresholds}}<a href="#thresholds">Thresholds</a>{{end}}<a href="#latency">Latency</a><a href="#throughput">Throughput</a><a href="#operations">Operations</a>{{if .Kube}}<a href="#kubernetes">Kubernetes</a>{{end}}{{if .Gaps}}<a href="#availability">Availability</a>{{end}}{{if .Checks}}<a href="#consistency">Consistency</a>{{end}}{{if .Members}}<a href="#etcd">etcd metrics</a>{{end}}<a href="#environment">Environment</a>
+{{if .Crashes}}<a href="#crashes">Crashed members</a>{{end}}{{if .Known}}<a href="#known-issues">Known issues</a>{{end}}<a href="#diagnosis">Diagnosis</a>{{if .Thresholds}}<a href="#thresholds">Thresholds</a>{{end}}<a href="#latency">Latency</a><a href="#throughput">Throughput</a><a href="#operations">Operations</a>{{if .Kube}}<a href="#kubernetes">Kubernetes</a>{{end}}{{if .Gaps}}<a href="#availability">Availability</a>{{end}}{{if .Checks}}<a href="#consistency">Consistency</a>{{end}}{{if .Members}}<a href="#etcd">etcd metrics</a>{{end}}<a href="#environment">Environment</a>
 </nav>
 <main>
+{{- if .Crashes}}
+<h2 id="crashes">Crashed members</h2>
+{{- range .Crashes}}
+<p class="crash">{{.Title}}. Last lines of its log (<code>{{.Log}}</code>):</p>
+<pre class="log">{{range .Tail}}{{.}}
+{{end}}</pre>
+{{- end}}
+{{- end}}
+{{- if .Known}}
+<h2 id="known-issues">Known issues</h2>
+<table><tr><th>issue</th><th>check</th><th>finding</th><th>evidence</th><th>outcome</th></tr>
+{{- range .Known}}
+<tr><td class="l">{{.Issue}}{{if .Title}} ({{.Title}}){{end}}</td><td class="l">{{.Check}}</td><td class="wrap">{{.Finding}}{{if gt .Count 1}} ({{.Count}} findings){{end}}</td><td class="wrap">{{.Evidence}}</td><td class="{{.Class}}">{{.Effect}}</td></tr>
+{{- end}}
+</table>
+{{- end}}
 <h2 id="diagnosis">Diagnosis</h2>
 {{- if .Diagnosis}}
 <ul class="findings">
@@ -169,8 +214,8 @@ const pageHTML = `<!DOCTYPE html>
 
 {{- with .Kube}}
 <h2 id="kubernetes">Kubernetes</h2>
-<p class="note">{{.Cluster}}. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run.</p>
-<table><tr><th>class</th><th>operation</th><th>count</th><th>p99</th><th>limit</th><th>verdict</th></tr>
+<p class="note">{{.Cluster}}. The SLOs of Kubernetes API calls applied to the etcd requests behind them, on response time p99 over the run: {{.Verdict}} ({{if .Judged}}judged by the k8s-slo thresholds{{else}}informational; --threshold k8s-slo makes them decide the outcome{{end}}).</p>
+<table><tr><th>class</th><th>operation</th><th>count</th><th>p99</th><th>limit</th><th>p99 against the limit</th></tr>
 {{- range .SLO}}
 <tr><td class="l">{{.Class}}</td><td>{{.Op}}</td><td>{{.Count}}</td><td>{{.P99}}</td><td>{{.Limit}}</td><td class="{{.VClass}}">{{.Verdict}}</td></tr>
 {{- end}}
@@ -197,7 +242,7 @@ const pageHTML = `<!DOCTYPE html>
 <h2 id="consistency">Consistency checks</h2>
 <table><tr><th>check</th><th>verdict</th><th>detail</th><th>seconds</th></tr>
 {{- range .Checks}}
-<tr><td>{{.Name}}</td><td class="{{if eq .Verdict "ok"}}ok{{else}}fail{{end}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td><td>{{printf "%.1f" .Seconds}}</td></tr>
+<tr><td>{{.Name}}</td><td class="{{checkclass .Verdict}}">{{.Verdict}}</td><td class="wrap">{{.Detail}}</td><td>{{printf "%.1f" .Seconds}}</td></tr>
 {{- end}}
 </table>
 {{- end}}

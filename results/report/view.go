@@ -20,7 +20,11 @@ type view struct {
 	// Reasons are the outcome's reasons, most severe first, then the problems the scenario allowed.
 	Reasons []kv
 
-	Verdicts   []verdictRow
+	Verdicts []verdictRow
+	// Crashes are the members that crashed, with the last lines of their logs; Known the findings
+	// attributed to known upstream issues (known.go).
+	Crashes    []crashView
+	Known      []knownView
 	Diagnosis  []results.Finding
 	Thresholds []results.ThresholdResult
 	Ops        []opRow
@@ -41,10 +45,6 @@ type view struct {
 }
 
 type kv struct{ Key, Value string }
-
-type verdictRow struct {
-	Area, Verdict, Class, Detail string
-}
 
 type opRow struct {
 	Name                     string
@@ -71,6 +71,8 @@ func buildView(r *Run) *view {
 		Warnings: r.Warnings, OpenLoop: s.Schedule.Mode == "open"}
 	v.overall(r)
 	v.verdicts(r)
+	v.crashes(r)
+	v.known(r)
 	v.operations(r)
 	v.availability(r)
 	v.members(r)
@@ -101,6 +103,25 @@ func (v *view) overall(r *Run) {
 	for _, a := range s.Allowed {
 		v.Reasons = append(v.Reasons, kv{Key: "allowed", Value: a})
 	}
+	if now := results.Decide(s); now.Kind != o.Kind {
+		// The headline is the outcome the run stored (its exit code); the cards are this version's areas.
+		v.Reasons = append(v.Reasons, kv{Key: "note", Value: fmt.Sprintf("this report's version decides %s from the same summary; the headline keeps the outcome the run stored (%s)", now.Kind, o.Kind)})
+	}
+}
+
+// crashView is a member that crashed, with the last lines of its log.
+type crashView struct {
+	Title string
+	Log   string
+	Tail  []string
+}
+
+// crashes lists the members that crashed when no fault asked them to, each with the last lines of its log:
+// the panic or fatal error that ended it is there, and it is what an upstream report needs first.
+func (v *view) crashes(r *Run) {
+	for _, c := range r.Summary.Crashes {
+		v.Crashes = append(v.Crashes, crashView{Title: c.Text(), Log: c.Log, Tail: c.LogTail})
+	}
 }
 
 func clusterText(s *results.Summary) string {
@@ -122,7 +143,7 @@ func (v *view) operations(r *Run) {
 	s := r.Summary
 	limits := map[string]bool{} // operations whose p99 failed a threshold
 	for _, t := range r.Thresholds {
-		if t.Verdict == results.ThresholdFail && t.Subject != "" {
+		if t.Verdict == results.ThresholdFail && t.Subject != "" && t.Unit == "ms" {
 			limits[t.Subject] = true
 		}
 	}
@@ -147,7 +168,7 @@ func (v *view) operations(r *Run) {
 }
 
 func errorText(op *results.Operation) string {
-	if op.Errors == 0 {
+	if op.Errors == 0 || len(op.ErrorsByClass) == 0 {
 		return "0"
 	}
 	classes := sortedKeys(op.ErrorsByClass)
@@ -173,15 +194,20 @@ func (v *view) availability(r *Run) {
 			row.Recovered = "-"
 		}
 		row.Window = fmt.Sprintf("%s – %s", fmtSeconds(g.WindowStart), fmtSeconds(g.WindowEnd))
+		// A gap is a figure of the clients' view; only the fault runner's "not recovered" is a reason of
+		// the outcome, and only it is shown as a failure.
 		if !g.Recovered {
-			row.Recovered, row.Class = "no", "fail"
+			row.Recovered, row.Class = "no", "warn"
 		} else if g.Seconds >= 1 {
 			row.Class = "warn"
 		}
 		if g.Index >= 0 && g.Index < len(r.Faults) {
 			row.Outcome = r.Faults[g.Index].Outcome
-			if row.Outcome != "" && row.Outcome != "recovered" {
+			switch {
+			case strings.HasPrefix(row.Outcome, "not recovered"):
 				row.Class = "fail"
+			case row.Outcome != "" && row.Outcome != "recovered":
+				row.Class = "warn"
 			}
 			if e := r.Faults[g.Index].Effect; e != nil && e.Detail != "" {
 				// What the fault did, as its members tell (a failpoint's hits, a snapshot sent).
@@ -206,6 +232,7 @@ func (v *view) members(r *Run) {
 	if sv == nil || len(sv.Members) == 0 {
 		return
 	}
+	fsyncFailed, commitFailed := failedServerLimits(r.Thresholds, "wal_fsync"), failedServerLimits(r.Thresholds, "backend_commit")
 	row := func(m results.MemberMetrics) memberRow {
 		role := "follower"
 		if m.Leader {
@@ -218,8 +245,8 @@ func (v *view) members(r *Run) {
 			Pending: trimFloat(m.ProposalsPending), DB: fmtBytes(m.DBSizeBytes),
 			CPU: fmt.Sprintf("%.0f%% (max %.0f%%)", m.CPUPercentMean, m.CPUPercentMax), RSS: fmtBytes(m.RSSBytesMax),
 			Scrapes: fmt.Sprintf("%d (%d failed)", m.Scrapes, m.Failed)}
-		mr.FsyncClass = limitClass(m.WALFsync.P99, fsyncLimitMs)
-		mr.CommitClass = limitClass(m.BackendCommit.P99, commitLimitMs)
+		mr.FsyncClass = limitClass(m.WALFsync.P99, m.WALFsync.Count, fsyncLimitMs, fsyncFailed)
+		mr.CommitClass = limitClass(m.BackendCommit.P99, m.BackendCommit.Count, commitLimitMs, commitFailed)
 		return mr
 	}
 	for _, m := range sv.Members {
@@ -230,7 +257,7 @@ func (v *view) members(r *Run) {
 		Commit: fmtMsOrDash(c.BackendCommit.P99, c.BackendCommit.Count), Apply: fmtMsOrDash(c.Apply.P99, c.Apply.Count),
 		RTT: fmtMsOrDash(c.PeerRTT.P99, c.PeerRTT.Count), LeaderChanges: strconv.FormatInt(c.LeaderChanges, 10),
 		ProposalsFailed: strconv.FormatInt(c.ProposalsFailed, 10), Pending: trimFloat(c.ProposalsPending), DB: fmtBytes(c.DBSizeBytes),
-		FsyncClass: limitClass(c.WALFsync.P99, fsyncLimitMs), CommitClass: limitClass(c.BackendCommit.P99, commitLimitMs)}
+		FsyncClass: limitClass(c.WALFsync.P99, c.WALFsync.Count, fsyncLimitMs, fsyncFailed), CommitClass: limitClass(c.BackendCommit.P99, c.BackendCommit.Count, commitLimitMs, commitFailed)}
 	if g := sv.Generator; g != nil {
 		v.Generator = []kv{
 			{"chaosbench CPU", fmt.Sprintf("%.0f%% mean, %.0f%% max", g.CPUPercentMean, g.CPUPercentMax)},
@@ -255,11 +282,37 @@ func plural(n int64, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func limitClass(v, limit float64) string {
-	if v > limit {
-		return "fail"
+// limitClass colours a member's p99 of one of etcd's histograms: fail when it breaks a p99 threshold the
+// run failed on that histogram (the worst member decided it, and every member over its limit is shown
+// so), warn when it is over etcd's guidance but no failed threshold judged it, since only thresholds are
+// part of the verdict.
+func limitClass(p99 float64, count int64, guidance float64, failed []results.Threshold) string {
+	if count == 0 {
+		return ""
+	}
+	for _, th := range failed {
+		if !th.Holds(p99) {
+			return "fail"
+		}
+	}
+	if p99 > guidance {
+		return "warn"
 	}
 	return ""
+}
+
+// failedServerLimits returns the p99 thresholds on one of etcd's histograms (subject) that the run failed.
+func failedServerLimits(ts []results.ThresholdResult, subject string) []results.Threshold {
+	var out []results.Threshold
+	for _, t := range ts {
+		if t.Verdict != results.ThresholdFail {
+			continue
+		}
+		if th, err := results.ParseThresholds([]string{t.Expr}); err == nil && len(th) == 1 && th[0].Subject == subject && th[0].Stat == "p99" {
+			out = append(out, th[0])
+		}
+	}
+	return out
 }
 
 func fmtMsOrDash(v float64, count int64) string {
