@@ -190,9 +190,11 @@ func classNodes(class string) int {
 
 // Qualify judges the hardware under a cluster: the disk probe (on the data root), then the load ladder of
 // size classes, each step a run of its own in the qualification directory, stopping at the first class
-// that fails or cannot be decided. It writes qualification.json and qualification.md, prints the verdict
-// first, and returns an error carrying the outcome: nil when the requested class (with auto: the smallest)
-// qualifies, ThresholdFailed (exit 3) when not, Undecided (exit 1) when that could not be decided.
+// that does not pass. It writes qualification.json and qualification.md, prints the verdict first, and
+// returns an error carrying the outcome (nil for a pass). The outcome is decided once, from every step's
+// run summary (see decide): a violation or a crashed member in any step is exit 4, the class asked for
+// (with auto: small) not qualifying, a network too slow or a class that does not hold under faults exit 3,
+// anything undecided exit 1.
 func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -224,10 +226,6 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 			stepErr = err
 		}
 	}
-	q.Network = judgeNetwork(q.Steps, o.Scenario.EtcdFlags, o.Scenario.Members)
-	if q.Network != nil {
-		fmt.Fprintf(o.Log, "network: %s\n", q.Network.Verdict)
-	}
 	if o.EtcdctlCompat {
 		compat, err := o.runCompat(ctx, dir, q.Seed)
 		if outcome.IsUsage(err) {
@@ -237,11 +235,17 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 			stepErr = err
 		}
 		q.Compat = compat
-		q.decideCompat(o.CompatLoad, ctx.Err() != nil, stepErr)
-	} else {
-		q.decide(ctx.Err() != nil, stepErr)
 	}
-	o.finish(q, dir)
+	q.Interrupted = ctx.Err() != nil
+	if stepErr != nil {
+		q.StoppedBy = stepErr.Error()
+	}
+	q.decide()
+	if q.Network != nil {
+		fmt.Fprintf(o.Log, "network: %s\n", q.Network.Verdict)
+	}
+	q.End = time.Now()
+	q.finish(dir, o.Log)
 	err = q.Outcome.ErrWith(stepErr)
 	if ctx.Err() != nil && err != nil {
 		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
@@ -261,14 +265,16 @@ func (o *QualifyOptions) begin() (*Qualification, string, error) {
 	}
 	q := &Qualification{
 		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start,
+		// Members, versions and the machine are what the steps observe (decide), never the flags' defaults.
 		Cluster: QualifiedCluster{
-			Backend: o.Scenario.Cluster, Members: o.Scenario.Members, EtcdFlags: o.Scenario.EtcdFlags,
+			Backend: o.Scenario.Cluster, EtcdFlags: o.Scenario.EtcdFlags,
 			Endpoints: o.Scenario.Endpoints, MemberCPUs: o.Scenario.MemberCPUs, MemberMemory: o.Scenario.MemberMemory,
 			DataRoot: o.DataRoot,
 		},
 		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
 	}
 	if o.EtcdctlCompat {
+		q.CompatLoad = o.CompatLoad
 		fmt.Fprintf(o.Log, "chaosbench qualify --etcdctl-compat: %s cluster, etcdctl check perf's loads, %s each, seed %d\nresults: %s\n",
 			o.Scenario.clusterDescription(), o.CompatDuration, q.Seed, dir)
 	} else {
@@ -316,28 +322,33 @@ func (o *QualifyOptions) qualifyUnderFaults(ctx context.Context, dir string, q *
 	}
 	q.Faults = f
 	if f != nil {
-		_, text := f.faultReason()
-		fmt.Fprintf(o.Log, "faults: %s\n", text)
+		fmt.Fprintf(o.Log, "faults: %s\n", f.text())
 	}
 	return err
 }
 
-// finish writes the qualification and marks every step's report with its verdict (not doing so is a
-// harness error of the qualification), then prints the verdict and the table.
-func (o *QualifyOptions) finish(q *Qualification, dir string) {
-	q.End = time.Now()
-	if err := q.write(dir); err != nil {
-		fmt.Fprintln(o.Log, "error:", err)
-		q.Outcome = outcome.Decide(append(q.Outcome.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
-	}
+// finish marks every step's report with the qualification's verdict and writes the qualification (not
+// doing either is a harness error of the qualification, decided with the rest), then prints the verdict,
+// the table and the outcome with its reasons.
+func (q *Qualification) finish(dir string, log io.Writer) {
 	if err := q.bannerSteps(dir); err != nil {
-		fmt.Fprintln(o.Log, "error:", err)
-		q.Outcome = outcome.Decide(append(q.Outcome.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
+		fmt.Fprintln(log, "error:", err)
+		q.written = append(q.written, outcome.New(outcome.HarnessError, "%v", err))
+		q.decide()
 	}
-	fmt.Fprintln(o.Log)
-	fmt.Fprintln(o.Log, q.Verdict)
-	q.writeTable(o.Log)
-	fmt.Fprintf(o.Log, "qualification written to %s\n", filepath.Join(dir, QualificationFile))
+	if err := q.write(dir); err != nil {
+		fmt.Fprintln(log, "error:", err)
+		q.written = append(q.written, outcome.New(outcome.HarnessError, "%v", err))
+		q.decide()
+	}
+	fmt.Fprintln(log)
+	fmt.Fprintln(log, q.Verdict)
+	q.writeTable(log)
+	fmt.Fprintf(log, "qualification written to %s\n", filepath.Join(dir, QualificationFile))
+	fmt.Fprintf(log, "verdict: %s (%s, exit code %d)\n", q.Outcome.Headline(), q.Outcome.Kind, q.ExitCode)
+	for _, r := range q.Outcome.Reasons {
+		fmt.Fprintf(log, "  %s: %s\n", r.Kind, r.Text)
+	}
 }
 
 // bannerSteps puts the qualification's verdict at the top of every step's report.html and report.md, with
@@ -354,14 +365,7 @@ func (q *Qualification) bannerSteps(dir string) error {
 	if q.Faults != nil {
 		dirs = append(dirs, q.Faults.Dir)
 	}
-	class := "ok"
-	switch q.Outcome.Kind {
-	case outcome.OK:
-	case outcome.Undecided, outcome.Incomplete:
-		class = "warn"
-	default:
-		class = "fail"
-	}
+	class := q.Outcome.Class()
 	var errs []error
 	for _, d := range dirs {
 		if d == "" {
@@ -414,9 +418,7 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 		if runErr == nil {
 			runErr = errors.New("the run returned no summary")
 		}
-		st := &Step{Class: class, Nodes: classNodes(class), Dir: "step-" + class, Verdict: StepUndecided,
-			Resource: "harness", Reasons: []string{fmt.Sprintf("the step did not run: %v", runErr)}}
-		return st, nil
+		return stepNotRun(class, fmt.Sprintf("the step did not run: %v", runErr)), nil
 	}
 	st := judgeStep(class, sum, disk)
 	st.Dir = "step-" + class

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,10 @@ type CompatStep struct {
 	StdDevMs   float64  `json:"stddev_ms"`
 	Pass       bool     `json:"pass"`
 	Failures   []string `json:"failures,omitempty"`
+	// Outcome is the load's outcome: its run's (results.Decide) with check perf's rule beside it, each
+	// failure of the rule a failed threshold (see judgeCompat).
+	Outcome outcome.Outcome `json:"outcome"`
+	Observed
 }
 
 // runCompat runs check perf's loads from s upwards, stopping at the first that fails, as a user of check
@@ -82,7 +87,7 @@ func (o *QualifyOptions) runCompat(ctx context.Context, dir string, seed int64) 
 			verdict = "FAIL: " + strings.Join(st.Failures, "; ")
 		}
 		fmt.Fprintf(o.Log, "etcdctl-compat %s: %s (%.0f writes/s, slowest %.1f ms, stddev %.1f ms)\n", l.Name, verdict, st.Throughput, st.SlowestMs, st.StdDevMs)
-		if !st.Pass {
+		if !st.Pass || !st.Outcome.Passed() {
 			break
 		}
 	}
@@ -118,70 +123,44 @@ func (o *QualifyOptions) compatScenario(l CompatLoad, dir string, seed int64) Sc
 	return s
 }
 
-// decideCompat sets the verdict, outcome and exit code of an --etcdctl-compat qualification: 0 when the
-// requested load (auto: s) passes check perf's rule, 3 when it fails.
-func (q *Qualification) decideCompat(requested string, interrupted bool, stepErr error) {
-	target := requested
-	if target == "auto" {
-		target = CompatLoads[0].Name
-	}
-	var parts []string
-	var rs []outcome.Reason
-	found := false
-	for _, c := range q.Compat {
-		v := fmt.Sprintf("load %s (%g writes/s, %d clients) PASS: %.0f writes/s, slowest %.1f ms, stddev %.1f ms", c.Load, c.Target, c.Clients, c.Throughput, c.SlowestMs, c.StdDevMs)
-		if !c.Pass {
-			v = fmt.Sprintf("load %s (%g writes/s, %d clients) FAIL: %s", c.Load, c.Target, c.Clients, strings.Join(c.Failures, "; "))
-		}
-		parts = append(parts, v)
-		if c.Load == target {
-			found = true
-			if !c.Pass {
-				rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", v))
-			}
-		}
-	}
-	q.Verdict = "etcdctl check perf's rule: " + strings.Join(parts, "; ")
-	switch {
-	case interrupted:
-		rs = append(rs, outcome.New(outcome.Incomplete, "interrupted"))
-	case stepErr != nil:
-		rs = append(rs, outcome.New(outcome.HarnessError, "%v", stepErr))
-		q.Verdict += fmt.Sprintf("; stopped: %v", stepErr)
-	case !found:
-		rs = append(rs, outcome.New(outcome.Undecided, "load %s was not run", target))
-	}
-	q.Outcome = outcome.Decide(rs...)
-	q.ExitCode = q.Outcome.ExitCode()
-}
-
-// judgeCompat applies check perf's rule to a put run.
+// judgeCompat applies check perf's rule to a put run. Pass is the rule's verdict, to lay beside check perf's
+// own; Outcome is the run's outcome (a harness error, a crashed member, an interrupt) with each failure of
+// the rule as a failed threshold, and a latency distribution that is not there to judge as undecided.
 func judgeCompat(l CompatLoad, s *results.Summary, dir string) CompatStep {
-	st := CompatStep{Load: l.Name, Target: l.Rate, Clients: l.Clients}
+	st := CompatStep{Load: l.Name, Target: l.Rate, Clients: l.Clients, Observed: observe(s)}
+	run := results.Decide(s)
+	rs := slices.Clone(run.Reasons)
+	fail := func(format string, args ...any) {
+		st.Failures = append(st.Failures, fmt.Sprintf(format, args...))
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, format, args...))
+	}
 	if op := s.Operations["put"]; op != nil {
 		st.Throughput, st.Errors, st.SlowestMs = op.Throughput, op.Errors+op.Failed, op.Service.Max
 	}
 	sd, err := hgrmStdDev(dir, "put.service.hgrm")
 	if err != nil {
 		st.Failures = append(st.Failures, fmt.Sprintf("no latency distribution to take the standard deviation of: %v", err))
+		rs = append(rs, outcome.New(outcome.Undecided, "no latency distribution to take the standard deviation of: %v", err))
 	}
 	st.StdDevMs = sd
 	if st.Errors > 0 {
-		st.Failures = append(st.Failures, fmt.Sprintf("%d requests failed", st.Errors))
+		fail("%d requests failed", st.Errors)
 	}
 	if st.Throughput <= 0.9*l.Rate {
-		st.Failures = append(st.Failures, fmt.Sprintf("throughput %.0f writes/s <= 90%% of %g", st.Throughput, l.Rate))
+		fail("throughput %.0f writes/s <= 90%% of %g", st.Throughput, l.Rate)
 	}
 	if st.SlowestMs > compatSlowestLimit {
-		st.Failures = append(st.Failures, fmt.Sprintf("slowest request %.0f ms > 500 ms", st.SlowestMs))
+		fail("slowest request %.0f ms > 500 ms", st.SlowestMs)
 	}
 	if st.StdDevMs > compatStdDevLimit {
-		st.Failures = append(st.Failures, fmt.Sprintf("stddev %.0f ms > 100 ms", st.StdDevMs))
+		fail("stddev %.0f ms > 100 ms", st.StdDevMs)
 	}
 	if s.Incomplete || len(s.Errors) > 0 {
+		// check perf fails a load that did not complete; the run's outcome already has why (results.Decide).
 		st.Failures = append(st.Failures, "the run did not complete: "+strings.Join(append([]string{s.IncompleteReason}, s.Errors...), "; "))
 	}
 	st.Pass = len(st.Failures) == 0
+	st.Outcome = outcome.Decide(rs...)
 	return st
 }
 

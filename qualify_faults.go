@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
@@ -24,6 +25,10 @@ type FaultStep struct {
 	LimitMs float64 `json:"write_gap_limit_ms"`
 	// Windows are the faults with their write gaps.
 	Windows []FaultGap `json:"windows"`
+	// Outcome is the step's outcome: its run's (results.Decide) with the write gaps judged (see
+	// judgeFaultStep).
+	Outcome outcome.Outcome `json:"outcome"`
+	Observed
 }
 
 // FaultGap is one fault and what it did to writes.
@@ -61,7 +66,8 @@ func (o *QualifyOptions) runFaultStep(ctx context.Context, dir, class string, se
 		if outcome.IsUsage(runErr) {
 			return nil, runErr
 		}
-		return &FaultStep{Class: class, Dir: "faults-" + class, Verdict: StepUndecided, Reasons: []string{fmt.Sprintf("the step did not run: %v", runErr)}}, nil
+		return &FaultStep{Class: class, Dir: "faults-" + class, Verdict: StepUndecided, Reasons: []string{fmt.Sprintf("the step did not run: %v", runErr)},
+			Outcome: outcome.Decide(outcome.New(outcome.HarnessError, "the step did not run: %v", runErr))}, nil
 	}
 	st := judgeFaultStep(class, sum, 2*etcdFlagMs(o.Scenario.EtcdFlags, "election-timeout", 1000))
 	st.Dir = "faults-" + class
@@ -78,21 +84,16 @@ func (o *QualifyOptions) faultScenario(class, dir string, seed int64) Scenario {
 	return s
 }
 
-// judgeFaultStep decides the fault step from its summary.
+// judgeFaultStep decides the fault step from its summary: its run's outcome (results.Decide: a violation, a
+// crashed member, an undecided check, a skipped fault, the user's thresholds), with the write gaps judged
+// beside it: a fault after which writes stopped longer than limitMs, or never resumed, or that was not
+// recovered, fails a threshold; a step in which no fault was injected tested nothing and is undecided.
 func judgeFaultStep(class string, s *results.Summary, limitMs float64) *FaultStep {
-	st := &FaultStep{Class: class, LimitMs: limitMs}
-	o := s.Verdict()
-	switch o.Kind {
-	case outcome.Violation:
-		st.Verdict, st.Reasons = StepFail, o.Texts(outcome.Violation)
-		return st
-	case outcome.Undecided, outcome.HarnessError, outcome.Incomplete:
-		st.Verdict, st.Reasons = StepUndecided, o.Texts(outcome.Undecided, outcome.HarnessError, outcome.Incomplete)
-		return st
-	}
+	st := &FaultStep{Class: class, LimitMs: limitMs, Observed: observe(s)}
+	run := results.Decide(s)
+	rs := slices.Clone(run.Reasons)
 	if len(s.Faults) == 0 {
-		st.Verdict, st.Reasons = StepUndecided, []string{"no fault was injected"}
-		return st
+		rs = append(rs, outcome.New(outcome.Undecided, "no fault was injected"))
 	}
 	for _, w := range s.Faults {
 		g := FaultGap{Fault: w.Spec, Recovered: w.Outcome == "recovered"}
@@ -102,38 +103,37 @@ func judgeFaultStep(class string, s *results.Summary, limitMs float64) *FaultSte
 		if a := w.Availability; a != nil {
 			g.WriteGapMs = a.WriteGapMs
 			if a.WriteGapOpen {
-				st.Reasons = append(st.Reasons, fmt.Sprintf("%s: writes had not resumed when the observation ended", g.Fault))
+				rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s: writes had not resumed when the observation ended", g.Fault))
 			} else if a.WriteGapMs > limitMs {
-				st.Reasons = append(st.Reasons, fmt.Sprintf("%s: writes stopped for %.0f ms > %.0f ms (twice the election timeout)", g.Fault, a.WriteGapMs, limitMs))
+				rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s: writes stopped for %.0f ms > %.0f ms (twice the election timeout)", g.Fault, a.WriteGapMs, limitMs))
 			}
 		} else {
-			st.Reasons = append(st.Reasons, fmt.Sprintf("%s: no write gap was measured", g.Fault))
+			rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s: no write gap was measured", g.Fault))
 		}
 		if !g.Recovered {
-			st.Reasons = append(st.Reasons, fmt.Sprintf("%s: %s", g.Fault, w.Outcome))
+			rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s: %s", g.Fault, w.Outcome))
 		}
 		st.Windows = append(st.Windows, g)
 	}
-	st.Verdict = StepPass
-	if len(st.Reasons) > 0 {
-		st.Verdict = StepFail
+	st.Outcome = outcome.Decide(rs...)
+	st.Verdict = stepVerdict(st.Outcome)
+	if st.Verdict != StepPass {
+		st.Reasons = st.Outcome.Texts(st.Outcome.Kind)
 	}
 	return st
 }
 
-// faultReason is the fault step's effect on the outcome and its words for the verdict line.
-func (f *FaultStep) faultReason() (outcome.Reason, string) {
+// text is the fault step's result in words, for the verdict line and the reports; its outcome is Outcome.
+func (f *FaultStep) text() string {
 	switch f.Verdict {
 	case StepPass:
 		var gaps []string
 		for _, w := range f.Windows {
 			gaps = append(gaps, fmt.Sprintf("%s %.0f ms", w.Fault, w.WriteGapMs))
 		}
-		return outcome.Reason{Kind: outcome.OK}, fmt.Sprintf("holds under faults at %s (write gaps %s, limit %.0f ms)", f.Class, strings.Join(gaps, ", "), f.LimitMs)
+		return fmt.Sprintf("holds under faults at %s (write gaps %s, limit %.0f ms)", f.Class, strings.Join(gaps, ", "), f.LimitMs)
 	case StepFail:
-		text := fmt.Sprintf("not under faults at %s: %s", f.Class, strings.Join(f.Reasons, "; "))
-		return outcome.New(outcome.ThresholdFailed, "%s", text), text
+		return fmt.Sprintf("not under faults at %s: %s", f.Class, strings.Join(f.Reasons, "; "))
 	}
-	text := fmt.Sprintf("faults at %s undecided: %s", f.Class, strings.Join(f.Reasons, "; "))
-	return outcome.New(outcome.Undecided, "%s", text), text
+	return fmt.Sprintf("faults at %s undecided: %s", f.Class, strings.Join(f.Reasons, "; "))
 }

@@ -47,13 +47,15 @@ type Qualification struct {
 	Verdict string          `json:"verdict"`
 	Outcome outcome.Outcome `json:"outcome"`
 	// Requested is the class asked for, or "auto"; Qualified the largest class that passed ("" for none).
-	Requested string           `json:"requested"`
-	Qualified string           `json:"qualified_class"`
-	ExitCode  int              `json:"exit_code"`
-	Seed      int64            `json:"seed"`
-	Start     time.Time        `json:"start"`
-	End       time.Time        `json:"end"`
-	Cluster   QualifiedCluster `json:"cluster"`
+	// CompatLoad is the --etcdctl-compat load asked for ("auto" or a load; "" for the ladder).
+	Requested  string           `json:"requested"`
+	CompatLoad string           `json:"compat_load,omitempty"`
+	Qualified  string           `json:"qualified_class"`
+	ExitCode   int              `json:"exit_code"`
+	Seed       int64            `json:"seed"`
+	Start      time.Time        `json:"start"`
+	End        time.Time        `json:"end"`
+	Cluster    QualifiedCluster `json:"cluster"`
 	// StepSeconds and WarmupSeconds are each step's measured load and the warm-up before it.
 	StepSeconds   float64            `json:"step_s"`
 	WarmupSeconds float64            `json:"warmup_s"`
@@ -66,12 +68,26 @@ type Qualification struct {
 	Compat      []CompatStep `json:"etcdctl_compat,omitempty"`
 	// Faults is the --with-faults step at the highest passing class.
 	Faults *FaultStep `json:"faults,omitempty"`
+	// Interrupted says the qualification was stopped by a signal; StoppedBy is what else stopped it that no
+	// step recorded (a step's directory that could not be made, a load that could not start).
+	Interrupted bool   `json:"interrupted,omitempty"`
+	StoppedBy   string `json:"stopped_by,omitempty"`
+	// answer is what the hardware qualified for, in words: the verdict line without its outcome.
+	answer string
+	// written are the reasons of the qualification's own writing (its files, the steps' banners).
+	written []outcome.Reason
 }
 
-// QualifiedCluster is the cluster the qualification ran on.
+// QualifiedCluster is the cluster the qualification ran on: what was asked of it, and (Members,
+// EtcdVersion, Machine) what the steps' runs observed of it, never a flag's default.
 type QualifiedCluster struct {
-	Backend      string   `json:"backend"`
-	Members      int      `json:"members,omitempty"`
+	Backend string `json:"backend"`
+	// Members is how many members the steps found (0: no step ran to see them).
+	Members int `json:"members,omitempty"`
+	// EtcdVersion is the version the cluster reported, and each member's build when chaosbench built
+	// them; Machine is the machine chaosbench (and embedded members) ran on.
+	EtcdVersion  string   `json:"etcd_version,omitempty"`
+	Machine      string   `json:"machine,omitempty"`
 	EtcdFlags    []string `json:"etcd_flags,omitempty"`
 	Endpoints    []string `json:"endpoints,omitempty"`
 	MemberCPUs   float64  `json:"member_cpus,omitempty"`
@@ -94,8 +110,13 @@ type Step struct {
 	Resource string   `json:"resource,omitempty"`
 	Evidence []string `json:"evidence,omitempty"`
 	Context  string   `json:"context,omitempty"`
-	// RunOutcome is the step's own run outcome (summary.json).
-	RunOutcome outcome.Kind `json:"run_outcome"`
+	// Outcome is the step's outcome: its run's (results.Decide of its summary.json) with the step's own
+	// reasons (see judgeStep); the qualification's outcome combines every step's. RunOutcome is the run's
+	// alone.
+	Outcome    outcome.Outcome `json:"outcome"`
+	RunOutcome outcome.Kind    `json:"run_outcome"`
+	// Observed is the cluster as the step's run saw it.
+	Observed
 	// Figures, over the measured window: requests/s planned and achieved, the worst Kubernetes SLO p99 per
 	// API call class, etcd's disk histograms (worst member), leader changes, CPU.
 	PlannedRate   float64 `json:"planned_requests_per_s"`
@@ -120,6 +141,32 @@ type Step struct {
 	ClientRTT []ClientRTT `json:"client_rtt,omitempty"`
 }
 
+// Observed is the cluster as a step's run saw it (its summary.json): what a qualification states about the
+// cluster comes from here, never from a flag's default.
+type Observed struct {
+	// Members is how many members the cluster had (for an external cluster: as it listed them).
+	Members int `json:"members,omitempty"`
+	// EtcdServer is the version the cluster reported; EtcdVersions each member's build, when chaosbench
+	// built them from releases.
+	EtcdServer   string   `json:"etcd_server,omitempty"`
+	EtcdVersions []string `json:"etcd_versions,omitempty"`
+	// Machine is the machine chaosbench ran on (and the embedded members with it), in one line.
+	Machine string `json:"machine,omitempty"`
+	// EtcdFlags are the etcd settings the run gave the members it started.
+	EtcdFlags []string `json:"-"`
+	Backend   string   `json:"-"`
+}
+
+// observe returns what a step's run saw of the cluster.
+func observe(s *results.Summary) Observed {
+	o := Observed{Members: s.Cluster.Members, EtcdServer: s.Versions.EtcdServer, EtcdVersions: s.Cluster.EtcdVersions, EtcdFlags: s.Cluster.EtcdFlags,
+		Backend: s.Cluster.Backend}
+	if s.Environment != nil {
+		o.Machine = s.Environment.Machine()
+	}
+	return o
+}
+
 // line is the step's result in one line.
 func (st *Step) line() string {
 	switch st.Verdict {
@@ -131,14 +178,94 @@ func (st *Step) line() string {
 	return fmt.Sprintf("UNDECIDED (%s): %s", st.Resource, strings.Join(st.Reasons, "; "))
 }
 
-// judgeStep decides a step from its run's summary (and the disk probe, when there was one). The run's own
-// outcome comes first: a harness error or an undecided check leaves the step undecided, a consistency
-// violation fails it; then the generator's schedule (its own lag makes the step undecided); then the
-// thresholds, the throughput and the disk probe.
+// judgeStep decides a step from its run's summary (and the disk probe, when there was one). Its outcome is
+// its run's, as results.Decide reads the summary, with the step's own reasons beside the run's: the database
+// reached its quota, the generator fell behind its schedule, the throughput fell short of the plan, the disk
+// probe bars the class. outcome.Decide ranks them: a violation or a crashed member decides the step whatever
+// else happened, an undecided check or a generator that fell behind leaves it undecided before any
+// threshold fails it.
 func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step {
-	st := &Step{Class: class, Nodes: classNodes(class), PlannedRate: s.Schedule.TargetRate}
-	o := s.Verdict()
-	st.RunOutcome = o.Kind
+	st := &Step{Class: class, Nodes: classNodes(class), PlannedRate: s.Schedule.TargetRate, Observed: observe(s)}
+	run := results.Decide(s)
+	st.RunOutcome = run.Kind
+	stepFigures(st, s)
+	st.Context = stepContext(st, s.Cluster.MemberCPUs)
+
+	rs, quota, lagged := stepReasons(st, s, run)
+	diskBars := disk != nil && !disk.allows(class)
+	if diskBars {
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, "disk probe: %s", disk.why(class)))
+	}
+	st.Outcome = outcome.Decide(rs...)
+	st.Verdict = stepVerdict(st.Outcome)
+	if st.Verdict != StepPass {
+		st.Reasons = st.Outcome.Texts(st.Outcome.Kind)
+	}
+	switch k := st.Outcome.Kind; {
+	case k == outcome.Violation:
+		st.Resource = "consistency"
+	case k == outcome.MemberCrashed:
+		st.Resource = "crash"
+		for _, c := range s.Crashes {
+			st.Evidence = append(st.Evidence, c.LogTail[max(0, len(c.LogTail)-3):]...)
+		}
+	case k == outcome.ThresholdFailed && len(quota) > 0:
+		st.Resource, st.Evidence = "memory", quota
+	case k == outcome.ThresholdFailed:
+		st.Resource, st.Evidence = attribute(s, diskBars)
+	case k == outcome.Undecided && lagged:
+		st.Resource, st.Evidence = "generator", findings(s, "generator", "cpu")
+	case k == outcome.Undecided:
+		st.Resource = "check"
+	case k == outcome.HarnessError:
+		st.Resource = "harness"
+	case k == outcome.Incomplete:
+		st.Resource = "interrupted"
+	}
+	return st
+}
+
+// stepVerdict is a step's verdict in the ladder's words: it passes when its outcome does (known issues pass,
+// named), fails when a threshold failed or etcd failed (a violation, a crashed member), and is undecided
+// otherwise (an undecided check, the generator, the harness, an interrupt).
+func stepVerdict(o outcome.Outcome) string {
+	switch {
+	case o.Passed():
+		return StepPass
+	case o.Kind == outcome.ThresholdFailed || o.Kind.Severe():
+		return StepFail
+	}
+	return StepUndecided
+}
+
+// stepReasons are the run's reasons and the step's own, but the disk probe's. A database that reached its
+// quota (NOSPACE) fails the step for memory: the cluster refused the class's data, so a load that stopped
+// on it failed a threshold of the class, not the harness, and a generator that fell behind delayed requests,
+// it did not fill the database. It returns the quota's evidence and whether the generator fell behind.
+func stepReasons(st *Step, s *results.Summary, run outcome.Outcome) ([]outcome.Reason, []string, bool) {
+	quota := quotaExhausted(s, run)
+	var rs []outcome.Reason
+	if len(quota) > 0 {
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, "the database reached its quota (NOSPACE): the cluster cannot hold this class's data"))
+	}
+	for _, r := range run.Reasons {
+		if len(quota) > 0 && r.Kind == outcome.HarnessError && strings.Contains(r.Text, rpctypes.ErrNoSpace.Error()) {
+			r.Kind = outcome.ThresholdFailed
+		}
+		rs = append(rs, r)
+	}
+	lagged := len(quota) == 0 && st.MissedLagPct > generatorLagLimit
+	if lagged {
+		rs = append(rs, outcome.New(outcome.Undecided, "the generator could not keep its schedule: %.1f%% of requests started late with clients free (generator lag), so the step measured the generator, not the hardware", st.MissedLagPct))
+	}
+	if st.PlannedRate > 0 && st.Throughput < throughputFloor*st.PlannedRate {
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, "throughput %.0f requests/s < %.0f%% of the planned %.0f", st.Throughput, 100*throughputFloor, st.PlannedRate))
+	}
+	return rs, quota, lagged
+}
+
+// stepFigures copies the step's figures over the measured window from its summary.
+func stepFigures(st *Step, s *results.Summary) {
 	if s.MeasuredSeconds > 0 {
 		st.Throughput = float64(results.Requests(s.Operations)) / s.MeasuredSeconds
 	}
@@ -173,60 +300,6 @@ func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step 
 		st.MissedLagPct = 100 * float64(s.Schedule.MissedLag) / float64(n)
 		st.MissedBacklgPct = 100 * float64(s.Schedule.MissedBacklog) / float64(n)
 	}
-	st.Context = stepContext(st, s.Cluster.MemberCPUs)
-
-	if o.Kind == outcome.Violation {
-		st.Verdict, st.Resource = StepFail, "consistency"
-		st.Reasons = o.Texts(outcome.Violation)
-		return st
-	}
-	if ev := quotaExhausted(s, o); len(ev) > 0 {
-		// The cluster refused the class's data: that decides the step whatever else happened in it. Its
-		// quota, not the harness, ended a step that stopped; and a generator that fell behind delays
-		// requests, it does not fill the database.
-		st.Verdict, st.Resource, st.Evidence = StepFail, "memory", ev
-		st.Reasons = []string{"the database reached its quota (NOSPACE): the cluster cannot hold this class's data"}
-		return st
-	}
-	switch o.Kind {
-	case outcome.Undecided, outcome.HarnessError, outcome.Incomplete:
-		st.Verdict, st.Resource = StepUndecided, "harness"
-		st.Reasons = o.Texts(outcome.Undecided, outcome.HarnessError, outcome.Incomplete)
-		return st
-	}
-	if st.MissedLagPct > generatorLagLimit {
-		st.Verdict, st.Resource = StepUndecided, "generator"
-		st.Reasons = []string{fmt.Sprintf("the generator could not keep its schedule: %.1f%% of requests started late with clients free (generator lag), so the step measured the generator, not the hardware", st.MissedLagPct)}
-		st.Evidence = findings(s, "generator", "cpu")
-		return st
-	}
-	for _, t := range s.Thresholds {
-		if t.Verdict != results.ThresholdFail {
-			continue
-		}
-		text := t.Detail
-		if text == "" || t.Set == "" {
-			text = fmt.Sprintf("%s: observed %s", t.Expr, t.Observed)
-			if t.Subject != "" {
-				text += " (" + t.Subject + ")"
-			}
-		}
-		st.Reasons = append(st.Reasons, text)
-	}
-	if st.PlannedRate > 0 && st.Throughput < throughputFloor*st.PlannedRate {
-		st.Reasons = append(st.Reasons, fmt.Sprintf("throughput %.0f requests/s < %.0f%% of the planned %.0f", st.Throughput, 100*throughputFloor, st.PlannedRate))
-	}
-	diskBars := disk != nil && !disk.allows(class)
-	if diskBars {
-		st.Reasons = append(st.Reasons, "disk probe: "+disk.why(class))
-	}
-	if len(st.Reasons) == 0 {
-		st.Verdict = StepPass
-		return st
-	}
-	st.Verdict = StepFail
-	st.Resource, st.Evidence = attribute(s, diskBars)
-	return st
 }
 
 // attribute names the resource that gave out in a failed step, from the run's diagnosis (results/report's
@@ -361,7 +434,8 @@ type Network struct {
 // judgeNetwork judges the peer round trips the steps measured. etcd's tuning guide: the heartbeat interval
 // near the round trip between members, the election timeout at least ten round trips (and ten heartbeats);
 // like the diagnosis, a p99 round trip above half the heartbeat interval fails (a heartbeat would not
-// return before the next is due). Nil when nothing was measured.
+// return before the next is due). members is how many members the steps observed; nil when no step
+// observed the cluster (none ran).
 func judgeNetwork(steps []Step, etcdFlags []string, members int) *Network {
 	n := &Network{HeartbeatMs: etcdFlagMs(etcdFlags, "heartbeat-interval", 100), ElectionMs: etcdFlagMs(etcdFlags, "election-timeout", 1000)}
 	for _, st := range steps {
@@ -374,7 +448,7 @@ func judgeNetwork(steps []Step, etcdFlags []string, members int) *Network {
 		}
 	}
 	clientRTT, _, haveClient := worstClientRTT(steps)
-	if n.Peers == nil && !haveClient {
+	if n.Peers == nil && !haveClient && members == 0 {
 		return nil
 	}
 	n.ClientRTTMs = clientRTT
@@ -417,93 +491,4 @@ func etcdFlagMs(flags []string, name string, def float64) float64 {
 		}
 	}
 	return def
-}
-
-// decide sets the qualified class, the verdict line, the outcome and the exit code from the steps.
-func (q *Qualification) decide(interrupted bool, stepErr error) {
-	target := q.Requested
-	if target == "auto" {
-		target = Classes[0]
-	}
-	var passed []Step
-	var stop *Step
-	for i := range q.Steps {
-		if q.Steps[i].Verdict == StepPass {
-			passed = append(passed, q.Steps[i])
-			continue
-		}
-		stop = &q.Steps[i]
-		break
-	}
-	var head string
-	if len(passed) > 0 {
-		last := passed[len(passed)-1]
-		q.Qualified = last.Class
-		head = fmt.Sprintf("qualified for %s (%d nodes)", last.Class, last.Nodes)
-		if q.Requested == "auto" && last.Class == Classes[len(Classes)-1] {
-			head += ", the largest class"
-		}
-	}
-	var tail string
-	switch {
-	case stop != nil && stop.Verdict == StepFail:
-		why := stop.Reasons[0]
-		if len(stop.Reasons) > 1 {
-			why += fmt.Sprintf(" (and %d more)", len(stop.Reasons)-1)
-		}
-		tail = fmt.Sprintf("%s at the %d-node load (%s", why, stop.Nodes, stop.Resource)
-		if stop.Context != "" {
-			tail += ": " + stop.Context
-		}
-		tail += ")"
-		if head == "" {
-			head = fmt.Sprintf("not qualified for %s (%d nodes): %s", stop.Class, stop.Nodes, tail)
-		} else {
-			head += fmt.Sprintf("; not %s: %s", stop.Class, tail)
-		}
-	case stop != nil:
-		tail = fmt.Sprintf("%s undecided (%s): %s", stop.Class, stop.Resource, strings.Join(stop.Reasons, "; "))
-		if head == "" {
-			head = tail
-		} else {
-			head += "; " + tail
-		}
-	case interrupted || stepErr != nil:
-		if head == "" {
-			head = "not decided"
-		}
-		if stepErr != nil {
-			head += fmt.Sprintf("; stopped: %v", stepErr)
-		} else {
-			head += "; interrupted"
-		}
-	}
-	var rs []outcome.Reason
-	if q.Faults != nil {
-		r, text := q.Faults.faultReason()
-		head += "; " + text
-		rs = append(rs, r)
-	}
-	q.Verdict = head
-
-	targetStep := -1
-	for i, st := range q.Steps {
-		if st.Class == target {
-			targetStep = i
-		}
-	}
-	switch {
-	case interrupted:
-		rs = append(rs, outcome.New(outcome.Incomplete, "interrupted"))
-	case stepErr != nil:
-		rs = append(rs, outcome.New(outcome.HarnessError, "%v", stepErr))
-	case targetStep < 0:
-		rs = append(rs, outcome.New(outcome.Undecided, "class %s was not run", target))
-	case q.Steps[targetStep].Verdict == StepFail:
-		rs = append(rs, outcome.New(outcome.ThresholdFailed, "%s", head))
-	case q.Steps[targetStep].Verdict == StepUndecided:
-		rs = append(rs, outcome.New(outcome.Undecided, "%s", head))
-	}
-	q.Outcome = outcome.Decide(rs...)
-	q.ExitCode = q.Outcome.ExitCode()
 }

@@ -87,40 +87,49 @@ func TestJudgeStep(t *testing.T) {
 			name: "harness error is undecided", verdict: StepUndecided, resource: "harness", reason: "member m1 exited",
 			change: func(s *results.Summary) { s.Errors = []string{"member m1 exited unexpectedly"} },
 		},
+		{
+			// The load stopped on NOSPACE: the cluster refused the class's data, a failure of the class, not
+			// of the harness.
+			name: "quota stops the load", verdict: StepFail, resource: "memory", reason: "database reached its quota",
+			change: func(s *results.Summary) {
+				s.Incomplete, s.IncompleteReason = true, "set up workload kube: preload: etcdserver: mvcc: database space exceeded"
+			},
+		},
+		{
+			name: "crashed member fails, whatever the thresholds", verdict: StepFail, resource: "crash", reason: "member m1 crashed (exit status 2): panic: boom",
+			change: func(s *results.Summary) {
+				s.Crashes = []results.Crash{{Member: "m1", Status: "exit status 2", LogTail: []string{"panic: boom"}}}
+				s.Schedule.MissedLag = 50
+				s.Thresholds = []results.ThresholdResult{{Expr: "put:p99<1s", Verdict: results.ThresholdFail, Observed: "2s"}}
+			},
+		},
+		{
+			name: "violation outranks the generator's lag", verdict: StepFail, resource: "consistency", reason: "lost write",
+			change: func(s *results.Summary) {
+				s.Schedule.MissedLag = 50
+				s.Checks = []results.Check{{Name: "linearizability", Verdict: results.VerdictViolation, Detail: "lost write"}}
+			},
+		},
+		{
+			name: "undecided check", verdict: StepUndecided, resource: "check", reason: "linearizability could not decide",
+			change: func(s *results.Summary) {
+				s.Checks = []results.Check{{Name: "linearizability", Verdict: results.VerdictUnknown, Detail: "timed out"}}
+			},
+		},
+		{
+			name: "known issue passes, named", verdict: StepPass,
+			change: func(s *results.Summary) { knownIssue(s, "") },
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := stepSummary()
 			tc.change(s)
 			st := judgeStep("small", s, nil)
+			if st.Verdict != stepVerdict(st.Outcome) {
+				t.Fatalf("verdict %s, outcome %s: the verdict is not the outcome's", st.Verdict, st.Outcome.Kind)
+			}
 			if st.Verdict != tc.verdict || st.Resource != tc.resource || !strings.Contains(strings.Join(st.Reasons, "; "), tc.reason) {
 				t.Fatalf("got %s (%s): %q; want %s (%s) naming %q", st.Verdict, st.Resource, st.Reasons, tc.verdict, tc.resource, tc.reason)
-			}
-		})
-	}
-}
-
-// TestQualificationVerdict: the verdict line and the exit code from the steps, for auto and for one class.
-func TestQualificationVerdict(t *testing.T) {
-	pass := func(class string) Step { return Step{Class: class, Nodes: classNodes(class), Verdict: StepPass} }
-	fail := Step{Class: "large", Nodes: 1000, Verdict: StepFail, Resource: "disk", Reasons: []string{"WAL fsync p99 14.2 ms > 10 ms"}, Context: "member CPU up to 41% of a core"}
-	undecided := Step{Class: "small", Nodes: 50, Verdict: StepUndecided, Resource: "generator", Reasons: []string{"the generator could not keep its schedule"}}
-	for _, tc := range []struct {
-		name      string
-		requested string
-		steps     []Step
-		verdict   string
-		code      int
-	}{
-		{"climbed to large", "auto", []Step{pass("small"), pass("medium"), fail}, "qualified for medium (250 nodes); not large: WAL fsync p99 14.2 ms > 10 ms at the 1000-node load (disk: member CPU up to 41% of a core)", 0},
-		{"every class", "auto", []Step{pass("small"), pass("medium"), pass("large"), pass("xlarge")}, "qualified for xlarge (3000 nodes), the largest class", 0},
-		{"requested class fails", "large", []Step{fail}, "not qualified for large (1000 nodes): WAL fsync p99 14.2 ms > 10 ms at the 1000-node load (disk: member CPU up to 41% of a core)", outcome.ExitThresholds},
-		{"undecided", "auto", []Step{undecided}, "small undecided (generator): the generator could not keep its schedule", outcome.ExitHarness},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := &Qualification{Requested: tc.requested, Steps: tc.steps}
-			q.decide(false, nil)
-			if q.Verdict != tc.verdict || q.ExitCode != tc.code || ExitCode(q.Outcome.Err()) != tc.code {
-				t.Fatalf("verdict %q, exit %d; want %q, %d", q.Verdict, q.ExitCode, tc.verdict, tc.code)
 			}
 		})
 	}
@@ -138,8 +147,17 @@ func TestJudgeNetwork(t *testing.T) {
 	if !n.Pass {
 		t.Fatalf("70 ms RTT with a 200 ms heartbeat: %+v", n)
 	}
-	if judgeNetwork([]Step{{}}, nil, 3) != nil {
-		t.Fatal("a single member has no peers to judge")
+	if judgeNetwork([]Step{{}}, nil, 0) != nil {
+		t.Fatal("no step observed the cluster: nothing to judge")
+	}
+	if n := judgeNetwork([]Step{{}}, nil, 1); n == nil || !n.Pass || n.outcome().Kind != outcome.OK {
+		t.Fatalf("a single member has no peers to judge, and passes: %+v", n)
+	}
+	if n := judgeNetwork([]Step{{}}, nil, 3); n == nil || n.Pass || n.outcome().Kind != outcome.Undecided {
+		t.Fatalf("three members whose peer round trips were not observed: %+v, want undecided", n)
+	}
+	if n := judgeNetwork(steps, nil, 3); n.outcome().Kind != outcome.ThresholdFailed {
+		t.Fatalf("a network too slow for its heartbeat: %s, want a failed threshold", n.outcome().Kind)
 	}
 }
 

@@ -79,21 +79,46 @@ func (q *Qualification) writeHTML(w io.Writer) error {
 		extra = append(extra, "network: "+q.Network.Verdict)
 	}
 	if f := q.Faults; f != nil {
-		_, text := f.faultReason()
-		extra = append(extra, "under faults: "+text)
+		extra = append(extra, "under faults: "+f.text())
 	}
-	badge := map[string]string{"ok": "ok", "threshold-failed": "fail", "violation": "fail"}[string(q.Outcome.Kind)]
-	if badge == "" {
-		badge = "warn"
+	var reasons []string
+	for _, r := range q.Outcome.Reasons {
+		reasons = append(reasons, r.String())
 	}
 	return qualificationPage.Execute(w, struct {
-		Verdict, Badge, Outcome string
-		Header                  []string
-		Rows                    []row
-		Notes, Extra            []string
-		Seed                    int64
-		Exit                    int
-	}{q.Verdict, badge, strings.ToUpper(string(q.Outcome.Kind)), stepHeader, rows, notes, extra, q.Seed, q.ExitCode})
+		Verdict, Badge, Headline, Kind, Cluster string
+		Header                                  []string
+		Rows                                    []row
+		Reasons, Notes, Extra                   []string
+		Seed                                    int64
+		Exit                                    int
+	}{q.Verdict, q.Outcome.Class(), q.Outcome.Headline(), string(q.Outcome.Kind), q.Cluster.describe(), stepHeader, rows, reasons, notes, extra, q.Seed, q.ExitCode})
+}
+
+// describe is the cluster in one sentence, as the steps observed it.
+func (c QualifiedCluster) describe() string {
+	members := "members not observed (no step ran)"
+	switch {
+	case c.Members == 1:
+		members = "1 member"
+	case c.Members > 1:
+		members = fmt.Sprintf("%d members", c.Members)
+	}
+	backend := c.Backend
+	if backend == "" {
+		backend = "backend not recorded"
+	}
+	out := fmt.Sprintf("%s, %s", backend, members)
+	if c.EtcdVersion != "" {
+		out += ", etcd " + c.EtcdVersion
+	}
+	if c.DataRoot != "" {
+		out += ", data on " + c.DataRoot
+	}
+	if c.Machine != "" {
+		out += "; machine: " + c.Machine
+	}
+	return out
 }
 
 var qualificationPage = template.Must(template.New("qualification").Parse(`<!DOCTYPE html>
@@ -106,8 +131,10 @@ table { border-collapse: collapse; margin: 10px 0; } th, td { border: 1px solid 
 th { background: #f6f8fa; } td:first-child { text-align: left; } tr.fail td:last-child { color: #cf222e; font-weight: 600; }
 tr.warn td:last-child { color: #9a6700; font-weight: 600; } tr.ok td:last-child { color: #1a7f37; }
 </style></head><body>
-<h1><span class="badge {{.Badge}}">{{.Outcome}}</span>{{.Verdict}}</h1>
-<p>seed {{.Seed}}, exit code {{.Exit}}; each class links its step's own report</p>
+<h1><span class="badge {{.Badge}}">{{.Headline}}</span>{{.Verdict}}</h1>
+<p>outcome: {{.Kind}} (exit code {{.Exit}}); seed {{.Seed}}; each class links its step's own report</p>
+{{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
+<p>cluster: {{.Cluster}}</p>
 {{if .Rows}}<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range $r := .Rows}}<tr class="{{$r.Class}}">{{range $i, $c := $r.Cells}}<td>{{if eq $i 0}}<a href="{{$r.Link}}">{{$c}}</a>{{else}}{{$c}}{{end}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
@@ -158,8 +185,7 @@ func (q *Qualification) writeTable(w io.Writer) {
 		}
 	}
 	if f := q.Faults; f != nil {
-		_, text := f.faultReason()
-		fmt.Fprintf(w, "faults: %s\n", text)
+		fmt.Fprintf(w, "faults: %s\n", f.text())
 	}
 	if q.Disk != nil {
 		fmt.Fprintf(w, "disk: %s\n", q.Disk.Verdict)
@@ -179,12 +205,15 @@ func (q *Qualification) writeTable(w io.Writer) {
 
 // writeMarkdown renders the qualification for people: the verdict, the ladder, the disk, the network.
 func (q *Qualification) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "# Qualification: %s\n\n**%s**\n\n", strings.ToUpper(string(q.Outcome.Kind)), q.Verdict)
-	fmt.Fprintf(w, "Cluster: %s, %d members", q.Cluster.Backend, q.Cluster.Members)
-	if q.Cluster.DataRoot != "" {
-		fmt.Fprintf(w, ", data on %s", q.Cluster.DataRoot)
+	fmt.Fprintf(w, "# Qualification: %s\n\n**%s**\n\noutcome: %s (exit code %d)\n\n", q.Outcome.Headline(), q.Verdict, q.Outcome.Kind, q.ExitCode)
+	for _, r := range q.Outcome.Reasons {
+		fmt.Fprintf(w, "- %s\n", r)
 	}
-	fmt.Fprintf(w, ". Each step: %.0f s of the kube workload after %.0f s of warm-up, open loop; seed %d; exit code %d.\n\n", q.StepSeconds, q.WarmupSeconds, q.Seed, q.ExitCode)
+	if len(q.Outcome.Reasons) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "Cluster: %s.\n\n", q.Cluster.describe())
+	fmt.Fprintf(w, "Each step: %.0f s of the kube workload after %.0f s of warm-up, open loop; seed %d.\n\n", q.StepSeconds, q.WarmupSeconds, q.Seed)
 	if len(q.Steps) > 0 {
 		fmt.Fprintln(w, "## Load ladder")
 		fmt.Fprintln(w)
@@ -228,8 +257,7 @@ func (q *Qualification) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\n## Network\n\n%s\n", n.Verdict)
 	}
 	if f := q.Faults; f != nil {
-		_, text := f.faultReason()
-		fmt.Fprintf(w, "\n## Under faults ([%s](%s/report.md))\n\n%s\n", f.Class, f.Dir, text)
+		fmt.Fprintf(w, "\n## Under faults ([%s](%s/report.md))\n\n%s\n", f.Class, f.Dir, f.text())
 		for _, g := range f.Windows {
 			fmt.Fprintf(w, "- %s: write gap %.0f ms (limit %.0f ms), recovered %v\n", g.Fault, g.WriteGapMs, f.LimitMs, g.Recovered)
 		}
