@@ -52,9 +52,13 @@ classes small (50 nodes), medium (250), large (1000) and xlarge (3000), one step
 API SLOs hold (mutating and get p99 <= 1 s, list p99 <= 30 s), etcd stays healthy (WAL fsync p99 < 10 ms,
 backend commit p99 < 25 ms, no leader change, throughput >= 90% of the plan), the consistency checks are
 clean and the disk probe allows the class. A step whose generator could not keep its schedule is undecided.
-The verdict comes first, in one line, then the table; qualification.json and qualification.md are written
-to --out, beside each step's run directory. Exits 0 when the requested class (with auto: small) qualifies,
-3 when it does not, 1 when it could not be decided, 2 for bad input.
+The verdict comes first, in one line (the outcome, then what the hardware qualified for), then the table;
+qualification.json and qualification.md are written to --out, beside each step's run directory. The exit
+code is the outcome of every step of every class climbed, as every chaosbench job decides it: 4 when any
+step found a consistency violation or a crashed member (whatever class was asked for), 3 when the requested
+class (with auto: small) does not qualify, the network is too slow for the cluster's timeouts or a class
+does not hold under --with-faults, 1 when anything could not be decided (a step, the network), 0 when the
+requested class qualifies, 2 for bad input.
 
 With --etcdctl-compat it runs etcdctl check perf's put-only loads instead of the ladder and judges them by
 check perf's rule, so that its verdict can be laid beside check perf's own.`,

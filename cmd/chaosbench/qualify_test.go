@@ -108,8 +108,12 @@ func TestQualifySmall(t *testing.T) {
 	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "8s", "--warmup", "2s",
 		"--disk-size", "1048576", "--data-root", fastDir(t))
 	line := verdictLine(t, out, q)
-	if code != outcome.ExitOK || line != "qualified for small (50 nodes)" || q.Qualified != "small" || q.ExitCode != 0 {
-		t.Fatalf("exit %d, verdict %q, qualified %q: want 0, %q, small", code, line, q.Qualified, "qualified for small (50 nodes)")
+	want := "PASS (ok): qualified for small (50 nodes)"
+	if code != outcome.ExitOK || line != want || q.Qualified != "small" || q.ExitCode != 0 || q.Outcome.Kind != outcome.OK {
+		t.Fatalf("exit %d, verdict %q, qualified %q: want 0, %q, small", code, line, q.Qualified, want)
+	}
+	if q.Cluster.Members != 1 || q.Cluster.EtcdVersion == "" || q.Cluster.Machine == "" {
+		t.Fatalf("cluster %+v: want the one member, the etcd version and the machine the step observed", q.Cluster)
 	}
 	if len(q.Steps) != 1 || q.Steps[0].Verdict != chaosbench.StepPass || q.Disk == nil || !q.Disk.Judgement.Fit {
 		t.Fatalf("steps %+v, disk %+v", q.Steps, q.Disk)
@@ -146,7 +150,7 @@ func TestQualifySlowDisk(t *testing.T) {
 	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "6s", "--warmup", "2s",
 		"--disk-size", "131072", "--data-root", fs.Mountpoint())
 	line := verdictLine(t, out, q)
-	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(disk: ") {
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "FAIL (threshold-failed): not qualified for small (50 nodes): ") || !strings.Contains(line, "(disk: ") {
 		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the disk", code, line)
 	}
 	if len(q.Steps) != 1 || q.Steps[0].Resource != "disk" || q.Steps[0].WALFsyncP99 < 10 {
@@ -253,7 +257,7 @@ func TestQualifyCPULimited(t *testing.T) {
 	code, out, q := qualify(t, "--cluster", "docker", "--members", "1", "--member-cpus", "0.05", "--class", "small",
 		"--step-duration", "8s", "--warmup", "2s", "--disk-size", "1048576")
 	line := verdictLine(t, out, q)
-	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(cpu: ") {
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "FAIL (threshold-failed): not qualified for small (50 nodes): ") || !strings.Contains(line, "(cpu: ") {
 		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for the CPU", code, line)
 	}
 	if len(q.Steps) != 1 || q.Steps[0].Resource != "cpu" || !strings.Contains(strings.Join(q.Steps[0].Evidence, " "), "--member-cpus") ||
@@ -278,7 +282,7 @@ func TestQualifyQuota(t *testing.T) {
 	code, out, q := qualify(t, "--class", "small", "--members", "1", "--step-duration", "12s", "--warmup", "2s",
 		"--disk-probe=false", "--data-root", fastDir(t), "--etcd-flag", "quota-backend-bytes=10485760")
 	line := verdictLine(t, out, q)
-	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "not qualified for small (50 nodes): ") || !strings.Contains(line, "(memory: ") {
+	if code != outcome.ExitThresholds || !strings.HasPrefix(line, "FAIL (threshold-failed): not qualified for small (50 nodes): ") || !strings.Contains(line, "(memory: ") {
 		t.Fatalf("exit %d, verdict %q: want 3, not qualified for small for memory", code, line)
 	}
 	ev := strings.Join(q.Steps[0].Evidence, " ")
@@ -300,7 +304,7 @@ func TestQualifyExternalDiskResults(t *testing.T) {
 	t.Cleanup(func() { member.Close(context.Background()) })
 
 	fast := filepath.Join(t.TempDir(), "host1.json")
-	if b, err := exec.Command(binary, "qualify", "disk", "--dir", t.TempDir(), "--size", "262144", "--json", fast).CombinedOutput(); err != nil {
+	if b, err := exec.Command(binary, "qualify", "disk", "--dir", fastDir(t), "--size", "262144", "--json", fast).CombinedOutput(); err != nil {
 		t.Fatalf("qualify disk: %v\n%s", err, b)
 	}
 	var d chaosbench.DiskQualification
@@ -324,5 +328,9 @@ func TestQualifyExternalDiskResults(t *testing.T) {
 	}
 	if len(q.MemberDisks) != 2 || q.Disk == nil || q.Disk.Judgement.Fit || !q.MemberDisks[0].Disk.Judgement.Fit {
 		t.Fatalf("member disks %+v, disk %+v: want both attached, the second unfit and deciding", q.MemberDisks, q.Disk)
+	}
+	// --members defaults to 3; the external cluster has one, and that is what the qualification states.
+	if q.Cluster.Members != 1 || q.Network == nil || !q.Network.Pass {
+		t.Fatalf("cluster %+v, network %+v: want the one member observed, with no peers to judge", q.Cluster, q.Network)
 	}
 }
