@@ -27,7 +27,11 @@ import (
 // does not already say it.
 func (q *Qualification) decide() {
 	q.observe()
-	q.Network = judgeNetwork(q.Steps, q.Cluster.EtcdFlags, q.Cluster.Members)
+	q.Network = nil
+	if len(q.Steps) > 0 {
+		// The ladder's steps measure the peers; etcdctl-compat loads do not.
+		q.Network = judgeNetwork(q.Steps, q.Cluster.EtcdFlags, q.Cluster.Members)
+	}
 	parts := q.parts()
 	q.Outcome = outcome.Combine(parts, append(q.ownReasons(), q.written...)...)
 	q.ExitCode = q.Outcome.ExitCode()

@@ -51,6 +51,13 @@ var (
 	crashed = func(s *results.Summary) {
 		s.Crashes = []results.Crash{{Member: "m1", Status: "exit status 2", LogTail: []string{"panic: boom"}}}
 	}
+	// putsAt is an etcdctl-compat load's run that put at rate, its slowest request taking slowestMs.
+	putsAt = func(rate, slowestMs float64) func(s *results.Summary) {
+		return func(s *results.Summary) {
+			s.Schedule.TargetRate = rate
+			s.Operations = map[string]*results.Operation{"put": {Count: int64(10 * rate), Throughput: rate, Service: results.Latency{Max: slowestMs}}}
+		}
+	}
 	threeMembers = func(peerRTTMs float64) func(s *results.Summary) {
 		return func(s *results.Summary) {
 			s.Cluster.Members = 3
@@ -165,6 +172,23 @@ func TestDecideQualification(t *testing.T) {
 			kind:  outcome.Violation, verdict: "FAIL (violation): qualified for small (50 nodes); not medium: linearizability: known issue etcd-io/etcd#18424", qualified: "small",
 		},
 		{
+			name: "etcdctl-compat: s passes, m fails check perf's rule", recorded: &Qualification{Requested: "auto", CompatLoad: "auto"},
+			steps: []recordedStep{{"compat-s", putsAt(150, 20)}, {"compat-m", putsAt(1000, 900)}},
+			kind:  outcome.OK, verdict: "PASS (ok): etcdctl check perf's rule: load s (150 writes/s, 50 clients) PASS",
+		},
+		{
+			name: "etcdctl-compat s fails check perf's rule", recorded: &Qualification{Requested: "auto", CompatLoad: "s"},
+			steps: []recordedStep{{"compat-s", putsAt(150, 900)}},
+			kind:  outcome.ThresholdFailed, verdict: "FAIL (threshold-failed): etcdctl check perf's rule: load s (150 writes/s, 50 clients) FAIL: slowest request 900 ms > 500 ms",
+		},
+		{
+			// Three members, and no ladder: the compat loads do not measure the peers, so there is no network
+			// judgement to leave undecided.
+			name: "etcdctl-compat: a member crashes", recorded: &Qualification{Requested: "auto", CompatLoad: "auto"},
+			steps: []recordedStep{{"compat-s", func(s *results.Summary) { putsAt(150, 20)(s); threeMembers(0)(s); crashed(s) }}},
+			kind:  outcome.MemberCrashed, verdict: "FAIL (member-crashed): etcdctl check perf's rule: load s (150 writes/s, 50 clients) PASS", names: "; etcdctl-compat s: member m1 crashed (exit status 2): panic: boom",
+		},
+		{
 			name: "under faults, writes stopped too long", requested: "small",
 			steps: []recordedStep{{"step-small", pass}, {"faults-small", func(s *results.Summary) {
 				s.Faults = []results.FaultWindow{{Spec: "kill:leader@10s+3s", Outcome: "recovered", Availability: &results.Availability{WriteGapMs: 2500}}}
@@ -192,6 +216,10 @@ func TestDecideQualification(t *testing.T) {
 				}
 				s := observedSummary()
 				st.change(s)
+				if strings.HasPrefix(st.dir, "compat-") {
+					// The service-time distribution check perf's standard deviation is read from.
+					os.WriteFile(filepath.Join(dir, st.dir, "put.service.hgrm"), []byte("#[Mean = 2.0, StdDeviation = 1.5]\n"), 0o644)
+				}
 				members = max(members, s.Cluster.Members)
 				if err := results.WriteSummary(filepath.Join(dir, st.dir), s); err != nil {
 					t.Fatal(err)
@@ -199,7 +227,7 @@ func TestDecideQualification(t *testing.T) {
 			}
 			if tc.recorded != nil {
 				// What the qualification recorded of the cluster is a flag's default; the steps say otherwise.
-				tc.recorded.Cluster.Members = 3
+				tc.recorded.Cluster.Members = 5
 				b, _ := json.Marshal(tc.recorded)
 				os.WriteFile(filepath.Join(dir, QualificationFile), b, 0o644)
 			}
