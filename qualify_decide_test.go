@@ -279,7 +279,8 @@ func assertQualificationOutputs(t *testing.T, dir, requested string, want *Quali
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, QualificationPage))
 	if !bytes.Contains(page, []byte(fmt.Sprintf(`<span class="badge %s">%s</span>`, o.Class(), o.Headline()))) ||
-		!bytes.Contains(page, []byte("<title>chaosbench qualification: "+htmlEscape(want.Verdict)+"</title>")) {
+		!bytes.Contains(page, []byte(fmt.Sprintf("<title>chaosbench qualification: %s (%s), ", o.Headline(), o.Kind))) ||
+		!bytes.Contains(page, []byte(htmlEscape(want.Verdict))) {
 		t.Fatalf("%s heads otherwise:\n%.600s", QualificationPage, page)
 	}
 	cluster := "members not observed (no step ran)"

@@ -86,13 +86,28 @@ func (q *Qualification) writeHTML(w io.Writer) error {
 		reasons = append(reasons, r.String())
 	}
 	return qualificationPage.Execute(w, struct {
-		Verdict, Badge, Headline, Kind, Cluster string
-		Header                                  []string
-		Rows                                    []row
-		Reasons, Notes, Extra                   []string
-		Seed                                    int64
-		Exit                                    int
-	}{q.Verdict, q.Outcome.Class(), q.Outcome.Headline(), string(q.Outcome.Kind), q.Cluster.describe(), stepHeader, rows, reasons, notes, extra, q.Seed, q.ExitCode})
+		Title, Verdict, Badge, Headline, Kind, Cluster string
+		Header                                         []string
+		Rows                                           []row
+		Reasons, Notes, Extra                          []string
+		Seed                                           int64
+		Exit                                           int
+	}{q.title(), q.Verdict, q.Outcome.Class(), q.Outcome.Headline(), string(q.Outcome.Kind), q.Cluster.describe(), stepHeader, rows, reasons, notes, extra, q.Seed, q.ExitCode})
+}
+
+// title is the page's title: the outcome and the class qualified for, without the reasons' words (a
+// check-perf load's PASS under a FAIL would say two things).
+func (q *Qualification) title() string {
+	t := fmt.Sprintf("chaosbench qualification: %s (%s)", q.Outcome.Headline(), q.Outcome.Kind)
+	switch {
+	case q.CompatLoad != "":
+		t += ", etcdctl check perf's loads"
+	case q.Qualified != "":
+		t += ", qualified for " + q.Qualified
+	default:
+		t += ", no class qualified"
+	}
+	return t
 }
 
 // describe is the cluster in one sentence, as the steps observed it.
@@ -122,7 +137,7 @@ func (c QualifiedCluster) describe() string {
 }
 
 var qualificationPage = template.Must(template.New("qualification").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>chaosbench qualification: {{.Verdict}}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #1f2328; }
 .badge { display: inline-block; padding: 2px 10px; border-radius: 12px; color: #fff; font-weight: 600; margin-right: 8px; }
