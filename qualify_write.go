@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/diskprobe"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
 // write writes qualification.json and qualification.md into dir.
@@ -168,8 +169,11 @@ func msOrDash(v float64) string {
 // stepRow is one step as table cells.
 func stepRow(st Step) []string {
 	verdict := strings.ToUpper(st.Verdict)
-	if st.Resource != "" {
+	switch {
+	case st.Resource != "":
 		verdict += " (" + st.Resource + ")"
+	case st.Outcome.Kind == outcome.KnownIssue:
+		verdict += " (known issue)"
 	}
 	return []string{st.Class, fmt.Sprint(st.Nodes), fmt.Sprintf("%.0f / %.0f", st.Throughput, st.PlannedRate),
 		msOrDash(st.MutatingP99), msOrDash(st.GetP99), msOrDash(st.ListP99), msOrDash(st.WALFsyncP99), msOrDash(st.CommitP99),
