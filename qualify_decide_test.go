@@ -273,6 +273,14 @@ func assertQualificationOutputs(t *testing.T, dir, requested string, want *Quali
 	if err != nil || json.Unmarshal(b, &written) != nil || written.Outcome.Kind != o.Kind || written.ExitCode != o.ExitCode() || written.Verdict != want.Verdict {
 		t.Fatalf("%s: %v; outcome %s, exit %d, verdict %q", QualificationFile, err, written.Outcome.Kind, written.ExitCode, written.Verdict)
 	}
+	// As summary.json and every job's JSON: the outcome's kind at the top, and its reasons beside it.
+	var top struct {
+		Outcome outcome.Kind     `json:"outcome"`
+		Reasons []outcome.Reason `json:"reasons"`
+	}
+	if err := json.Unmarshal(b, &top); err != nil || top.Outcome != o.Kind || len(top.Reasons) != len(o.Reasons) {
+		t.Fatalf("%s: outcome %q with %d reasons (%v), want %s with %d", QualificationFile, top.Outcome, len(top.Reasons), err, o.Kind, len(o.Reasons))
+	}
 	md, _ := os.ReadFile(filepath.Join(dir, QualificationReport))
 	if !bytes.HasPrefix(md, []byte(fmt.Sprintf("# Qualification: %s\n\n**%s**\n\noutcome: %s (exit code %d)\n", o.Headline(), want.Verdict, o.Kind, o.ExitCode()))) {
 		t.Fatalf("%s heads otherwise:\n%.400s", QualificationReport, md)

@@ -43,9 +43,10 @@ const generatorLagLimit = 1.0
 // Qualification is the result of `chaosbench qualify` (qualification.json; results/SCHEMA.md).
 type Qualification struct {
 	Schema string `json:"schema"`
-	// Verdict is the answer in one line; Outcome decides the exit code.
-	Verdict string          `json:"verdict"`
-	Outcome outcome.Outcome `json:"outcome"`
+	// Verdict is the verdict in one line (the outcome, then the answer). The outcome decides the exit code;
+	// embedded, it is stored as summary.json stores a run's: "outcome" (the kind) and "reasons".
+	Verdict string `json:"verdict"`
+	outcome.Outcome
 	// Requested is the class asked for, or "auto"; Qualified the largest class that passed ("" for none).
 	// CompatLoad is the --etcdctl-compat load asked for ("auto" or a load; "" for the ladder).
 	Requested  string           `json:"requested"`
