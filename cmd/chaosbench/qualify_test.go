@@ -18,6 +18,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // fastDir returns a directory on memory (/dev/shm) when there is one: the "unconstrained" disk, so that a
@@ -333,4 +334,71 @@ func TestQualifyExternalDiskResults(t *testing.T) {
 	if q.Cluster.Members != 1 || q.Network == nil || !q.Network.Pass {
 		t.Fatalf("cluster %+v, network %+v: want the one member observed, with no peers to judge", q.Cluster, q.Network)
 	}
+}
+
+// TestQualifyOutcomes is qualify's row of the job x outcome table (jobs_test.go): a qualification decided from
+// recorded step runs (a real run's directory with one outcome's evidence added, as the table records them)
+// says that outcome everywhere, the exit code, the printed verdict line, qualification.json and
+// qualification.html's title; and with auto, a violation or a crashed member at medium, above a small that
+// passed, is the qualification's outcome too (exit 4), though small qualified.
+func TestQualifyOutcomes(t *testing.T) {
+	base := baseRun(t)
+	// A step's own reasons (its schedule kept, its plan reached) are not what the rows are about: the base
+	// run's schedule is left out, so that a busy machine's generator lag does not decide them.
+	step := func(t *testing.T, qdir, class string, kind outcome.Kind) {
+		dir := filepath.Join(qdir, "step-"+class)
+		if err := os.Rename(recorded(t, base, kind), dir); err != nil {
+			t.Fatal(err)
+		}
+		s, err := results.ReadSummary(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Schedule.TargetRate, s.Schedule.MissedLag = 0, 0
+		if err := results.WriteSummary(dir, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []outcome.Kind{outcome.OK, outcome.ThresholdFailed, outcome.Undecided, outcome.Violation,
+		outcome.MemberCrashed, outcome.HarnessError, outcome.Incomplete, outcome.KnownIssue} {
+		t.Run(string(k), func(t *testing.T) {
+			qdir := t.TempDir()
+			step(t, qdir, "small", k)
+			decideRecorded(t, qdir, "small").agrees(t, k)
+		})
+	}
+	for _, k := range []outcome.Kind{outcome.Violation, outcome.MemberCrashed} {
+		t.Run("auto, "+string(k)+" at medium", func(t *testing.T) {
+			qdir := t.TempDir()
+			step(t, qdir, "small", outcome.OK)
+			step(t, qdir, "medium", k)
+			s := decideRecorded(t, qdir, "auto")
+			s.agrees(t, k)
+			if !strings.Contains(s.printed, "qualified for small (50 nodes); not medium: ") {
+				t.Fatalf("the answer is not small, nor medium's %s named:\n%s", k, s.printed)
+			}
+		})
+	}
+}
+
+// decideRecorded decides the qualification recorded in qdir again, writes it, and returns what it said.
+func decideRecorded(t *testing.T, qdir, class string) said {
+	t.Helper()
+	var printed strings.Builder
+	q, err := chaosbench.RedecideQualification(qdir, class, &printed)
+	if q == nil {
+		t.Fatal(err)
+	}
+	s := said{code: chaosbench.ExitCode(err), printed: printed.String()}
+	var written struct {
+		Outcome outcome.Kind `json:"outcome"`
+	}
+	b, rerr := os.ReadFile(filepath.Join(qdir, chaosbench.QualificationFile))
+	if rerr != nil || json.Unmarshal(b, &written) != nil || written.Outcome == "" {
+		t.Fatalf("%s: %v\n%s", chaosbench.QualificationFile, rerr, b)
+	}
+	s.json = written.Outcome
+	html, _ := os.ReadFile(filepath.Join(qdir, chaosbench.QualificationPage))
+	s.html = string(html)
+	return s
 }
