@@ -190,7 +190,7 @@ func (q *Qualification) ladderAnswer() string {
 		}
 	}
 	switch {
-	case stop != nil && stop.Verdict == StepFail:
+	case stop != nil && stop.Verdict == StepFail && len(stop.Reasons) > 0:
 		why := stop.Reasons[0]
 		if len(stop.Reasons) > 1 {
 			why += fmt.Sprintf(" (and %d more)", len(stop.Reasons)-1)
