@@ -183,6 +183,9 @@ type Effect struct {
 	RoundsNeeded int `json:"rounds_needed,omitempty"`
 	// Note says why a figure is undecided, or what its interval covers.
 	Note string `json:"note,omitempty"`
+	// Gated says the comparison's gate watches the figure: its verdict is part of the outcome (see Gate).
+	// A figure that is not gated is informational.
+	Gated bool `json:"gated,omitempty"`
 
 	// est, halfWidth and threshold are the estimate, the interval's half-width and the practical
 	// threshold, on the scale of the analysis (logarithms for ratios, the values otherwise).
@@ -204,6 +207,9 @@ type Result struct {
 	Variants  []VariantEffects `json:"variants"`
 	// Machines warns when the runs were measured on different machines (CheckMachines).
 	Machines []string `json:"machines,omitempty"`
+	// Gate is the figures that decide the comparison's outcome besides its runs' (nil: none; every effect
+	// is informational).
+	Gate *Gate `json:"gate,omitempty"`
 }
 
 // Options tune a comparison.
@@ -212,6 +218,8 @@ type Options struct {
 	MinEffect float64
 	// AcrossHosts says runs on different machines are compared on purpose (see CheckMachines).
 	AcrossHosts bool
+	// Gate marks the effects that decide the outcome (nil: none).
+	Gate *Gate
 }
 
 // Runs compares runs of variants, the first being the baseline: the figures of their summaries and time
@@ -229,7 +237,7 @@ func Compare(metrics []Metric, variants []Figures, opts Options) Result {
 	if opts.MinEffect <= 0 {
 		opts.MinEffect = DefaultMinEffect
 	}
-	res := Result{MinEffect: opts.MinEffect}
+	res := Result{MinEffect: opts.MinEffect, Gate: opts.Gate}
 	if len(variants) == 0 {
 		return res
 	}
@@ -246,6 +254,7 @@ func Compare(metrics []Metric, variants []Figures, opts Options) Result {
 		}
 		res.Variants = append(res.Variants, ve)
 	}
+	opts.Gate.mark(&res)
 	return res
 }
 

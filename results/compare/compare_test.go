@@ -2,6 +2,7 @@ package compare
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -251,13 +252,12 @@ func TestDegenerateRounds(t *testing.T) {
 	}
 }
 
-// The gate fails (exit code 3) on a watched regression, names it in one line, ignores figures it does not
-// watch and refuses figures the comparison does not have.
+// The gate fails (exit code 3) on a watched regression, names it in one line, marks the figures it watches
+// (the others are informational and add nothing) and refuses figures the comparison does not have.
 func TestGate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	ms, a := rounds(rng, "A", 10, nil)
 	_, b := rounds(rng, "B", 10, map[string]float64{"put:p99": 1.3})
-	r := Compare(ms, []Figures{a, b}, Options{})
 	for _, tt := range []struct {
 		spec string
 		code int
@@ -272,16 +272,118 @@ func TestGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = Gate(r, figures)
-		if outcome.Code(err) != tt.code {
-			t.Errorf("%q: %v (exit %d), want exit %d", tt.spec, err, outcome.Code(err), tt.code)
+		r := Compare(ms, []Figures{a, b}, Options{Gate: NewGate(true, figures)})
+		o, err := Decide(nil, r)
+		code := o.ExitCode()
+		if err != nil {
+			code = outcome.Code(err)
 		}
-		if tt.code == outcome.ExitThresholds && !strings.Contains(err.Error(), "regression: B put:p99 +") {
-			t.Errorf("%q: %v", tt.spec, err)
+		if code != tt.code {
+			t.Errorf("%q: %v %v (exit %d), want exit %d", tt.spec, o, err, code, tt.code)
 		}
+		if tt.code == outcome.ExitThresholds && !strings.Contains(o.String(), "regression: B put:p99 +") {
+			t.Errorf("%q: %v", tt.spec, o)
+		}
+		if e, _ := r.Find("B", "range:p50"); e.Gated != Watched(figures, "range:p50") || (!e.Gated && e.GateRole() != "informational") {
+			t.Errorf("%q: range:p50 gated %v, role %s", tt.spec, e.Gated, e.GateRole())
+		}
+	}
+	// Without a gate nothing is gated, whatever got worse: the outcome is the runs' own.
+	r := Compare(ms, []Figures{a, b}, Options{})
+	if o, err := Decide(nil, r); err != nil || o.Kind != outcome.OK {
+		t.Errorf("no gate: %v %v", o, err)
+	}
+	if e, _ := r.Find("B", "put:p99"); e.Gated || e.Verdict != Worse || e.GateRole() != "informational" {
+		t.Errorf("no gate: put:p99 %+v", e)
 	}
 	if _, err := ParseGate("put:,"); !outcome.IsUsage(err) {
 		t.Errorf("bad spec: %v", err)
+	}
+}
+
+// A gated figure the comparison could not decide is undecided (exit 1), never a pass; the same figure
+// ungated is informational and passes; a gated regression outranks it (exit 3).
+func TestGateUndecided(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ms, a := rounds(rng, "A", 2, nil)
+	_, b := rounds(rng, "B", 2, nil)
+	// Two rounds of a noisy figure: the interval is far wider than the practical threshold.
+	a.Values["put:p99"] = []float64{10, 14}
+	b.Values["put:p99"] = []float64{13, 10}
+	a.Values["range:p50"] = []float64{0.4, 0.4}
+	b.Values["range:p50"] = []float64{0.4, 0.4}
+	for _, tt := range []struct {
+		name    string
+		gate    *Gate
+		kind    outcome.Kind
+		reasons []string
+	}{
+		{"gated", &Gate{Figures: []string{"put:p99"}}, outcome.Undecided, []string{"gated figures undecided: B against A: put:p99 (too noisy: about"}},
+		{"not gated", &Gate{Figures: []string{"range:p50"}}, outcome.OK, nil},
+		{"no gate", nil, outcome.OK, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Compare(ms, []Figures{a, b}, Options{Gate: tt.gate})
+			if e, _ := r.Find("B", "put:p99"); e.Verdict != Undecided {
+				t.Fatalf("put:p99 is %s, want undecided", e)
+			}
+			o, err := Decide(nil, r)
+			if err != nil || o.Kind != tt.kind {
+				t.Fatalf("%v %v, want %s", o, err, tt.kind)
+			}
+			for _, want := range tt.reasons {
+				if !strings.Contains(o.String(), want) {
+					t.Errorf("%v does not say %q", o, want)
+				}
+			}
+		})
+	}
+	// A regression decides the gate however many figures are undecided: more rounds cannot make it pass.
+	a.Values["put:p50"] = []float64{1.2, 1.2}
+	b.Values["put:p50"] = []float64{2.4, 2.4}
+	r := Compare(ms, []Figures{a, b}, Options{Gate: &Gate{Figures: []string{"put"}}})
+	if o, _ := Decide(nil, r); o.Kind != outcome.ThresholdFailed || !strings.Contains(o.String(), "regression: B put:p50") {
+		t.Errorf("a regression and an undecided figure: %v, want threshold-failed naming the regression", o)
+	}
+}
+
+// The runs' own outcomes are part of the comparison's, whatever the gate says and in whatever order the
+// runs ran: a violation in any run is exit 4.
+func TestDecideRuns(t *testing.T) {
+	run := func(k outcome.Kind, why string) Run {
+		s := &results.Summary{}
+		if k != outcome.OK {
+			s.Outcome, s.Reasons = k, []outcome.Reason{outcome.New(k, "%s", why)}
+		} else {
+			s.Outcome = k
+		}
+		return Run{Summary: s}
+	}
+	ok, thr := run(outcome.OK, ""), run(outcome.ThresholdFailed, "threshold put:p99<1ms failed")
+	und, vio := run(outcome.Undecided, "linearizability could not decide"), run(outcome.Violation, "linearizability: lost write")
+	for _, tt := range []struct {
+		name string
+		a, b []Run
+		want outcome.Kind
+	}{
+		{"all ok", []Run{ok}, []Run{ok}, outcome.OK},
+		{"threshold then violation", []Run{thr}, []Run{vio}, outcome.Violation},
+		{"undecided then violation", []Run{und}, []Run{vio}, outcome.Violation},
+		{"violation then threshold", []Run{vio}, []Run{thr}, outcome.Violation},
+		{"threshold in a later round", []Run{ok, ok}, []Run{ok, thr}, outcome.ThresholdFailed},
+		{"no summary", []Run{ok}, []Run{{Err: errors.New("start cluster: member exited")}}, outcome.HarnessError},
+		{"no summary, the run's outcome", []Run{ok}, []Run{{Err: outcome.Decide(outcome.New(outcome.Incomplete, "interrupted")).Err()}}, outcome.Incomplete},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := []Variant{{Label: "A", Runs: tt.a}, {Label: "B", Runs: tt.b}}
+			o, err := Decide(vs, Runs(vs, Options{}))
+			if err != nil || o.Kind != tt.want {
+				t.Fatalf("%v %v, want %s", o, err, tt.want)
+			}
+			if tt.want != outcome.OK && !strings.HasPrefix(o.Reasons[0].Text, "B") && !strings.HasPrefix(o.Reasons[0].Text, "A") {
+				t.Errorf("the reason does not name its run: %v", o.Reasons[0])
+			}
+		})
 	}
 }
 
@@ -413,9 +515,10 @@ func TestRecordedSlowDisk(t *testing.T) {
 	if e, _ := r.Find("slowdisk", "put:p99"); e.Verdict == Better || e.Verdict == NoDifference {
 		t.Errorf("put p99: %s", e)
 	}
-	err := Gate(r, []string{"put"})
-	if outcome.Code(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: slowdisk put:p50 +") {
-		t.Fatalf("gate: %v", err)
+	r = Runs(vs, Options{Gate: &Gate{Figures: []string{"put"}}})
+	o, err := Decide(vs, r)
+	if err != nil || o.ExitCode() != outcome.ExitThresholds || !strings.Contains(o.String(), "regression: slowdisk put:p50 +") {
+		t.Fatalf("gate: %v %v", o, err)
 	}
 }
 

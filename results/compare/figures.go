@@ -14,10 +14,12 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
-// Run is one run of a variant, as the comparison reads it: its summary and its per-interval rows.
+// Run is one run of a variant, as the comparison reads it: its summary and its per-interval rows, and,
+// for a run that wrote no summary, why (Outcome reads it).
 type Run struct {
 	Summary *results.Summary
 	Series  []results.TimeSeriesRow
+	Err     error
 }
 
 // Variant is a labelled set of runs, one per round (a run without a summary failed and counts as a

@@ -97,11 +97,13 @@ type Block struct {
 	Rows   []BlockRow
 }
 
-// BlockRow is one figure's cells (figure, baseline, variant, change [interval], verdict, method) and
-// its verdict.
+// BlockRow is one figure's cells (figure, baseline, variant, change [interval], verdict, method, gate),
+// its verdict, and whether the gate watches it: only a gated figure's verdict may be shown as passing or
+// failing; the others are informational.
 type BlockRow struct {
 	Cells   []string
 	Verdict Verdict
+	Gated   bool
 }
 
 // Blocks lays out the result as tables, one per variant; every renderer (text, Markdown, HTML) shows
@@ -110,7 +112,7 @@ func (r Result) Blocks() []Block {
 	var out []Block
 	for _, v := range r.Variants {
 		b := Block{Title: fmt.Sprintf("%s against %s (baseline)", v.Label, r.Baseline),
-			Header: []string{"figure", r.Baseline, v.Label, "change [95% interval]", "verdict", "method"}}
+			Header: []string{"figure", r.Baseline, v.Label, "change [95% interval]", "verdict", "method", "gate"}}
 		for _, e := range v.Effects {
 			value := func(x float64) string {
 				s := FormatValue(x, e.Metric.Unit)
@@ -119,8 +121,8 @@ func (r Result) Blocks() []Block {
 				}
 				return s
 			}
-			b.Rows = append(b.Rows, BlockRow{Verdict: e.Verdict,
-				Cells: []string{e.Metric.name(), value(e.Baseline), value(e.Value), e.ChangeText(), e.VerdictText(), methodShort(e)}})
+			b.Rows = append(b.Rows, BlockRow{Verdict: e.Verdict, Gated: e.Gated,
+				Cells: []string{e.Metric.name(), value(e.Baseline), value(e.Value), e.ChangeText(), e.VerdictText(), methodShort(e), e.GateRole()}})
 		}
 		out = append(out, b)
 	}
@@ -154,7 +156,16 @@ func (r Result) Legend() string {
 		"or difference for figures that can be zero) or, with one run per variant, from the runs' per-interval samples "+
 		"(Hodges-Lehmann with the Mann-Whitney interval; within-run noise only). Intervals are per figure; verdicts use Holm-adjusted p-values over each "+
 		"variant's figures (family-wise false-alarm rate 5%%); a change smaller than %.3g%% is no difference; undecided means "+
-		"the interval is wider than that, with the rounds that would decide it.", 100*r.MinEffect)
+		"the interval is wider than that, with the rounds that would decide it. %s", 100*r.MinEffect, r.GateLegend())
+}
+
+// GateLegend says which figures decide the outcome: those the gate watches; without a gate, none.
+func (r Result) GateLegend() string {
+	if r.Gate == nil {
+		return "No figure is gated (--fail-on-regression): every effect is informational, and the outcome is the runs' own."
+	}
+	return fmt.Sprintf("Gated figures (--fail-on-regression=%s) decide the outcome with the runs' own: worse fails it, undecided leaves it undecided; "+
+		"the other figures are informational.", r.Gate)
 }
 
 // WriteText writes the result as aligned columns, one block per variant.

@@ -67,6 +67,7 @@ func Trend(metrics []Metric, nights []Figures, opts Options) Result {
 		}
 	}
 	res.Variants = append(res.Variants, ve)
+	opts.Gate.mark(&res)
 	return res
 }
 

@@ -25,11 +25,19 @@ const (
 	Schema = "chaosbench.trend/v1"
 )
 
-// Trend is what `chaosbench trend` found: the nights it read, in time order, and each scenario's series.
+// Trend is what `chaosbench trend` found: the nights it read, in time order, and each scenario's series,
+// and its verdict.
 type Trend struct {
-	Schema    string  `json:"schema"`
-	MinEffect float64 `json:"min_effect"`
-	Nights    []Night `json:"nights"`
+	Schema string `json:"schema"`
+	// Outcome and Reasons are the trend's verdict (Decide): the latest night's runs' own outcomes and the
+	// gate's, by the one precedence. The exit code of `chaosbench trend` is this outcome's.
+	Outcome outcome.Kind     `json:"outcome"`
+	Reasons []outcome.Reason `json:"reasons,omitempty"`
+	// Gate is the figures whose regression (or undecided call) is part of the outcome (nil: none; every
+	// figure is informational).
+	Gate      *compare.Gate `json:"gate,omitempty"`
+	MinEffect float64       `json:"min_effect"`
+	Nights    []Night       `json:"nights"`
 	// Scenarios are in the order they first appear.
 	Scenarios []*Scenario `json:"scenarios"`
 }
@@ -44,6 +52,10 @@ type Night struct {
 	Chaosbench string `json:"chaosbench,omitempty"`
 	// Outcome is the suite's (or the run's) verdict.
 	Outcome outcome.Kind `json:"outcome"`
+	// Outcomes counts the night's scenarios by their outcome, known issues included; KnownIssues counts the
+	// known upstream issues its runs met, by issue ("etcd-io/etcd#18424": 2).
+	Outcomes    map[outcome.Kind]int `json:"outcomes,omitempty"`
+	KnownIssues map[string]int       `json:"known_issues,omitempty"`
 }
 
 // Scenario is one scenario followed over the nights.
@@ -68,9 +80,12 @@ type Run struct {
 	Night   int    `json:"night"`
 	Dir     string `json:"dir,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
-	// Outcome is the run's verdict; Checks its checks' verdicts by name.
-	Outcome outcome.Kind      `json:"outcome,omitempty"`
-	Checks  map[string]string `json:"checks,omitempty"`
+	// Outcome and Reasons are the run's verdict, as its summary (or its suite) holds it; Checks its checks'
+	// verdicts by name; KnownIssues the known upstream issues it met, by name.
+	Outcome     outcome.Kind      `json:"outcome,omitempty"`
+	Reasons     []outcome.Reason  `json:"reasons,omitempty"`
+	Checks      map[string]string `json:"checks,omitempty"`
+	KnownIssues []string          `json:"known_issues,omitempty"`
 	// Etcd is the etcd version the cluster reported (or the members' builds).
 	Etcd       string `json:"etcd,omitempty"`
 	Chaosbench string `json:"chaosbench,omitempty"`
@@ -83,6 +98,8 @@ type Run struct {
 type Options struct {
 	// MinEffect is the practical threshold (0: compare.DefaultMinEffect).
 	MinEffect float64
+	// Gate is the figures whose call on the latest night is part of the outcome (nil: none).
+	Gate *compare.Gate
 }
 
 // night is a night as read: its directory, and its runs by scenario name.
@@ -90,11 +107,15 @@ type night struct {
 	Night
 	runs  map[string]string // scenario name -> run directory
 	order []string          // scenario names in the night's order
+	// listed are the outcomes the night's suite recorded for scenarios without a run directory (a run
+	// that did not start).
+	listed map[string]outcome.Outcome
 }
 
-// Read reads the nights in dirs and builds the trend. Each dir is a suite directory (suite.json), a run
-// directory (summary.json), or a directory whose subdirectories are such nights (a downloaded artifact
-// history). Nights are ordered by their start time, whatever the order of dirs.
+// Read reads the nights in dirs, builds the trend and decides its outcome (Decide). Each dir is a suite
+// directory (suite.json), a run directory (summary.json), or a directory whose subdirectories are such
+// nights (a downloaded artifact history). Nights are ordered by their start time, whatever the order of
+// dirs. A gate naming a figure no scenario has is a usage error.
 func Read(dirs []string, opts Options) (*Trend, error) {
 	var nights []night
 	for _, d := range dirs {
@@ -108,7 +129,7 @@ func Read(dirs []string, opts Options) (*Trend, error) {
 		return nil, outcome.Usagef("trend: no suite or run directory in %s", strings.Join(dirs, " "))
 	}
 	sort.SliceStable(nights, func(i, j int) bool { return nights[i].Start.Before(nights[j].Start) })
-	t := &Trend{Schema: Schema, MinEffect: opts.MinEffect}
+	t := &Trend{Schema: Schema, MinEffect: opts.MinEffect, Gate: opts.Gate}
 	if t.MinEffect <= 0 {
 		t.MinEffect = compare.DefaultMinEffect
 	}
@@ -125,17 +146,27 @@ func Read(dirs []string, opts Options) (*Trend, error) {
 			for len(sc.Runs) < i {
 				sc.Runs = append(sc.Runs, Run{Night: len(sc.Runs), Missing: true})
 			}
-			sc.Runs = append(sc.Runs, Run{Night: i, Dir: n.runs[name]})
+			r := Run{Night: i, Dir: n.runs[name]}
+			if o, ok := n.listed[name]; ok {
+				r.Outcome, r.Reasons = o.Kind, o.Reasons
+			}
+			sc.Runs = append(sc.Runs, r)
 		}
 	}
 	for _, sc := range t.Scenarios {
 		for len(sc.Runs) < len(nights) {
 			sc.Runs = append(sc.Runs, Run{Night: len(sc.Runs), Missing: true})
 		}
-		if err := sc.judge(t.Nights, t.MinEffect); err != nil {
+		if err := sc.judge(t.Nights, t.MinEffect, t.Gate); err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 		}
 	}
+	if err := t.checkGate(); err != nil {
+		return nil, err
+	}
+	t.count()
+	o := t.Decide()
+	t.Outcome, t.Reasons = o.Kind, o.Reasons
 	return t, nil
 }
 
@@ -175,14 +206,18 @@ func readNight(dir string) (night, bool, error) {
 			return night{}, true, outcome.Usagef("trend: %v", err)
 		}
 		n := night{Night: Night{Dir: dir, Start: s.Start, Chaosbench: s.Chaosbench, Outcome: s.Outcome},
-			runs: map[string]string{}}
+			runs: map[string]string{}, listed: map[string]outcome.Outcome{}}
 		for _, sc := range s.Scenarios {
-			if sc.Dir == "" {
-				continue
-			}
-			if _, dup := n.runs[sc.Name]; !dup {
+			_, dup := n.runs[sc.Name]
+			if _, listed := n.listed[sc.Name]; !dup && !listed {
 				n.order = append(n.order, sc.Name)
 			}
+			if sc.Dir == "" {
+				// A scenario that left no run directory is still a verdict of the night: the suite's.
+				n.listed[sc.Name] = outcome.Outcome{Kind: sc.Outcome, Reasons: sc.Reasons}
+				continue
+			}
+			delete(n.listed, sc.Name)
 			n.runs[sc.Name] = filepath.Join(dir, sc.Dir)
 		}
 		n.Label = label(n.Start)
@@ -209,28 +244,35 @@ func label(t time.Time) string { return t.UTC().Format("01-02 15:04") }
 
 // judge reads the scenario's runs, collects their figures with the comparison engine's extractors, and
 // judges the latest night that ran it against the earlier ones.
-func (sc *Scenario) judge(nights []Night, minEffect float64) error {
+func (sc *Scenario) judge(nights []Night, minEffect float64, gate *compare.Gate) error {
 	var variants []compare.Variant
 	var idx []int
 	for i := range sc.Runs {
 		r := &sc.Runs[i]
-		if r.Missing {
+		if r.Missing || r.Dir == "" {
 			continue
 		}
 		run, err := compare.ReadRun(r.Dir)
-		if err != nil {
+		if run.Summary == nil {
 			// A night whose run left no summary is a night without figures, not a broken trend: it shows
 			// as such, and its outcome says the harness failed.
-			r.Outcome = outcome.HarnessError
+			o := compare.Run{Err: err}.Outcome()
+			r.Outcome, r.Reasons = o.Kind, o.Reasons
 			r.Checks = map[string]string{"summary": err.Error()}
 			continue
 		}
 		s := run.Summary
-		r.Outcome, r.Seed, r.Chaosbench = s.Outcome, s.Seed, s.Versions.Chaosbench
+		o := s.Verdict()
+		r.Outcome, r.Reasons, r.Seed, r.Chaosbench = o.Kind, o.Reasons, s.Seed, s.Versions.Chaosbench
 		r.Etcd = etcdVersion(s)
 		r.Checks = map[string]string{}
 		for _, c := range s.Checks {
 			r.Checks[c.Name] = c.Verdict
+		}
+		for _, k := range s.KnownIssues {
+			if !slices.Contains(r.KnownIssues, k.Issue) {
+				r.KnownIssues = append(r.KnownIssues, k.Issue)
+			}
 		}
 		variants = append(variants, compare.Variant{Label: nights[r.Night].Label, Runs: []compare.Run{run}})
 		idx = append(idx, i)
@@ -246,7 +288,7 @@ func (sc *Scenario) judge(nights []Night, minEffect float64) error {
 			}
 		}
 	}
-	sc.Latest = compare.Trend(metrics, figures, compare.Options{MinEffect: minEffect})
+	sc.Latest = compare.Trend(metrics, figures, compare.Options{MinEffect: minEffect, Gate: gate})
 	for _, v := range sc.Latest.Variants {
 		for _, e := range v.Effects {
 			if e.Verdict == compare.Worse {
@@ -258,7 +300,8 @@ func (sc *Scenario) judge(nights []Night, minEffect float64) error {
 	return nil
 }
 
-// failingSince is the label of the first night of the latest streak of non-ok outcomes.
+// failingSince is the label of the first night of the latest streak of outcomes that did not pass (a known
+// issue passes).
 func failingSince(runs []Run, nights []Night) string {
 	since := ""
 	for i := len(runs) - 1; i >= 0; i-- {
@@ -266,7 +309,7 @@ func failingSince(runs []Run, nights []Night) string {
 		if r.Missing {
 			continue
 		}
-		if r.Outcome == outcome.OK {
+		if (outcome.Outcome{Kind: r.Outcome}).Passed() {
 			break
 		}
 		since = nights[r.Night].Label
@@ -282,31 +325,55 @@ func etcdVersion(s *results.Summary) string {
 	return s.Versions.EtcdServer
 }
 
-// Gate returns an error with exit code 3 naming every figure, of every scenario, that the latest night is
-// significantly worse on beyond the practical threshold (only the gate's figures; nil: all), or nil when
-// there is none. A figure the gate names that no scenario has is a usage error, as in compare.Gate.
-func (t *Trend) Gate(figures []string) error {
-	for _, f := range figures {
-		found := false
-		for _, sc := range t.Scenarios {
-			for _, m := range sc.Metrics {
-				found = found || compare.Watched([]string{f}, m.ID)
-			}
-		}
-		if !found {
-			return outcome.Usagef("--fail-on-regression: no figure %q in any scenario of the trend (figures are named like put:p99, create/pods:p99, etcd:wal_fsync_p99)", f)
-		}
-	}
-	var reasons []outcome.Reason
+// checkGate returns a usage error when the gate names a figure no scenario has: a typo must not pass.
+func (t *Trend) checkGate() error {
+	var metrics [][]compare.Metric
 	for _, sc := range t.Scenarios {
-		for _, v := range sc.Latest.Variants {
-			for _, e := range v.Effects {
-				if e.Verdict == compare.Worse && compare.Watched(figures, e.Metric.ID) {
-					reasons = append(reasons, outcome.New(outcome.ThresholdFailed, "regression: %s %s %s on %s against the %s (Holm-adjusted p %.2g, beyond --min-effect %.3g%%)",
-						sc.Name, e.Metric.ID, e.ChangeText(), v.Label, sc.Latest.Baseline, e.PAdjusted, 100*sc.Latest.MinEffect))
+		metrics = append(metrics, sc.Metrics)
+	}
+	return t.Gate.Check(metrics, "in any scenario of the trend")
+}
+
+// Decide decides the trend: the outcome of every scenario's run in the latest night (what that night's
+// suite decided for it; a violation or a crashed member is exit 4 with or without a gate), and the gate's
+// call on the latest night's figures (a regression fails a threshold, a figure it could not call is
+// undecided), by the one precedence. Earlier nights are history: they are counted, not judged again.
+func (t *Trend) Decide() outcome.Outcome {
+	latest := len(t.Nights) - 1
+	var parts []outcome.Part
+	var gate []outcome.Reason
+	for _, sc := range t.Scenarios {
+		if latest >= 0 && latest < len(sc.Runs) && !sc.Runs[latest].Missing {
+			r := sc.Runs[latest]
+			parts = append(parts, outcome.Part{Label: sc.Name, Outcome: outcome.Outcome{Kind: r.Outcome, Reasons: r.Reasons}})
+		}
+		gate = append(gate, sc.Latest.FigureReasons(sc.Name)...)
+	}
+	return outcome.Combine(parts, compare.DecideGate(gate)...)
+}
+
+// Verdict returns the trend's outcome as stored.
+func (t *Trend) Verdict() outcome.Outcome { return outcome.Outcome{Kind: t.Outcome, Reasons: t.Reasons} }
+
+// count counts each night's scenarios by outcome and the known issues they met.
+func (t *Trend) count() {
+	for i := range t.Nights {
+		n := &t.Nights[i]
+		for _, sc := range t.Scenarios {
+			if i >= len(sc.Runs) || sc.Runs[i].Missing || sc.Runs[i].Outcome == "" {
+				continue
+			}
+			r := sc.Runs[i]
+			if n.Outcomes == nil {
+				n.Outcomes = map[outcome.Kind]int{}
+			}
+			n.Outcomes[r.Outcome]++
+			for _, k := range r.KnownIssues {
+				if n.KnownIssues == nil {
+					n.KnownIssues = map[string]int{}
 				}
+				n.KnownIssues[k]++
 			}
 		}
 	}
-	return outcome.Decide(reasons...).Err()
 }

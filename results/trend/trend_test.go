@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,14 +105,30 @@ func TestReadSuites(t *testing.T) {
 	if e, _ := part.Latest.Find(tr.Nights[5].Label, "put:p99"); e.N != 4 {
 		t.Errorf("smoke-partition put:p99 from %d nights, want 4", e.N)
 	}
-	err = tr.Gate([]string{"put:p99"})
-	if outcome.Code(err) != outcome.ExitThresholds {
-		t.Fatalf("gate: %v", err)
+	// Without a gate, the trend's outcome is the latest night's runs': smoke-partition's violation.
+	if o := tr.Verdict(); o.Kind != outcome.Violation || !strings.HasPrefix(o.Reasons[0].Text, "smoke-partition: ") {
+		t.Errorf("outcome without a gate: %v, want the latest night's violation", o)
 	}
-	if err := tr.Gate([]string{"put:p50"}); err != nil {
-		t.Fatalf("gate on put:p50: %v", err)
+	if n := tr.Nights[5]; n.Outcomes[outcome.OK] != 1 || n.Outcomes[outcome.Violation] != 1 {
+		t.Errorf("latest night's counts %v", n.Outcomes)
 	}
-	if err := tr.Gate([]string{"get:p99"}); !outcome.IsUsage(err) {
+	for _, tt := range []struct {
+		figures []string
+		kind    outcome.Kind
+	}{
+		// The violation outranks the regression the gate finds.
+		{[]string{"put:p99"}, outcome.Violation},
+		{[]string{"put:p50"}, outcome.Violation},
+	} {
+		tg, err := Read(dirs[3:], Options{Gate: &compare.Gate{Figures: tt.figures}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tg.Outcome != tt.kind {
+			t.Errorf("gate %v: %s %v, want %s", tt.figures, tg.Outcome, tg.Reasons, tt.kind)
+		}
+	}
+	if _, err := Read(dirs[3:], Options{Gate: &compare.Gate{Figures: []string{"get:p99"}}}); !outcome.IsUsage(err) {
 		t.Fatalf("gate on an absent figure: %v, want a usage error", err)
 	}
 }
@@ -120,5 +137,108 @@ func TestReadSuites(t *testing.T) {
 func TestReadNothing(t *testing.T) {
 	if _, err := Read([]string{t.TempDir()}, Options{}); !outcome.IsUsage(err) {
 		t.Fatalf("%v: want a usage error", err)
+	}
+}
+
+// The trend's outcome is the latest night's runs' own and the gate's, by the one precedence: a violation in
+// the latest night is exit 4 without a gate, one in an earlier night is history; a gated regression fails a
+// threshold, a gated figure the trend cannot call yet (fewer than MinNights previous nights) is undecided;
+// each night counts its outcomes by kind, known issues included.
+func TestTrendOutcome(t *testing.T) {
+	night := func(t *testing.T, root string, n int, p99 float64, kinds map[string]outcome.Kind) []string {
+		rng := rand.New(rand.NewPCG(3, 4))
+		var dirs []string
+		for i := range n {
+			k := map[string]outcome.Kind{}
+			if i == n-1 {
+				k = kinds
+			}
+			p := 10.0
+			if i == n-1 {
+				p = p99
+			}
+			dirs = append(dirs, writeNight(t, root, i, []string{"kill", "partition"}, p, k, rng))
+		}
+		return dirs
+	}
+	for _, tt := range []struct {
+		name   string
+		nights int
+		p99    float64
+		latest map[string]outcome.Kind
+		early  bool // a violation in the first night
+		gate   *compare.Gate
+		want   outcome.Kind
+		says   string
+	}{
+		{name: "ok", nights: 5, p99: 10, want: outcome.OK},
+		{name: "violation in the latest night, no gate", nights: 5, p99: 10, latest: map[string]outcome.Kind{"partition": outcome.Violation},
+			want: outcome.Violation, says: "partition: "},
+		{name: "member crashed in the latest night", nights: 5, p99: 10, latest: map[string]outcome.Kind{"kill": outcome.MemberCrashed},
+			want: outcome.MemberCrashed, says: "kill: "},
+		{name: "violation in an earlier night", nights: 5, p99: 10, early: true, want: outcome.OK},
+		{name: "known issue in the latest night", nights: 5, p99: 10, latest: map[string]outcome.Kind{"kill": outcome.KnownIssue},
+			want: outcome.KnownIssue},
+		{name: "regression, no gate", nights: 5, p99: 60, want: outcome.OK},
+		{name: "regression, gated", nights: 5, p99: 60, gate: &compare.Gate{}, want: outcome.ThresholdFailed, says: "regression: kill put:p99 +"},
+		{name: "regression, other figure gated", nights: 5, p99: 60, gate: &compare.Gate{Figures: []string{"put:throughput"}}, want: outcome.OK},
+		{name: "too few nights, gated", nights: 3, p99: 10, gate: &compare.Gate{Figures: []string{"put:p99"}}, want: outcome.Undecided,
+			says: "gated figures undecided: kill"},
+		{name: "too few nights, not gated", nights: 3, p99: 10, want: outcome.OK},
+		{name: "violation outranks the gate", nights: 5, p99: 60, gate: &compare.Gate{}, latest: map[string]outcome.Kind{"partition": outcome.Violation},
+			want: outcome.Violation},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			dirs := night(t, root, tt.nights, tt.p99, tt.latest)
+			if tt.early {
+				s, err := results.ReadSummary(filepath.Join(dirs[0], "partition"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Outcome, s.Reasons = outcome.Violation, []outcome.Reason{outcome.New(outcome.Violation, "linearizability: lost write")}
+				if err := results.WriteSummary(filepath.Join(dirs[0], "partition"), s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.latest["kill"] == outcome.KnownIssue {
+				dir := filepath.Join(dirs[len(dirs)-1], "kill")
+				s, err := results.ReadSummary(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.KnownIssues = []results.KnownIssueFinding{{Issue: "etcd-io/etcd#18424", Check: "linearizability", Finding: "request applied twice"}}
+				if err := results.WriteSummary(dir, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr, err := Read([]string{root}, Options{Gate: tt.gate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := tr.Verdict()
+			if o.Kind != tt.want || !strings.Contains(o.String(), tt.says) {
+				t.Fatalf("%v, want %s saying %q", o, tt.want, tt.says)
+			}
+			latest := tr.Nights[len(tr.Nights)-1]
+			total := 0
+			for _, n := range latest.Outcomes {
+				total += n
+			}
+			if total != 2 {
+				t.Errorf("latest night counts %v: want its 2 scenarios", latest.Outcomes)
+			}
+			for name, k := range tt.latest {
+				if latest.Outcomes[k] != 1 {
+					t.Errorf("%s: latest night counts %v, want one %s", name, latest.Outcomes, k)
+				}
+			}
+			if tt.latest["kill"] == outcome.KnownIssue && latest.KnownIssues["etcd-io/etcd#18424"] != 1 {
+				t.Errorf("known issues of the latest night: %v", latest.KnownIssues)
+			}
+			if tt.early && tr.Nights[0].Outcomes[outcome.Violation] != 1 {
+				t.Errorf("first night's counts %v", tr.Nights[0].Outcomes)
+			}
+		})
 	}
 }
