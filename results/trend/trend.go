@@ -353,7 +353,9 @@ func (t *Trend) Decide() outcome.Outcome {
 }
 
 // Verdict returns the trend's outcome as stored.
-func (t *Trend) Verdict() outcome.Outcome { return outcome.Outcome{Kind: t.Outcome, Reasons: t.Reasons} }
+func (t *Trend) Verdict() outcome.Outcome {
+	return outcome.Outcome{Kind: t.Outcome, Reasons: t.Reasons}
+}
 
 // count counts each night's scenarios by outcome and the known issues they met.
 func (t *Trend) count() {
