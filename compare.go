@@ -2,7 +2,6 @@ package chaosbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,10 +105,15 @@ func dirName(label string) string {
 }
 
 // Compare runs the scenario once per variant and round, one after the other with the same seed, and writes
-// the side-by-side comparison (compare.md, compare.json) into the comparison's directory, each run in a
-// subdirectory of its own. Every variant is validated, and its etcd built, before the first run starts:
-// bad input starts nothing. A variant that fails is reported in its column and the others still run; an
-// interrupt stops the comparison after writing what it has.
+// the side-by-side comparison (compare.md, compare.json, compare.html) into the comparison's directory,
+// each run in a subdirectory of its own. Every variant is validated, and its etcd built, before the first
+// run starts: bad input starts nothing. A variant that fails is reported in its column and the others still
+// run; an interrupt stops the comparison after writing what it has.
+//
+// The comparison's outcome is decided once (CompareRuns): every run's own outcome, labelled by variant and
+// round, with the gate's reasons and the comparison's own (an interrupt, a file it could not write), by the
+// one precedence; the error carries it, so the exit code is its code. A violation or a crashed member in any
+// run is exit 4, whatever else happened and in whatever order the runs ran.
 func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, error) {
 	dir, err := opts.setDefaults()
 	if err != nil {
@@ -133,28 +137,36 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 		labels[i] = v.label
 	}
 	plan := roundPlan(labels, opts.Rounds, s.Seed)
-	runs, errs := opts.runRounds(ctx, vs, plan, env)
-	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts}
-	cmp := CompareRuns(runs, copts)
+	runs, ran := opts.runRounds(ctx, vs, plan, env)
+	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts,
+		Gate: compare.NewGate(opts.FailOnRegression, opts.RegressionFigures)}
+	cmp, gateErr := CompareRuns(runs, copts)
 	cmp.Rounds = plan
-	if err := cmp.WriteFiles(dir); err != nil {
-		errs = append(errs, err)
+	if ctx.Err() != nil {
+		cmp.addReasons(outcome.New(outcome.Incomplete, "the comparison was interrupted after %d of %d runs", ran, len(vs)*opts.Rounds))
 	}
 	if err := cmp.WriteHTML(dir, copts); err != nil {
-		errs = append(errs, err)
+		cmp.addReasons(outcome.New(outcome.HarnessError, "%v", err))
+	}
+	if err := cmp.WriteFiles(dir); err != nil {
+		cmp.addReasons(outcome.New(outcome.HarnessError, "%v", err))
 	}
 	fmt.Fprintf(env.Out, "\n")
 	if err := cmp.WriteText(env.Out); err != nil {
-		errs = append(errs, err)
+		cmp.addReasons(outcome.New(outcome.HarnessError, "print the comparison: %v", err))
 	}
 	fmt.Fprintf(env.Out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
-	if ctx.Err() != nil {
-		return cmp, ErrInterrupted
+	o := cmp.Verdict()
+	if gateErr != nil && !o.Kind.Severe() {
+		// A gate on a figure the runs lack is bad input (compare.json holds the runs' outcome without it),
+		// unless etcd failed in a run: that is exit 4 whatever else was wrong.
+		return cmp, gateErr
 	}
-	if opts.FailOnRegression {
-		errs = append(errs, compare.Gate(cmp.Effects, opts.RegressionFigures))
+	if gateErr != nil {
+		fmt.Fprintln(env.Out, "error:", gateErr)
 	}
-	return cmp, errors.Join(errs...)
+	writeVerdict(env.Out, "comparison", o)
+	return cmp, o.Err()
 }
 
 // setDefaults picks the seed and the comparison's directory and checks the comparison's own settings; it
@@ -204,26 +216,26 @@ func checkVariants(ctx context.Context, vs []variant, log io.Writer) error {
 }
 
 // runRounds runs the variants of every round in the round's order and with its seed, each into a
-// directory of its own, pausing between runs when asked. A variant that fails is recorded in its column
-// and the others still run; an interrupt stops the rounds between runs.
-func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []CompareRound, env Env) ([]VariantDirs, []error) {
+// directory of its own, pausing between runs when asked, and returns the runs and how many it started. A
+// variant that fails is recorded in its column (its error beside its directory) and the others still run;
+// an interrupt stops the rounds between runs.
+func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []CompareRound, env Env) ([]VariantDirs, int) {
 	runs := make([]VariantDirs, len(vs))
 	for i, v := range vs {
 		runs[i].Label = v.label
 	}
-	var errs []error
 	n := 0
 	for round, rp := range plan {
 		for _, label := range rp.Order {
 			i := slices.IndexFunc(vs, func(v variant) bool { return v.label == label })
 			if ctx.Err() != nil {
-				return runs, errs
+				return runs, n
 			}
 			if n > 0 && o.Cooldown > 0 {
 				fmt.Fprintf(env.Out, "cooling down for %s\n", o.Cooldown)
 				select {
 				case <-ctx.Done():
-					return runs, errs
+					return runs, n
 				case <-time.After(o.Cooldown):
 				}
 			}
@@ -240,12 +252,9 @@ func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []Comp
 			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*o.Rounds, what)
 			_, err := Run(ctx, sc, env)
 			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", what, err))
-			}
 		}
 	}
-	return runs, errs
+	return runs, n
 }
 
 // roundPlan returns the rounds of a comparison: the variants' order, ABBA (every other round reversed), and

@@ -193,11 +193,19 @@ func TestComparisonGolden(t *testing.T) {
 	fakeRun(t, filepath.Join(dir, "a"), "v3.5.35", 10, 990, 800, results.VerdictOK)
 	fakeRun(t, filepath.Join(dir, "b1"), "v3.6.16", 8, 1000, 400, results.VerdictOK)
 	fakeRun(t, filepath.Join(dir, "b2"), "v3.6.16", 12, 1002, 600, results.VerdictViolation)
-	cmp := CompareRuns([]VariantDirs{
+	cmp, err := CompareRuns([]VariantDirs{
 		{Label: "v3.5.35", Dirs: []string{filepath.Join(dir, "a")}},
 		{Label: "v3.6.16", Dirs: []string{filepath.Join(dir, "b1"), filepath.Join(dir, "b2"), filepath.Join(dir, "missing")},
 			Errs: []error{nil, nil, errors.New("start cluster: member exited")}},
 	}, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second round's violation is the comparison's outcome, above the third round's harness error.
+	if o := cmp.Verdict(); o.Kind != outcome.Violation || !strings.HasPrefix(o.Reasons[0].Text, "v3.6.16, round 2: ") ||
+		len(o.Texts(outcome.HarnessError)) != 1 || !strings.Contains(o.Texts(outcome.HarnessError)[0], "v3.6.16, round 3: no results: start cluster: member exited") {
+		t.Errorf("outcome %v", o)
+	}
 	var md, text bytes.Buffer
 	if err := cmp.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
@@ -247,7 +255,10 @@ func TestCompareAndReportAgree(t *testing.T) {
 	}
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d rounds", n), func(t *testing.T) {
-			cmp := CompareRuns([]VariantDirs{{Label: "A", Dirs: a[:n]}, {Label: "B", Dirs: b[:n]}}, compare.Options{})
+			cmp, err := CompareRuns([]VariantDirs{{Label: "A", Dirs: a[:n]}, {Label: "B", Dirs: b[:n]}}, compare.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			rep, err := report.RenderComparison(t.TempDir(), []report.Labelled{
 				{Dir: a[0], Rounds: a[1:n], Label: "A"}, {Dir: b[0], Rounds: b[1:n], Label: "B"}}, compare.Options{})
 			if err != nil {
@@ -292,20 +303,34 @@ func TestCompareAndReportAgree(t *testing.T) {
 }
 
 // TestReportGate: `chaosbench report A B --fail-on-regression` exits 3 naming the regressed figure in one
-// line; a gate on figures that did not regress passes.
+// line; a gate on a figure that did not change passes; a gate on a figure the runs cannot decide is
+// undecided (exit 1), never a pass; without a gate every figure is informational and the runs' own
+// outcomes decide.
 func TestReportGate(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	fakeRun(t, a, "v3.5.35", 10, 990, 800, results.VerdictOK)
 	fakeRun(t, b, "v3.6.16", 15, 990, 800, results.VerdictOK)
-	var out bytes.Buffer
-	err := Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp"), FailOnRegression: true}, &out)
-	if ExitCode(err) != outcome.ExitThresholds || !strings.Contains(err.Error(), "regression: b put:p99 +") {
-		t.Fatalf("exit %d: %v", ExitCode(err), err)
-	}
-	err = Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, "cmp2"), FailOnRegression: true, RegressionFigures: []string{"range:p99"}}, &out)
-	if err != nil {
-		t.Fatalf("gate on range p99: %v", err)
+	for i, tt := range []struct {
+		gate    bool
+		figures []string
+		code    int
+		says    string
+	}{
+		{true, nil, outcome.ExitThresholds, "regression: b put:p99 +"},
+		{true, []string{"range:throughput"}, outcome.ExitOK, ""},
+		{true, []string{"range:p99"}, outcome.ExitHarness, "gated figures undecided: b against a: range:p99 (too noisy"},
+		{false, nil, outcome.ExitOK, ""},
+	} {
+		var out bytes.Buffer
+		err := Report(ReportOptions{Dirs: []string{a, b}, Out: filepath.Join(dir, fmt.Sprint("cmp", i)), FailOnRegression: tt.gate, RegressionFigures: tt.figures}, &out)
+		if ExitCode(err) != tt.code || (tt.says != "" && !strings.Contains(err.Error(), tt.says)) {
+			t.Errorf("gate %v %v: exit %d: %v; want exit %d saying %q", tt.gate, tt.figures, ExitCode(err), err, tt.code, tt.says)
+		}
+		md, _ := os.ReadFile(filepath.Join(dir, fmt.Sprint("cmp", i), report.ComparisonMarkdownFile))
+		if want := fmt.Sprintf("(exit code %d)", tt.code); !strings.Contains(strings.SplitN(string(md), "\n", 2)[0], want) {
+			t.Errorf("gate %v %v: comparison.md does not lead with %s:\n%.200s", tt.gate, tt.figures, want, md)
+		}
 	}
 }
 

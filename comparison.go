@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
@@ -27,6 +28,10 @@ const (
 // effects of each variant against the first from the one comparison engine (results/compare), with 95%
 // intervals and verdicts. It is data; the renderers (WriteMarkdown, WriteText) only lay it out.
 type Comparison struct {
+	// Outcome and Reasons are the comparison's verdict (compare.Decide): every run's own outcome, labelled
+	// by its variant and round, with the gate's; the exit code of `chaosbench compare` is this outcome's.
+	Outcome  outcome.Kind      `json:"outcome"`
+	Reasons  []outcome.Reason  `json:"reasons,omitempty"`
 	Variants []ComparedVariant `json:"variants"`
 	Sections []CompareSection  `json:"sections"`
 	// Effects are each variant's effects against the first, per figure.
@@ -50,6 +55,8 @@ type ComparedVariant struct {
 // ComparedRun is one run of a variant.
 type ComparedRun struct {
 	Dir string `json:"dir"`
+	// Outcome is the run's own verdict (its summary's; a run without one is a harness error).
+	Outcome outcome.Kind `json:"outcome"`
 	// Error says why the run has no results, or what went wrong in it.
 	Error   string           `json:"error,omitempty"`
 	Summary *results.Summary `json:"-"`
@@ -80,30 +87,40 @@ type CompareRow struct {
 	Diffs []string `json:"diffs"`
 }
 
-// CompareRuns builds the comparison of the variants' run directories. A directory without a summary (a run
-// that failed to start) contributes nothing but its error.
-func CompareRuns(variants []VariantDirs, opts compare.Options) *Comparison {
+// CompareRuns builds the comparison of the variants' run directories and decides it (compare.Decide): each
+// run's own outcome, and the gate's reasons when opts has a gate. A directory without a summary (a run that
+// failed to start) contributes nothing but its error, which is a harness error of the comparison. A gate
+// naming a figure the runs lack is a usage error; the comparison is complete then, decided on its runs
+// alone.
+func CompareRuns(variants []VariantDirs, opts compare.Options) (*Comparison, error) {
 	c := &Comparison{}
 	var cv []compare.Variant
 	for _, vd := range variants {
 		v := ComparedVariant{Label: vd.Label}
+		runs := compare.Variant{Label: vd.Label}
 		for i, dir := range vd.Dirs {
 			r := ComparedRun{Dir: dir}
+			var runErr error
 			if i < len(vd.Errs) && vd.Errs[i] != nil {
-				r.Error = vd.Errs[i].Error()
+				r.Error, runErr = vd.Errs[i].Error(), vd.Errs[i]
 			}
-			if run, err := compare.ReadRun(dir); run.Summary != nil {
+			run, err := compare.ReadRun(dir)
+			if run.Summary != nil {
 				r.Summary, r.series = run.Summary, run.Series
-			} else if r.Error == "" {
-				r.Error = err.Error()
+			} else {
+				if r.Error == "" {
+					r.Error = err.Error()
+				}
+				if runErr == nil {
+					runErr = err
+				}
 			}
+			run.Err = runErr
+			r.Outcome = run.Outcome().Kind
 			v.Runs = append(v.Runs, r)
+			runs.Runs = append(runs.Runs, run)
 		}
 		c.Variants = append(c.Variants, v)
-		runs := compare.Variant{Label: v.Label}
-		for _, r := range v.Runs {
-			runs.Runs = append(runs.Runs, compare.Run{Summary: r.Summary, Series: r.series})
-		}
 		cv = append(cv, runs)
 	}
 	c.Effects = compare.Runs(cv, opts)
@@ -112,7 +129,24 @@ func CompareRuns(variants []VariantDirs, opts compare.Options) *Comparison {
 		c.faultSection(),
 		c.checkSection(),
 	}
-	return c
+	o, err := compare.Decide(cv, c.Effects)
+	if err != nil {
+		o = outcome.Combine(compare.Parts(cv))
+	}
+	c.Outcome, c.Reasons = o.Kind, o.Reasons
+	return c, err
+}
+
+// Verdict returns the comparison's outcome.
+func (c *Comparison) Verdict() outcome.Outcome {
+	return outcome.Outcome{Kind: c.Outcome, Reasons: c.Reasons}
+}
+
+// addReasons adds reasons of the comparison's own (an interrupt, a page that could not be written) to its
+// outcome, by the same precedence.
+func (c *Comparison) addReasons(rs ...outcome.Reason) {
+	o := outcome.Decide(append(c.Reasons, rs...)...)
+	c.Outcome, c.Reasons = o.Kind, o.Reasons
 }
 
 // summaries returns the variant's summaries, one per run that wrote one.
@@ -183,6 +217,7 @@ func (c *Comparison) runSection() CompareSection {
 			}
 			return "yes"
 		}),
+		c.text("outcome", func(s *results.Summary) string { return string(s.Verdict().Kind) }),
 	)
 	return sec
 }
@@ -354,10 +389,17 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	return c.Effects.WriteText(w)
 }
 
-// WriteFiles writes compare.md and compare.json into dir.
+// WriteFiles writes compare.md and compare.json into dir; both lead with the comparison's outcome.
 func (c *Comparison) WriteFiles(dir string) error {
 	var md strings.Builder
-	fmt.Fprintf(&md, "# Comparison\n\n")
+	o := c.Verdict()
+	fmt.Fprintf(&md, "# Comparison: **%s** — outcome: %s (exit code %d)\n\n", o.Headline(), o.Kind, o.ExitCode())
+	for _, r := range o.Reasons {
+		fmt.Fprintf(&md, "- %s: %s\n", r.Kind, mdEscape(r.Text))
+	}
+	if len(o.Reasons) > 0 {
+		md.WriteString("\n")
+	}
 	for _, v := range c.Variants {
 		fmt.Fprintf(&md, "- %s:", mdEscape(v.Label))
 		for _, r := range v.Runs {
@@ -393,8 +435,9 @@ func (c *Comparison) WriteFiles(dir string) error {
 // overlaid and throughput over time (report.WriteComparisonHTML, as `chaosbench report A B` writes it).
 const ComparisonHTML = "compare.html"
 
-// WriteHTML writes compare.html into dir from the runs that wrote a summary; a variant without any has
-// no page (nothing to draw), and nothing is written.
+// WriteHTML writes compare.html into dir from the runs that wrote a summary, headed by the comparison's
+// outcome (which also counts the runs that wrote none); a variant without any run has no page (nothing to
+// draw), and nothing is written.
 func (c *Comparison) WriteHTML(dir string, opts compare.Options) error {
 	var variants [][]*report.Run
 	for _, v := range c.Variants {
@@ -415,8 +458,10 @@ func (c *Comparison) WriteHTML(dir string, opts compare.Options) error {
 		}
 		variants = append(variants, rounds)
 	}
+	rc, _ := report.Compare(variants, opts) // the gate was checked when the comparison was decided
+	rc.Outcome = c.Verdict()
 	var buf bytes.Buffer
-	if err := report.WriteComparisonHTML(&buf, report.Compare(variants, opts)); err != nil {
+	if err := report.WriteComparisonHTML(&buf, rc); err != nil {
 		return fmt.Errorf("comparison page: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, ComparisonHTML), buf.Bytes(), 0o644); err != nil {

@@ -45,6 +45,11 @@ type ReportOptions struct {
 // is judged again (its thresholds, or those given) and its outcome decided again from its summary, as the
 // run decided it: the error carries that outcome, so the exit code is the run's. summary.json is left as
 // the run wrote it.
+//
+// A comparison is decided as `chaosbench compare` decides one (compare.Decide): every run's own outcome,
+// labelled by its variant and round, with the gate's reasons when there is a gate; comparison.md and
+// comparison.html lead with that outcome, and the error carries it. A violation in any run is exit 4, with
+// or without a gate.
 func Report(opts ReportOptions, out io.Writer) error {
 	if len(opts.Dirs) == 0 {
 		return outcome.Usagef("give a run directory, or several to compare")
@@ -95,12 +100,17 @@ func Report(opts ReportOptions, out io.Writer) error {
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-compare")
 	}
-	c, err := report.RenderComparison(dir, runs, compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts})
-	if err != nil {
+	c, err := report.RenderComparison(dir, runs, compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts,
+		Gate: compare.NewGate(opts.FailOnRegression, opts.RegressionFigures)})
+	if c == nil || outcome.IsUsage(err) {
 		return err
 	}
+	o := c.Outcome
+	if err != nil {
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
+	}
 	if err := report.WriteComparisonMarkdown(out, c); err != nil {
-		return err
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "print the comparison: %v", err))...)
 	}
 	fmt.Fprintf(out, "\ncomparison: %s\n", filepath.Join(dir, report.ComparisonHTMLFile))
 	bundled := []string{dir}
@@ -108,12 +118,19 @@ func Report(opts ReportOptions, out io.Writer) error {
 		bundled = append(bundled, strings.Split(arg, ",")...)
 	}
 	if err := writeBundle(opts, bundled, out); err != nil {
-		return err
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
 	}
-	if opts.FailOnRegression {
-		return compare.Gate(c.Effects, opts.RegressionFigures)
+	writeVerdict(out, "comparison", o)
+	return o.Err()
+}
+
+// writeVerdict prints a job's outcome as a run prints its own (results.WriteVerdict): the headline, the
+// kind and the exit code, then every reason, most severe first.
+func writeVerdict(w io.Writer, what string, o outcome.Outcome) {
+	fmt.Fprintf(w, "%s verdict: %s (%s, exit code %d)\n", what, o.Headline(), o.Kind, o.ExitCode())
+	for _, r := range o.Reasons {
+		fmt.Fprintf(w, "  %s: %s\n", r.Kind, r.Text)
 	}
-	return nil
 }
 
 func rerender(opts ReportOptions, out io.Writer) error {

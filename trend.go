@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/report"
 	"github.com/etcd-chaosbench/chaosbench/results/trend"
 )
@@ -27,8 +28,10 @@ type TrendOptions struct {
 }
 
 // Trend follows the scenarios of a series of nightly results night by night, writes trend.json, trend.md
-// and trend.html, prints the Markdown, and, with FailOnRegression, returns an error with exit code 3
-// naming every figure on which the latest night is worse than the previous nights beyond their noise.
+// and trend.html, prints the Markdown and the verdict, and returns an error carrying the trend's outcome
+// (trend.Decide): the latest night's runs' own outcomes (a violation in one is exit 4, with or without a
+// gate) and, with FailOnRegression, the gate's: a figure the latest night is worse on beyond the previous
+// nights' noise fails a threshold (exit 3), a gated figure the trend cannot call is undecided (exit 1).
 func Trend(opts TrendOptions, out io.Writer) error {
 	if len(opts.Dirs) == 0 {
 		return outcome.Usagef("trend: give the nights' suite or run directories (or a directory holding them)")
@@ -41,30 +44,27 @@ func Trend(opts TrendOptions, out io.Writer) error {
 			return outcome.Usagef("trend: %s is not a directory", d)
 		}
 	}
-	t, err := trend.Read(opts.Dirs, trend.Options{MinEffect: opts.MinEffect})
+	// A gate on a figure no scenario has is bad input: Read says so before anything is written.
+	t, err := trend.Read(opts.Dirs, trend.Options{MinEffect: opts.MinEffect,
+		Gate: compare.NewGate(opts.FailOnRegression, opts.RegressionFigures)})
 	if err != nil {
 		return err
-	}
-	var gate error
-	if opts.FailOnRegression {
-		// A gate on a figure no scenario has is bad input: say so before writing anything.
-		if gate = t.Gate(opts.RegressionFigures); outcome.IsUsage(gate) {
-			return gate
-		}
 	}
 	dir := opts.Out
 	if dir == "" {
 		dir = filepath.Join("results", time.Now().Format("20060102-150405")+"-trend")
 	}
+	o := t.Verdict()
+	// What could not be written is a harness error of the trend; it hides nothing the nights found.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("trend: %w", err)
-	}
-	if err := report.WriteTrend(dir, t); err != nil {
-		return fmt.Errorf("trend: %w", err)
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "trend: %v", err))...)
+	} else if err := report.WriteTrend(dir, t); err != nil {
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "trend: %v", err))...)
 	}
 	if err := report.WriteTrendMarkdown(out, t); err != nil {
-		return err
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "print the trend: %v", err))...)
 	}
 	fmt.Fprintf(out, "\ntrend: %s\n", filepath.Join(dir, report.TrendHTMLFile))
-	return gate
+	writeVerdict(out, "trend", o)
+	return o.Err()
 }

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/plot"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
@@ -31,8 +32,11 @@ type Labelled struct {
 }
 
 // Comparison compares variants against the first (the baseline). Its figures (Effects) come from the one
-// comparison engine, results/compare, that `chaosbench compare` uses too.
+// comparison engine, results/compare, that `chaosbench compare` uses too, and so does its outcome: every
+// run's own, with the gate's (compare.Decide).
 type Comparison struct {
+	// Outcome is the comparison's verdict: its headline, and the exit code of `chaosbench report A B`.
+	Outcome outcome.Outcome
 	// Runs holds each variant's first run (charts, whole-run rows); Rounds every run of each variant.
 	Runs   []*Run
 	Rounds [][]*Run
@@ -49,8 +53,9 @@ type Row struct {
 	Values []string
 }
 
-// RenderComparison loads the run directories, compares them and writes comparison.md and comparison.html
-// into outDir. It is the renderer behind `chaosbench report A B`.
+// RenderComparison loads the run directories, compares and decides them, and writes comparison.md and
+// comparison.html into outDir. It is the renderer behind `chaosbench report A B`. A gate naming a figure
+// the runs lack is a usage error, and nothing is written.
 func RenderComparison(outDir string, runs []Labelled, opts compare.Options) (*Comparison, error) {
 	var variants [][]*Run
 	for _, l := range runs {
@@ -73,19 +78,23 @@ func RenderComparison(outDir string, runs []Labelled, opts compare.Options) (*Co
 		}
 		variants = append(variants, rounds)
 	}
-	c := Compare(variants, opts)
+	c, err := Compare(variants, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("comparison: %w", err)
 	}
-	err := errors.Join(
+	err = errors.Join(
 		writeFile(filepath.Join(outDir, ComparisonMarkdownFile), func(w io.Writer) error { return WriteComparisonMarkdown(w, c) }),
 		writeFile(filepath.Join(outDir, ComparisonHTMLFile), func(w io.Writer) error { return WriteComparisonHTML(w, c) }),
 	)
 	return c, err
 }
 
-// Compare compares variants, each given as its runs (one per round), the first variant being the baseline.
-func Compare(variants [][]*Run, opts compare.Options) *Comparison {
+// Compare compares variants, each given as its runs (one per round), the first variant being the baseline,
+// and decides the comparison (compare.Decide): a gate naming a figure the runs lack is a usage error.
+func Compare(variants [][]*Run, opts compare.Options) (*Comparison, error) {
 	c := &Comparison{Rounds: variants}
 	var cv []compare.Variant
 	seen := map[string]bool{}
@@ -108,7 +117,9 @@ func Compare(variants [][]*Run, opts compare.Options) *Comparison {
 	}
 	c.Effects = compare.Runs(cv, opts)
 	c.Rows = wholeRunRows(c.Runs)
-	return c
+	o, err := compare.Decide(cv, c.Effects)
+	c.Outcome = o
+	return c, err
 }
 
 func wholeRunRows(runs []*Run) []Row {
@@ -126,6 +137,7 @@ func wholeRunRows(runs []*Run) []Row {
 		row("late starts", func(r *Run) string { return fmt.Sprintf("%.2f%%", r.Summary.Schedule.MissedPercent) }),
 	}
 	rows = append(rows,
+		row("outcome", func(r *Run) string { return string(r.Summary.Verdict().Kind) }),
 		row("consistency", func(r *Run) string {
 			if len(r.Summary.Checks) == 0 {
 				return "not checked"
@@ -153,7 +165,14 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 	for i, r := range c.Runs {
 		labels[i] = r.Label
 	}
-	fmt.Fprintf(b, "# chaosbench comparison: %s\n\n", strings.Join(labels, " vs "))
+	o := c.Outcome
+	fmt.Fprintf(b, "# chaosbench comparison: **%s** — outcome: %s (exit code %d)\n\n%s\n\n", o.Headline(), o.Kind, o.ExitCode(), strings.Join(labels, " vs "))
+	for _, r := range o.Reasons {
+		fmt.Fprintf(b, "- %s: %s\n", r.Kind, mdEscape(r.Text))
+	}
+	if len(o.Reasons) > 0 {
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(b, "## Effects\n\n")
 	if err := c.Effects.WriteMarkdown(b); err != nil {
 		return err
@@ -175,6 +194,11 @@ func WriteComparisonMarkdown(w io.Writer, c *Comparison) error {
 
 type comparisonPage struct {
 	Title    string
+	Headline string
+	Class    string
+	Kind     string
+	Code     int
+	Reasons  []outcome.Reason
 	Legend   string
 	Labels   []string
 	Effects  []compareBlockView
@@ -199,7 +223,9 @@ type compareRowView struct {
 // WriteComparisonHTML writes the comparison as a self-contained page: the effects, each operation's
 // percentile distributions overlaid, and throughput over time.
 func WriteComparisonHTML(w io.Writer, c *Comparison) error {
-	pg := comparisonPage{Rows: c.Rows, Legend: c.Effects.Legend(), Notes: c.Effects.Notes(), Machines: c.Effects.Machines}
+	o := c.Outcome
+	pg := comparisonPage{Rows: c.Rows, Legend: c.Effects.Legend(), Notes: c.Effects.Notes(), Machines: c.Effects.Machines,
+		Headline: o.Headline(), Class: o.Class(), Kind: string(o.Kind), Code: o.ExitCode(), Reasons: o.Reasons}
 	for _, rounds := range c.Rounds {
 		for _, r := range rounds {
 			pg.Dirs = append(pg.Dirs, kv{r.Label, r.Dir})
@@ -212,13 +238,7 @@ func WriteComparisonHTML(w io.Writer, c *Comparison) error {
 	for _, b := range c.Effects.Blocks() {
 		bv := compareBlockView{Title: b.Title, Header: b.Header}
 		for _, row := range b.Rows {
-			rv := compareRowView{Cells: row.Cells}
-			switch row.Verdict {
-			case compare.Worse:
-				rv.Class = "fail"
-			case compare.Better:
-				rv.Class = "ok"
-			}
+			rv := compareRowView{Cells: row.Cells, Class: gateClass(row)}
 			bv.Rows = append(bv.Rows, rv)
 		}
 		pg.Effects = append(pg.Effects, bv)
@@ -257,3 +277,71 @@ func WriteComparisonHTML(w io.Writer, c *Comparison) error {
 	}
 	return comparisonTemplate().Execute(w, pg)
 }
+
+// gateClass colours a figure's verdict only when the gate watches it: a gated regression fails, a gated
+// undecided figure warns, a gated pass is ok; an informational figure is never shown as passing or failing.
+func gateClass(row compare.BlockRow) string {
+	if !row.Gated {
+		return ""
+	}
+	switch row.Verdict {
+	case compare.Worse:
+		return "fail"
+	case compare.Undecided:
+		return "warn"
+	}
+	return "ok"
+}
+
+// comparisonTemplate returns the comparison page.
+func comparisonTemplate() *template.Template {
+	return template.Must(template.New("comparison").Parse(comparisonHTML + headTemplate + cssTemplate + scriptTemplate))
+}
+
+// comparisonHTML is the comparison's page; it leads with the outcome, as every page does.
+const comparisonHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+{{template "meta"}}<title>chaosbench comparison: {{.Headline}} ({{.Kind}}): {{.Title}}</title>
+{{template "errors"}}<style>
+{{template "css"}}</style>
+</head>
+<body>
+<header>
+<h1><span class="badge {{.Class}}">{{.Headline}}</span>chaosbench comparison: {{.Title}}</h1>
+<div class="headline">outcome: {{.Kind}} (exit code {{.Code}}).{{if .Reasons}}<ul class="findings">{{range .Reasons}}<li>{{.Kind}}: {{.Text}}</li>{{end}}</ul>{{end}}</div>
+<div class="headline">Baseline: {{index .Labels 0}}. {{.Legend}}</div>
+</header>
+<main>
+{{- if .Machines}}
+<div class="wrap fail">{{range .Machines}}{{.}}<br>{{end}}</div>
+{{- end}}
+<h2>Effects</h2>
+{{- range .Effects}}
+<h3>{{.Title}}</h3>
+<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Rows}}{{$cls := .Class}}
+<tr>{{range $i, $c := .Cells}}{{if eq $i 0}}<td class="l">{{$c}}</td>{{else if or (eq $i 4) (eq $i 6)}}<td class="{{$cls}}">{{$c}}</td>{{else}}<td>{{$c}}</td>{{end}}{{end}}</tr>
+{{- end}}
+</table>
+{{- end}}
+{{- if .Notes}}
+<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
+{{- end}}
+<h2>Whole run</h2>
+<table><tr><th></th>{{range .Labels}}<th>{{.}}</th>{{end}}</tr>
+{{- range .Rows}}
+<tr><td>{{.Name}}</td>{{range .Values}}<td class="wrap">{{.}}</td>{{end}}</tr>
+{{- end}}
+</table>
+<h2>Charts</h2>
+<div class="charts">
+{{- range .Charts}}<figure>{{.}}</figure>{{end}}
+</div>
+<h2>Runs</h2>
+<table>{{range .Dirs}}<tr><td>{{.Key}}</td><td class="l"><code>{{.Value}}</code></td></tr>{{end}}</table>
+</main>
+{{template "script"}}
+</body>
+</html>
+`

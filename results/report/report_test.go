@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
@@ -245,30 +246,54 @@ func seriesRun(label string, seconds int, p99 float64, seed uint64) *Run {
 }
 
 // The report's comparison is the engine's: with one run per variant, per-second samples call a run twice
-// as slow worse with an interval that excludes zero, and every renderer shows the engine's cells.
+// as slow worse with an interval that excludes zero, and every renderer shows the engine's cells. Only a
+// gated figure is shown as failing, and the page and the Markdown lead with the comparison's outcome.
 func TestCompareUsesTheEngine(t *testing.T) {
-	base, slow := seriesRun("base", 60, 2, 1), seriesRun("slow", 60, 4, 2)
-	c := Compare([][]*Run{{base}, {slow}}, compare.Options{})
-	e, ok := c.Effects.Find("slow", "put:p99")
-	if !ok || e.Verdict != compare.Worse || e.Low <= 0 || e.Method != compare.MethodIntervals {
-		t.Fatalf("put p99: %+v", e)
-	}
-	var md, want bytes.Buffer
-	if err := WriteComparisonMarkdown(&md, c); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Effects.WriteMarkdown(&want); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(md.String(), want.String()) || !strings.Contains(md.String(), "| worse |") {
-		t.Fatalf("comparison table:\n%s", md.String())
-	}
-	md.Reset()
-	if err := WriteComparisonHTML(&md, c); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(md.String(), `<svg class="chart"`) || !strings.Contains(md.String(), `<td class="fail">worse</td>`) {
-		t.Fatal("the comparison page lacks its chart or the verdict")
+	for _, tt := range []struct {
+		name     string
+		gate     *compare.Gate
+		kind     outcome.Kind
+		headline string
+		cell     string // the verdict cell of put:p99 on the page
+		role     string
+	}{
+		{"gated", &compare.Gate{Figures: []string{"put:p99"}}, outcome.ThresholdFailed, "FAIL", `<td class="fail">worse</td>`, `<td class="fail">FAIL</td>`},
+		{"informational", nil, outcome.OK, "PASS", `<td class="">worse</td>`, `<td class="">informational</td>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base, slow := seriesRun("base", 60, 2, 1), seriesRun("slow", 60, 4, 2)
+			c, err := Compare([][]*Run{{base}, {slow}}, compare.Options{Gate: tt.gate})
+			if err != nil || c.Outcome.Kind != tt.kind {
+				t.Fatalf("outcome %v %v, want %s", c.Outcome, err, tt.kind)
+			}
+			e, ok := c.Effects.Find("slow", "put:p99")
+			if !ok || e.Verdict != compare.Worse || e.Low <= 0 || e.Method != compare.MethodIntervals {
+				t.Fatalf("put p99: %+v", e)
+			}
+			var md, want bytes.Buffer
+			if err := WriteComparisonMarkdown(&md, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Effects.WriteMarkdown(&want); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(md.String(), want.String()) || !strings.Contains(md.String(), "| worse |") ||
+				!strings.HasPrefix(md.String(), "# chaosbench comparison: **"+tt.headline+"** — outcome: "+string(tt.kind)) {
+				t.Fatalf("comparison table:\n%s", md.String())
+			}
+			md.Reset()
+			if err := WriteComparisonHTML(&md, c); err != nil {
+				t.Fatal(err)
+			}
+			page := md.String()
+			if !strings.Contains(page, `<svg class="chart"`) || !strings.Contains(page, tt.cell) || !strings.Contains(page, tt.role) {
+				t.Fatalf("the comparison page lacks its chart, %s or %s", tt.cell, tt.role)
+			}
+			if !strings.Contains(page, "<title>chaosbench comparison: "+tt.headline+" ("+string(tt.kind)+")") ||
+				!strings.Contains(page, `<span class="badge `+c.Outcome.Class()+`">`+tt.headline+"</span>") {
+				t.Fatalf("the page does not lead with the outcome %s", c.Outcome)
+			}
+		})
 	}
 }
 

@@ -54,11 +54,6 @@ func pageTemplate() *template.Template {
 	}).Parse(pageHTML + headTemplate + cssTemplate + scriptTemplate))
 }
 
-// comparisonTemplate returns the comparison page.
-func comparisonTemplate() *template.Template {
-	return template.Must(template.New("comparison").Parse(comparisonHTML + headTemplate + cssTemplate + scriptTemplate))
-}
-
 // headTemplate holds what every page's head has: its meta tags ("meta") and the script that records any
 // script error on the page ("errors"), which the headless browser test reads back.
 const headTemplate = `{{define "meta"}}<meta charset="utf-8">
@@ -310,49 +305,3 @@ const scriptTemplate = `{{define "script"}}<script>
 })();
 </script>
 {{end}}`
-
-const comparisonHTML = `<!DOCTYPE html>
-<html lang="en">
-<head>
-{{template "meta"}}<title>chaosbench comparison: {{.Title}}</title>
-{{template "errors"}}<style>
-{{template "css"}}</style>
-</head>
-<body>
-<header>
-<h1>chaosbench comparison: {{.Title}}</h1>
-<div class="headline">Baseline: {{index .Labels 0}}. {{.Legend}}</div>
-</header>
-<main>
-{{- if .Machines}}
-<div class="wrap fail">{{range .Machines}}{{.}}<br>{{end}}</div>
-{{- end}}
-<h2>Effects</h2>
-{{- range .Effects}}
-<h3>{{.Title}}</h3>
-<table><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
-{{- range .Rows}}{{$cls := .Class}}
-<tr>{{range $i, $c := .Cells}}{{if eq $i 0}}<td class="l">{{$c}}</td>{{else if eq $i 4}}<td class="{{$cls}}">{{$c}}</td>{{else}}<td>{{$c}}</td>{{end}}{{end}}</tr>
-{{- end}}
-</table>
-{{- end}}
-{{- if .Notes}}
-<ul>{{range .Notes}}<li>{{.}}</li>{{end}}</ul>
-{{- end}}
-<h2>Whole run</h2>
-<table><tr><th></th>{{range .Labels}}<th>{{.}}</th>{{end}}</tr>
-{{- range .Rows}}
-<tr><td>{{.Name}}</td>{{range .Values}}<td class="wrap">{{.}}</td>{{end}}</tr>
-{{- end}}
-</table>
-<h2>Charts</h2>
-<div class="charts">
-{{- range .Charts}}<figure>{{.}}</figure>{{end}}
-</div>
-<h2>Runs</h2>
-<table>{{range .Dirs}}<tr><td>{{.Key}}</td><td class="l"><code>{{.Value}}</code></td></tr>{{end}}</table>
-</main>
-{{template "script"}}
-</body>
-</html>
-`

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/trend"
 )
@@ -42,6 +44,7 @@ type trendTable struct {
 	Name     string
 	Header   []string
 	Rows     []trendRow
+	Badge    string // the scenario's part of the outcome: PASS, FAIL, UNDECIDED, ...
 	Headline string // the scenario's line: its regressions, or that there are none
 	Failing  string // "failing since ..." or ""
 	Class    string // ok, fail or warn
@@ -70,7 +73,7 @@ func scenarioTable(t *trend.Trend, sc *trend.Scenario) trendTable {
 	for _, n := range t.Nights {
 		tt.Header = append(tt.Header, n.Label)
 	}
-	tt.Header = append(tt.Header, "latest against "+sc.Latest.Baseline, "verdict")
+	tt.Header = append(tt.Header, "latest against "+sc.Latest.Baseline, "verdict", "gate")
 	text := func(name string, get func(trend.Run) string) {
 		row := trendRow{Cells: []string{name}}
 		prev := ""
@@ -85,8 +88,8 @@ func scenarioTable(t *trend.Trend, sc *trend.Scenario) trendTable {
 				prev = v
 			}
 		}
-		row.Cells = append(row.Cells, "", "")
-		row.Changed = append([]bool{false}, append(row.Changed, false, false)...)
+		row.Cells = append(row.Cells, "", "", "")
+		row.Changed = append([]bool{false}, append(row.Changed, false, false, false)...)
 		tt.Rows = append(tt.Rows, row)
 	}
 	text("chaosbench", func(r trend.Run) string { return r.Chaosbench })
@@ -133,29 +136,77 @@ func scenarioTable(t *trend.Trend, sc *trend.Scenario) trendTable {
 			row.Cells = append(row.Cells, compare.FormatValue(v, m.Unit))
 		}
 		e := effects[m.ID]
-		row.Cells = append(row.Cells, e.ChangeText(), e.VerdictText())
-		switch e.Verdict {
-		case compare.Worse:
-			row.Class = "fail"
-		case compare.Better:
-			row.Class = "ok"
+		row.Cells = append(row.Cells, e.ChangeText(), e.VerdictText(), e.GateRole())
+		// Only a gated figure is coloured as passing or failing: the others are informational.
+		if e.Gated {
+			switch e.Verdict {
+			case compare.Worse:
+				row.Class = "fail"
+			case compare.Undecided:
+				row.Class = "warn"
+			default:
+				row.Class = "ok"
+			}
 		}
 		tt.Rows = append(tt.Rows, row)
 	}
-	tt.Class, tt.Headline = "ok", "no regression beyond the previous nights' noise"
+	o := scenarioOutcome(t, sc)
+	tt.Badge, tt.Class = o.Headline(), o.Class()
+	tt.Headline = "no regression beyond the previous nights' noise"
 	if len(sc.Regressions) > 0 {
-		tt.Class = "fail"
 		tt.Headline = "regression: " + strings.Join(sc.Regressions, "; ")
+		if t.Gate == nil {
+			tt.Headline += " (informational: no gate)"
+		}
+	}
+	if len(o.Reasons) > 0 {
+		tt.Headline += "; outcome " + string(o.Kind) + ": " + strings.Join(o.Texts(), "; ")
 	}
 	if sc.FailingSince != "" {
-		tt.Class = "fail"
 		tt.Failing = "not ok since " + sc.FailingSince
 	}
 	return tt
 }
 
-// trendVerdict is the trend's headline: how many scenarios regressed or are failing.
-func trendVerdict(t *trend.Trend) (headline, class string) {
+// scenarioOutcome is the scenario's part of the trend's outcome: its run in the latest night and the
+// gate's call on its figures, decided as Trend.Decide decides the whole.
+func scenarioOutcome(t *trend.Trend, sc *trend.Scenario) outcome.Outcome {
+	var parts []outcome.Part
+	if latest := len(t.Nights) - 1; latest >= 0 && latest < len(sc.Runs) && !sc.Runs[latest].Missing {
+		r := sc.Runs[latest]
+		parts = append(parts, outcome.Part{Outcome: outcome.Outcome{Kind: r.Outcome, Reasons: r.Reasons}})
+	}
+	return outcome.Combine(parts, sc.Latest.GateReasons("")...)
+}
+
+// nightCounts is a night's outcomes counted by kind, most severe first ("1 violation, 4 ok"), and the known
+// issues it met ("etcd-io/etcd#18424 ×2").
+func nightCounts(n trend.Night) (outcomes, known string) {
+	kinds := outcome.Kinds()
+	slices.Reverse(kinds)
+	var parts []string
+	for _, k := range kinds {
+		if c := n.Outcomes[k]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c, k))
+		}
+	}
+	var ks []string
+	for _, issue := range slices.Sorted(maps.Keys(n.KnownIssues)) {
+		ks = append(ks, fmt.Sprintf("%s ×%d", issue, n.KnownIssues[issue]))
+	}
+	if len(parts) == 0 {
+		parts = []string{"-"}
+	}
+	if len(ks) == 0 {
+		ks = []string{"-"}
+	}
+	return strings.Join(parts, ", "), strings.Join(ks, ", ")
+}
+
+// trendVerdict is the trend's headline: its outcome (the one word and its kind, as every report leads
+// with), then how many scenarios regressed or are not ok, and whether the regressions are gated.
+func trendVerdict(t *trend.Trend) (word, headline, class string) {
+	o := t.Verdict()
 	var regressed, failing []string
 	for _, sc := range t.Scenarios {
 		if len(sc.Regressions) > 0 {
@@ -165,30 +216,45 @@ func trendVerdict(t *trend.Trend) (headline, class string) {
 			failing = append(failing, sc.Name)
 		}
 	}
-	var parts []string
+	parts := []string{fmt.Sprintf("outcome %s (exit code %d)", o.Kind, o.ExitCode())}
 	if len(regressed) > 0 {
-		parts = append(parts, fmt.Sprintf("regression in %s", strings.Join(regressed, ", ")))
+		r := fmt.Sprintf("regression in %s", strings.Join(regressed, ", "))
+		if t.Gate == nil {
+			r += " (informational: no gate)"
+		}
+		parts = append(parts, r)
 	}
 	if len(failing) > 0 {
 		parts = append(parts, fmt.Sprintf("not ok: %s", strings.Join(failing, ", ")))
 	}
-	if len(parts) == 0 {
-		return fmt.Sprintf("no regression: %s over %s", plural(int64(len(t.Scenarios)), "scenario"), plural(int64(len(t.Nights)), "night")), "ok"
+	if len(regressed)+len(failing) == 0 {
+		parts = append(parts, fmt.Sprintf("no regression: %s over %s", plural(int64(len(t.Scenarios)), "scenario"), plural(int64(len(t.Nights)), "night")))
 	}
-	return strings.Join(parts, "; "), "fail"
+	return o.Headline(), strings.Join(parts, "; "), o.Class()
 }
 
 // WriteTrendMarkdown writes trend.md: the verdict, then per scenario its table of nights.
 func WriteTrendMarkdown(w io.Writer, t *trend.Trend) error {
 	var b strings.Builder
-	headline, _ := trendVerdict(t)
-	fmt.Fprintf(&b, "# chaosbench trend: %s\n\n", headline)
-	fmt.Fprintf(&b, "%d nights from %s to %s. The latest night of each scenario is judged against the nights before it: "+
+	word, headline, _ := trendVerdict(t)
+	fmt.Fprintf(&b, "# chaosbench trend: **%s** — %s\n\n", word, headline)
+	for _, r := range t.Reasons {
+		fmt.Fprintf(&b, "- %s: %s\n", r.Kind, mdEscape(r.Text))
+	}
+	if len(t.Reasons) > 0 {
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%d nights from %s to %s. The outcome is the latest night's runs' own and the gate's. The latest night of each scenario is judged against the nights before it: "+
 		"worse or better when it lies beyond their 95%% prediction interval (Student's t, Holm-adjusted over the scenario's figures) "+
-		"by more than %.3g%%. A value in **bold** differs from the night before.\n",
-		len(t.Nights), t.Nights[0].Label, t.Nights[len(t.Nights)-1].Label, 100*t.MinEffect)
+		"by more than %.3g%%. %s A value in **bold** differs from the night before.\n",
+		len(t.Nights), t.Nights[0].Label, t.Nights[len(t.Nights)-1].Label, 100*t.MinEffect, gateText(t))
+	b.WriteString("\n| night | outcome | scenarios by outcome | known issues |\n| --- | --- | --- | --- |\n")
+	for _, n := range t.Nights {
+		outcomes, known := nightCounts(n)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", n.Label, n.Outcome, outcomes, known)
+	}
 	for _, tt := range trendTables(t) {
-		fmt.Fprintf(&b, "\n## %s\n\n%s", tt.Name, tt.Headline)
+		fmt.Fprintf(&b, "\n## %s: %s\n\n%s", tt.Name, tt.Badge, tt.Headline)
 		if tt.Failing != "" {
 			fmt.Fprintf(&b, "; %s", tt.Failing)
 		}
@@ -218,16 +284,30 @@ func WriteTrendMarkdown(w io.Writer, t *trend.Trend) error {
 // WriteTrendHTML writes trend.html: the Markdown's tables, and per scenario a chart of each operation's
 // p99 night by night.
 func WriteTrendHTML(w io.Writer, t *trend.Trend) error {
-	headline, class := trendVerdict(t)
+	word, headline, class := trendVerdict(t)
 	tables := trendTables(t)
 	for i, sc := range t.Scenarios {
 		tables[i].Charts = trendCharts(t, sc)
 	}
+	var nights [][]string
+	for _, n := range t.Nights {
+		outcomes, known := nightCounts(n)
+		nights = append(nights, []string{n.Label, string(n.Outcome), outcomes, known})
+	}
 	return trendTemplate.Execute(w, struct {
-		Headline, Class string
-		Nights          int
-		Tables          []trendTable
-	}{headline, class, len(t.Nights), tables})
+		Word, Headline, Class, Gate string
+		Reasons                     []outcome.Reason
+		Nights                      [][]string
+		Tables                      []trendTable
+	}{word, headline, class, gateText(t), t.Reasons, nights, tables})
+}
+
+// gateText says which figures decide the outcome.
+func gateText(t *trend.Trend) string {
+	if t.Gate == nil {
+		return "No figure is gated (--fail-on-regression): the calls on figures are informational."
+	}
+	return fmt.Sprintf("Gated figures (--fail-on-regression=%s) decide the outcome with the runs': worse fails it, undecided leaves it undecided; the other figures are informational.", t.Gate)
 }
 
 // trendCharts draws, for a scenario, the p50 and p99 of every operation night by night (log scale).
@@ -271,19 +351,24 @@ var trendTemplate = template.Must(template.New("trend").Funcs(template.FuncMap{
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
-{{template "meta"}}<title>chaosbench trend: {{.Headline}}</title>
+{{template "meta"}}<title>chaosbench trend: {{.Word}}: {{.Headline}}</title>
 {{template "errors"}}<style>
 {{template "css"}}
 td.changed { font-weight: 700; background: #fff8c5; }
 </style>
 </head>
 <body>
-<header><h1><span class="badge {{.Class}}">{{if eq .Class "ok"}}OK{{else}}REGRESSION{{end}}</span>chaosbench trend</h1>
-<div class="headline">{{.Headline}} ({{.Nights}} nights). The latest night of each scenario is judged against the nights before it with the comparison engine's prediction interval; highlighted values differ from the night before.</div></header>
+<header><h1><span class="badge {{.Class}}">{{.Word}}</span>chaosbench trend</h1>
+<div class="headline">{{.Headline}} ({{len .Nights}} nights).{{if .Reasons}}<ul class="findings">{{range .Reasons}}<li>{{.Kind}}: {{.Text}}</li>{{end}}</ul>{{end}}
+The latest night of each scenario is judged against the nights before it with the comparison engine's prediction interval; highlighted values differ from the night before. {{.Gate}}</div></header>
 <nav>{{range .Tables}}<a href="#{{.Name}}">{{.Name}}</a>{{end}}</nav>
 <main>
+<h2>Nights</h2>
+<table><tr><th>night</th><th>outcome</th><th>scenarios by outcome</th><th>known issues</th></tr>
+{{range .Nights}}<tr>{{range .}}<td class="l">{{.}}</td>{{end}}</tr>
+{{end}}</table>
 {{range .Tables}}
-<h2 id="{{.Name}}"><span class="badge {{.Class}}">{{if eq .Class "ok"}}OK{{else}}FAIL{{end}}</span>{{.Name}}</h2>
+<h2 id="{{.Name}}"><span class="badge {{.Class}}">{{.Badge}}</span>{{.Name}}</h2>
 <p>{{.Headline}}{{if .Failing}}; {{.Failing}}{{end}}</p>
 <table>
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
