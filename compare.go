@@ -138,35 +138,59 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	}
 	plan := roundPlan(labels, opts.Rounds, s.Seed)
 	runs, ran := opts.runRounds(ctx, vs, plan, env)
-	copts := compare.Options{MinEffect: opts.MinEffect, AcrossHosts: opts.AcrossHosts,
-		Gate: compare.NewGate(opts.FailOnRegression, opts.RegressionFigures)}
+	var extra []outcome.Reason
+	if ctx.Err() != nil {
+		extra = append(extra, outcome.New(outcome.Incomplete, "the comparison was interrupted after %d of %d runs", ran, len(vs)*opts.Rounds))
+	}
+	return opts.finish(dir, runs, plan, env.Out, extra...)
+}
+
+// CompareDirs decides and writes the comparison of runs already made, as `chaosbench compare` does once its
+// runs are over: runs are each variant's run directories (one per round, the first variant the baseline)
+// and the error each run returned (none: nil); of opts it takes the practical threshold, the gate and
+// AcrossHosts. It writes compare.md, compare.json and compare.html into dir, prints the comparison and its
+// verdict line to out, and returns the comparison and the error carrying its outcome, whose exit code is
+// `chaosbench compare`'s.
+func CompareDirs(dir string, runs []VariantDirs, opts CompareOptions, out io.Writer) (*Comparison, error) {
+	if opts.MinEffect < 0 || opts.MinEffect >= 1 {
+		return nil, outcome.Usagef("--min-effect %g%%: from 0 to under 100 (percent)", 100*opts.MinEffect)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, outcome.Usagef("--out %s: %v", dir, err)
+	}
+	return opts.finish(dir, runs, nil, out)
+}
+
+// finish decides the comparison of the runs with the gate and the comparison's own reasons (extra: an
+// interrupt), writes its files into dir and prints it: every exit path of a comparison whose runs are over.
+func (o CompareOptions) finish(dir string, runs []VariantDirs, plan []CompareRound, out io.Writer, extra ...outcome.Reason) (*Comparison, error) {
+	copts := compare.Options{MinEffect: o.MinEffect, AcrossHosts: o.AcrossHosts,
+		Gate: compare.NewGate(o.FailOnRegression, o.RegressionFigures)}
 	cmp, gateErr := CompareRuns(runs, copts)
 	cmp.Rounds = plan
-	if ctx.Err() != nil {
-		cmp.addReasons(outcome.New(outcome.Incomplete, "the comparison was interrupted after %d of %d runs", ran, len(vs)*opts.Rounds))
-	}
+	cmp.addReasons(extra...)
 	if err := cmp.WriteHTML(dir, copts); err != nil {
 		cmp.addReasons(outcome.New(outcome.HarnessError, "%v", err))
 	}
 	if err := cmp.WriteFiles(dir); err != nil {
 		cmp.addReasons(outcome.New(outcome.HarnessError, "%v", err))
 	}
-	fmt.Fprintf(env.Out, "\n")
-	if err := cmp.WriteText(env.Out); err != nil {
+	fmt.Fprintf(out, "\n")
+	if err := cmp.WriteText(out); err != nil {
 		cmp.addReasons(outcome.New(outcome.HarnessError, "print the comparison: %v", err))
 	}
-	fmt.Fprintf(env.Out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
-	o := cmp.Verdict()
-	if gateErr != nil && !o.Kind.Severe() {
+	fmt.Fprintf(out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
+	v := cmp.Verdict()
+	if gateErr != nil && !v.Kind.Severe() {
 		// A gate on a figure the runs lack is bad input (compare.json holds the runs' outcome without it),
 		// unless etcd failed in a run: that is exit 4 whatever else was wrong.
 		return cmp, gateErr
 	}
 	if gateErr != nil {
-		fmt.Fprintln(env.Out, "error:", gateErr)
+		fmt.Fprintln(out, "error:", gateErr)
 	}
-	writeVerdict(env.Out, "comparison", o)
-	return cmp, o.Err()
+	writeVerdict(out, "comparison", v)
+	return cmp, v.Err()
 }
 
 // setDefaults picks the seed and the comparison's directory and checks the comparison's own settings; it
