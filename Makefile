@@ -54,8 +54,8 @@ bench-scale:
 test-versions: build
 	ci/etcd-versions.sh bin/chaosbench
 
-## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 30 minutes); fails unless every run exited 0
-## with a readable summary.json whose outcome is ok and whose errors are empty (ci/judge.sh run).
+## chaos-nightly: the nightly chaos job (ci/chaos/*.yaml, about 30 minutes); fails unless every run's
+## summary.json says ok or known-issue and its exit code agrees (ci/judge.sh run reads it, never decides).
 .PHONY: chaos-nightly
 chaos-nightly:
 	ci/nightly-chaos.sh

@@ -6,8 +6,10 @@
 # every run, and the consistency check off (it runs after the load and is not generation).
 # Prints the generator's CPU time over the load, requests per CPU-second, cores used, live heap, peak memory
 # and the schedule's missed slots, all read from the run's summary.json by ci/judge.sh kube. The generator
-# sustains the preset on one core when it used under one core and missed under 1% of its slots; the script
-# exits 1 otherwise, and when any of these figures is missing or not a number (the line names it).
+# sustains the preset on one core when, pinned to one CPU (it cannot use more), it started under 1% of its
+# slots late: the run carries that bar as a threshold (missed<1%), so chaosbench decides it and the script
+# exits with the run's outcome's code (3 when the bar is missed); 1 when a figure is missing or not a number
+# (the line names it). Without taskset the generator is not pinned and the figures are not of one core.
 # PRESET, DURATION and MEMBERS override the defaults (large, 60s, 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +48,9 @@ for _ in $(seq 600); do
 done
 eps=$(paste -sd, "$work/cluster/endpoints")
 
+code=0
 "${gen_pin[@]}" bin/chaosbench run --cluster external --endpoints "$eps" --preset "$preset" --duration "$duration" \
-  --faults none --check=false --progress none --out "$work/run" >"$work/run.log" 2>&1 || {
-  cat "$work/run.log"; exit 1; }
-grep -E '^kube workload:|^total:|^schedule:|^operation mix:|^Kubernetes SLOs' "$work/run.log" | sort -u || true
-ci/judge.sh kube "$preset" "$work/run/summary.json"
+  --faults none --check=false --progress none --threshold 'missed<1%' --out "$work/run" >"$work/run.log" 2>&1 || code=$?
+if [ ! -s "$work/run/summary.json" ]; then cat "$work/run.log"; fi
+grep -E '^kube workload:|^total:|^schedule:|^operation mix:|^Kubernetes SLOs|^verdict:' "$work/run.log" | sort -u || true
+ci/judge.sh kube "$preset" "$work/run/summary.json" "$code"

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The nightly chaos job: runs every scenario in ci/chaos/ (or those given as arguments) and fails unless
-# every run is green. ci/judge.sh decides, per run, from its exit code and its summary.json: green only
-# when the exit code is 0, summary.json is readable, its "outcome" is "ok" and nothing in it says otherwise
-# (no "errors", no check whose verdict is a violation or unknown, every fault window recovered, no failed
-# threshold). A run without summary.json, or whose outcome is missing or not one the judge knows, is red:
-# what cannot be read is never a pass. One line per scenario gives the verdict, the seed, the outcome and
-# every reason.
+# every run is green. chaosbench decides each run (its summary.json "outcome", and its exit code);
+# ci/judge.sh only reads that outcome, never decides again: green when it is ok, or known issues only
+# (named with their evidence), and the exit code agrees with it. A run without summary.json, or whose
+# outcome is missing or not one chaosbench writes, or whose exit code contradicts it, is red: what cannot be
+# read is never a pass. One line per scenario gives the verdict, the seed, the outcome and every reason.
 # Every run keeps its directory under $OUT (default results/nightly-<date>) with summary.json and
 # faults.jsonl, and its seed, which `chaosbench run --config FILE --seed SEED` uses to replay the night's
 # schedule. CHAOSBENCH names a chaosbench binary to use instead of building one; CHAOSBENCH_ARGS adds flags

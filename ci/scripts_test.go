@@ -46,68 +46,102 @@ func judge(t *testing.T, args ...string) (string, int) {
 	return script(t, nil, "judge.sh", args...)
 }
 
-// TestNightlyVerdict: one scenario's verdict from its exit code and summary.json. Only a readable summary
-// whose outcome is "ok", with nothing in it saying otherwise, and exit code 0 is green.
+// TestNightlyVerdict: one job's verdict read from the outcome chaosbench wrote (summary.json, compare.json,
+// suite.json) and its exit code. Green is ok or known issues only; the judge's exit code is the written
+// outcome's (0 ok and known-issue, 1 undecided and harness-error, 3 threshold-failed, 4 violation and
+// member-crashed, 130 incomplete). Nothing is decided again: a summary whose other fields contradict its
+// outcome is read as its outcome says (the one judge, results.Decide, is tested where it decides). What
+// cannot be read, or an exit code that contradicts the outcome, is red and never exits 0.
 func TestNightlyVerdict(t *testing.T) {
 	tests := []struct {
 		fixture string
 		code    int
 		green   bool
+		exit    int      // the judge's exit code
 		says    []string // in the verdict line
 	}{
-		{"ok", 0, true, []string{"seed 8974512365478512369", "outcome ok"}},
-		{"ok-errors-empty", 0, true, []string{"outcome ok"}},
-		{"ok", 1, false, []string{"exit code 1"}},
-		{"ok", 130, false, []string{"exit code 130"}},
-		{"errors", 0, false, []string{"1 errors: fault kill leader at 10s skipped"}},
-		{"errors-not-a-list", 0, false, []string{"errors unreadable"}},
-		{"no-outcome", 0, false, []string{"outcome unknown", "no outcome"}},
-		{"outcome-null", 0, false, []string{"no outcome"}},
-		{"outcome-unknown", 0, false, []string{"unknown outcome 'passed'"}},
-		{"violation", 4, false, []string{"outcome violation", "violation: linearizability: put /k=3", "harness-error: workload put", "exit code 4"}},
-		{"undecided", 1, false, []string{"outcome undecided", "could not decide"}},
-		{"undecided", 0, false, []string{"outcome undecided"}},
-		{"harness-error", 1, false, []string{"outcome harness-error", "member m2 (pid 4242) exited unexpectedly", "1 errors (among the reasons)"}},
-		{"threshold-failed", 3, false, []string{"outcome threshold-failed", "thresholds failed: put:p99<1s"}},
-		{"incomplete", 130, false, []string{"outcome incomplete", "interrupted by signal"}},
-		{"outcome-without-reasons", 1, false, []string{"outcome harness-error without reasons"}},
-		{"reasons-unreadable", 1, false, []string{"reasons unreadable"}},
-		{"ok-with-reasons", 0, false, []string{"harness-error: compaction burst failed"}},
-		{"ok-check-unknown", 0, false, []string{"checks: linearizability=unknown"}},
-		{"ok-check-no-verdict", 0, false, []string{"checks: linearizability=missing"}},
-		{"ok-fault-not-recovered", 0, false, []string{"1 fault windows not recovered"}},
-		{"ok-incomplete", 0, false, []string{"incomplete: workload put: connection refused"}},
-		{"not-an-object", 0, false, []string{"not an object"}},
-		{"truncated", 0, false, []string{"summary.json unreadable"}},
-		{"empty", 0, false, []string{"summary.json unreadable"}},
-		{"missing", 0, false, []string{"no summary.json"}},
+		{"ok", 0, true, 0, []string{"seed 8974512365478512369", "outcome ok"}},
+		{"ok-errors-empty", 0, true, 0, []string{"outcome ok"}},
+		{"known-issue", 0, true, 0, []string{"outcome known-issue", "known-issue: linearizability: known issue etcd-io/etcd#18424", "evidence: 2 attempts"}},
+		{"threshold-failed", 3, false, 3, []string{"outcome threshold-failed", "threshold-failed: threshold put:p99<1s failed"}},
+		{"undecided", 1, false, 1, []string{"outcome undecided", "could not decide"}},
+		{"harness-error", 1, false, 1, []string{"outcome harness-error", "member m2 (pid 4242) exited unexpectedly"}},
+		{"incomplete", 130, false, 130, []string{"outcome incomplete", "interrupted by signal"}},
+		{"member-crashed", 4, false, 4, []string{"outcome member-crashed", "member m1 crashed (exit status 2)", "panic: runtime error"}},
+		{"violation", 4, false, 4, []string{"outcome violation", "violation: linearizability: put /k=3", "harness-error: workload put"}},
+		{"outcome-without-reasons", 1, false, 1, []string{"outcome harness-error"}},
+		// Other jobs' outcomes are read the same way.
+		{"compare.json", 4, false, 4, []string{"seed -", "outcome violation", "violation: v3.6.16, round 2: linearizability"}},
+		{"suite.json", 0, true, 0, []string{"outcome known-issue", "smoke-kill: linearizability: known issue"}},
+		// Not decided again: what the outcome says stands, whatever else the summary holds.
+		{"errors", 0, true, 0, []string{"outcome ok"}},
+		{"ok-check-unknown", 0, true, 0, []string{"outcome ok"}},
+		{"ok-fault-not-recovered", 0, true, 0, []string{"outcome ok"}},
+		{"ok-incomplete", 0, true, 0, []string{"outcome ok"}},
+		// An exit code that contradicts the written outcome: red, the outcome's code, never 0.
+		{"ok", 1, false, 1, []string{"exit code 1, but the written outcome ok is exit code 0"}},
+		{"ok", 130, false, 1, []string{"exit code 130, but the written outcome ok is exit code 0"}},
+		{"undecided", 0, false, 1, []string{"outcome undecided", "exit code 0, but the written outcome undecided is exit code 1"}},
+		{"violation", 0, false, 4, []string{"outcome violation", "exit code 0, but the written outcome violation is exit code 4"}},
+		{"threshold-failed", 4, false, 3, []string{"exit code 4, but the written outcome threshold-failed is exit code 3"}},
+		// What cannot be read: red, chaosbench's own exit code when it is one, else 1.
+		{"no-outcome", 0, false, 1, []string{"outcome unknown", "has no outcome"}},
+		{"outcome-null", 0, false, 1, []string{"has no outcome"}},
+		{"outcome-unknown", 0, false, 1, []string{"unknown outcome 'passed'"}},
+		{"reasons-unreadable", 1, false, 1, []string{"reasons unreadable"}},
+		{"not-an-object", 0, false, 1, []string{"not an object"}},
+		{"truncated", 0, false, 1, []string{"summary.json unreadable"}},
+		{"empty", 0, false, 1, []string{"summary.json unreadable"}},
+		{"missing", 0, false, 1, []string{"no summary.json"}},
+		{"missing", 4, false, 4, []string{"no summary.json", "exit code 4"}},
+		{"missing", 2, false, 2, []string{"no summary.json", "exit code 2"}},
+		{"missing", 137, false, 1, []string{"no summary.json", "exit code 137"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture+"/exit-"+strconv.Itoa(tc.code), func(t *testing.T) {
 			t.Parallel()
-			out, code := judge(t, "run", tc.fixture, filepath.Join("testdata", "run", tc.fixture+".json"), strconv.Itoa(tc.code))
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if len(lines) != 1 {
-				t.Fatalf("want one line, got:\n%s", out)
+			// A run's summary is read as summary.json (the name the judge's messages use); other jobs'
+			// files under their own names.
+			path := filepath.Join("testdata", "run", tc.fixture)
+			if !strings.HasSuffix(tc.fixture, ".json") {
+				path = filepath.Join(t.TempDir(), "summary.json")
+				if b, err := os.ReadFile(filepath.Join("testdata", "run", tc.fixture+".json")); err == nil {
+					if err := os.WriteFile(path, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				} else if tc.fixture != "missing" {
+					t.Fatal(err)
+				}
 			}
-			word := strings.Fields(lines[0])[0]
-			if tc.green != (code == 0) || tc.green != (word == "green") || (!tc.green && word != "red") {
-				t.Errorf("green %v: judge exit code %d, line %q", tc.green, code, lines[0])
-			}
-			for _, s := range tc.says {
-				if !strings.Contains(lines[0], s) {
-					t.Errorf("line does not say %q: %s", s, lines[0])
+			for _, cmd := range []string{"run", "outcome"} {
+				out, code := judge(t, cmd, tc.fixture, path, strconv.Itoa(tc.code))
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if len(lines) != 1 {
+					t.Fatalf("want one line, got:\n%s", out)
+				}
+				word := strings.Fields(lines[0])[0]
+				if code != tc.exit || tc.green != (word == "green") || (!tc.green && word != "red") {
+					t.Errorf("%s: green %v and exit %d wanted; judge exit code %d, line %q", cmd, tc.green, tc.exit, code, lines[0])
+				}
+				for _, s := range tc.says {
+					if !strings.Contains(lines[0], s) {
+						t.Errorf("%s: line does not say %q: %s", cmd, s, lines[0])
+					}
 				}
 			}
 		})
 	}
 }
 
-// TestNightlyWithoutPython: without python3 nothing is read, so every run is red.
+// TestNightlyWithoutPython: without python3 nothing is read, so every run is red, and never exits 0.
 func TestNightlyWithoutPython(t *testing.T) {
-	out, code := script(t, []string{"PATH=" + t.TempDir()}, "judge.sh", "run", "ok", "testdata/run/ok.json", "0")
-	if code == 0 || !strings.HasPrefix(out, "red ") || !strings.Contains(out, "python3 not found") {
-		t.Errorf("exit code %d, output %q: want red, python3 not found", code, out)
+	for _, tc := range []struct {
+		code, exit int
+	}{{0, 1}, {4, 4}} {
+		out, code := script(t, []string{"PATH=" + t.TempDir()}, "judge.sh", "run", "ok", "testdata/run/ok.json", strconv.Itoa(tc.code))
+		if code != tc.exit || !strings.HasPrefix(out, "red ") || !strings.Contains(out, "python3 not found") {
+			t.Errorf("chaosbench exit %d: judge exit code %d, output %q: want red, python3 not found, exit %d", tc.code, code, out, tc.exit)
+		}
 	}
 }
 
@@ -125,7 +159,8 @@ func TestNightly(t *testing.T) {
 		lines     []string // prefixes of the final lines, one per scenario
 	}{
 		{"all green", []string{"green", "green-too"}, true, []string{"green  green ", "green  green-too "}},
-		{"errors with exit code 0", []string{"green", "errors-exit-0"}, false, []string{"green  green ", "red    errors-exit-0 "}},
+		{"known issue", []string{"green", "known-issue"}, true, []string{"green  green ", "green  known-issue "}},
+		{"undecided with exit code 0", []string{"green", "undecided-exit-0"}, false, []string{"green  green ", "red    undecided-exit-0 "}},
 		{"violation", []string{"violation", "green"}, false, []string{"red    violation ", "green  green "}},
 		{"no summary", []string{"no-summary"}, false, []string{"red    no-summary "}},
 		{"ok summary, exit code 1", []string{"ok-exit-1"}, false, []string{"red    ok-exit-1 "}},
@@ -161,54 +196,65 @@ func TestNightly(t *testing.T) {
 	}
 }
 
-// TestBenchKubeVerdict: make bench-kube passes only when every figure it prints and judges is there and a
-// number, the generator used under one core and missed under 1% of its slots.
+// TestBenchKubeVerdict: make bench-kube prints the generator's figures (informational: each must be there
+// and a number) and passes or fails on the run's outcome, which carries the bar as a threshold (missed<1%):
+// its exit code is the outcome's.
 func TestBenchKubeVerdict(t *testing.T) {
 	tests := []struct {
 		fixture string
-		pass    bool
+		code    int // chaosbench's
+		exit    int // the judge's
 		says    string
 	}{
-		{"sustained", true, "PASS: the generator sustained the large preset on one core (0.16 cores used, 0.67% of slots late)"},
-		{"over-one-core", false, "FAIL: the generator did not sustain the large preset on one core (1.04 cores used"},
-		{"late", false, "FAIL: the generator did not sustain the large preset on one core (0.16 cores used, 2.50% of slots late)"},
-		{"no-generator-load", false, "FAIL: cannot judge the large preset: summary.json has no generator_load.cpu_s"},
-		{"no-missed-percent", false, "FAIL: cannot judge the large preset: summary.json has no schedule.missed_percent"},
-		{"no-peak-rss", false, "FAIL: cannot judge the large preset: summary.json has no generator_load.max_rss_bytes"},
-		{"cores-a-string", false, "generator_load.cores is not a number"},
-		{"cores-null", false, "generator_load.cores is missing"},
-		{"no-requests", false, "the generator sent no request"},
-		{"missing", false, "FAIL: cannot judge the large preset: no summary.json"},
+		{"sustained", 0, 0, "PASS: outcome ok: the generator sustained the large preset on one core"},
+		// Pinned to one CPU, the generator cannot use more: its cores are reported, its schedule decides.
+		{"over-one-core", 0, 0, "(1.04 cores)"},
+		{"late", 3, 3, "FAIL: outcome threshold-failed: the generator did not sustain the large preset on one core: threshold-failed: threshold missed<1% failed: observed 2.50%"},
+		{"late", 0, 3, "exit code 0, but the written outcome threshold-failed is exit code 3"},
+		{"sustained", 1, 1, "FAIL: outcome ok: the generator did not sustain the large preset on one core: exit code 1, but"},
+		{"no-generator-load", 0, 1, "FAIL: cannot read the large preset's figures: summary.json has no generator_load.cpu_s"},
+		{"no-missed-percent", 0, 1, "FAIL: cannot read the large preset's figures: summary.json has no schedule.missed_percent"},
+		{"no-peak-rss", 0, 1, "FAIL: cannot read the large preset's figures: summary.json has no generator_load.max_rss_bytes"},
+		{"cores-a-string", 0, 1, "generator_load.cores is not a number"},
+		{"cores-null", 0, 1, "generator_load.cores is missing"},
+		{"no-requests", 0, 1, "the generator sent no request"},
+		{"missing", 0, 1, "FAIL: cannot read the large preset's figures: no summary.json"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.fixture, func(t *testing.T) {
+		t.Run(tc.fixture+"/exit-"+strconv.Itoa(tc.code), func(t *testing.T) {
 			t.Parallel()
-			out, code := judge(t, "kube", "large", filepath.Join("testdata", "kube", tc.fixture+".json"))
-			if tc.pass != (code == 0) || !strings.Contains(out, tc.says) {
-				t.Errorf("want pass %v and %q; exit code %d:\n%s", tc.pass, tc.says, code, out)
+			out, code := judge(t, "kube", "large", filepath.Join("testdata", "kube", tc.fixture+".json"), strconv.Itoa(tc.code))
+			if code != tc.exit || !strings.Contains(out, tc.says) {
+				t.Errorf("want exit %d and %q; exit code %d:\n%s", tc.exit, tc.says, code, out)
 			}
-			if tc.pass == strings.Contains(out, "FAIL") {
-				t.Errorf("pass %v, but the output says otherwise:\n%s", tc.pass, out)
+			if (tc.exit == 0) == strings.Contains(out, "FAIL") {
+				t.Errorf("exit %d, but the output says otherwise:\n%s", tc.exit, out)
 			}
 		})
 	}
 }
 
-// TestBenchVsEtcdRound: a round's figures are read from what the tools leave behind, and a figure that is
-// missing or not a number fails the round, naming it.
+// TestBenchVsEtcdRound: a round's figures are read from what the tools leave behind; a figure that is
+// missing or not a number fails the round, naming it; a chaosbench run that did not pass measured nothing
+// comparable, and fails the round with its outcome's exit code.
 func TestBenchVsEtcdRound(t *testing.T) {
 	const etcdOut, cpu, summary = "etcd-benchmark.out", "cpu.txt", "chaosbench-summary.json"
 	tests := []struct {
 		name                      string
 		etcdOut, etcdCPU, cb, cpu string
+		code, exit                int
 		says                      string
 	}{
-		{"no Requests/sec", "etcd-benchmark-failed.out", cpu, summary, cpu, "etcd benchmark Requests/sec is missing"},
-		{"no etcd CPU", etcdOut, "cpu-empty.txt", summary, cpu, "etcd benchmark CPU time unreadable"},
-		{"no generator load", etcdOut, cpu, "chaosbench-no-load.json", cpu, "chaosbench summary.json has no generator_load.cpu_s"},
-		{"chaosbench CPU unreadable", etcdOut, cpu, summary, "cpu-garbage.txt", "chaosbench CPU time unreadable"},
-		{"no summary", etcdOut, cpu, "missing.json", cpu, "no chaosbench summary.json"},
-		{"no CPU file", etcdOut, cpu, summary, "missing.txt", "chaosbench CPU time unreadable"},
+		{"no Requests/sec", "etcd-benchmark-failed.out", cpu, summary, cpu, 0, 1, "etcd benchmark Requests/sec is missing"},
+		{"no etcd CPU", etcdOut, "cpu-empty.txt", summary, cpu, 0, 1, "etcd benchmark CPU time unreadable"},
+		{"no generator load", etcdOut, cpu, "chaosbench-no-load.json", cpu, 0, 1, "chaosbench summary.json has no generator_load.cpu_s"},
+		{"chaosbench CPU unreadable", etcdOut, cpu, summary, "cpu-garbage.txt", 0, 1, "chaosbench CPU time unreadable"},
+		{"no summary", etcdOut, cpu, "missing.json", cpu, 0, 1, "chaosbench's run did not pass, so it measured nothing comparable: outcome unknown | no missing.json"},
+		{"no CPU file", etcdOut, cpu, summary, "missing.txt", 0, 1, "chaosbench CPU time unreadable"},
+		{"run did not pass", etcdOut, cpu, "chaosbench-harness-error.json", cpu, 1, 1,
+			"chaosbench's run did not pass, so it measured nothing comparable: outcome harness-error | harness-error: workload put: etcdserver: request timed out"},
+		{"exit code contradicts", etcdOut, cpu, summary, cpu, 4, 1,
+			"chaosbench's run did not pass, so it measured nothing comparable: outcome ok | exit code 4, but the written outcome ok is exit code 0"},
 	}
 	dir := filepath.Join("testdata", "vs-etcd")
 	for _, tc := range tests {
@@ -216,9 +262,9 @@ func TestBenchVsEtcdRound(t *testing.T) {
 			t.Parallel()
 			rows := filepath.Join(t.TempDir(), "rounds.csv")
 			out, code := judge(t, "vs-etcd-round", rows, "3", "etcd-first", "50000", filepath.Join(dir, tc.etcdOut),
-				filepath.Join(dir, tc.etcdCPU), filepath.Join(dir, tc.cb), filepath.Join(dir, tc.cpu))
-			if code == 0 || !strings.Contains(out, "FAIL: round 3: "+tc.says) {
-				t.Errorf("want a failure saying %q; exit code %d:\n%s", tc.says, code, out)
+				filepath.Join(dir, tc.etcdCPU), filepath.Join(dir, tc.cb), filepath.Join(dir, tc.cpu), strconv.Itoa(tc.code))
+			if code != tc.exit || !strings.Contains(out, "FAIL: round 3: "+tc.says) {
+				t.Errorf("want exit %d saying %q; exit code %d:\n%s", tc.exit, tc.says, code, out)
 			}
 			if b, err := os.ReadFile(rows); err == nil && len(b) > 0 {
 				t.Errorf("a failed round was recorded: %s", b)
@@ -226,11 +272,11 @@ func TestBenchVsEtcdRound(t *testing.T) {
 		})
 	}
 
-	// Two good rounds, one of each order, and the verdict over them.
+	// Two good rounds, one of each order, and the figures over them.
 	rows := filepath.Join(t.TempDir(), "rounds.csv")
 	for i, order := range []string{"etcd-first", "chaosbench-first"} {
 		out, code := judge(t, "vs-etcd-round", rows, strconv.Itoa(i+1), order, "50000", filepath.Join(dir, etcdOut),
-			filepath.Join(dir, cpu), filepath.Join(dir, summary), filepath.Join(dir, cpu))
+			filepath.Join(dir, cpu), filepath.Join(dir, summary), filepath.Join(dir, cpu), "0")
 		want := "round " + strconv.Itoa(i+1) + " (" + strings.ReplaceAll(order, "-", " ") + "): etcd benchmark 13124.5 puts/s, " +
 			"chaosbench 12442.3 puts/s, ratio 0.948; client CPU per put: etcd benchmark 50.0 us (whole process), " +
 			"chaosbench 44.2 us (load alone), 50.0 us (whole process)"
@@ -239,29 +285,24 @@ func TestBenchVsEtcdRound(t *testing.T) {
 		}
 	}
 	out, code := judge(t, "vs-etcd", rows)
-	if code == 0 || !strings.Contains(out, "mean ratio when chaosbench first: 0.948 over 1 rounds") ||
-		!strings.Contains(out, "FAIL: chaosbench is slower") {
+	if code != 0 || !strings.Contains(out, "median ratio when chaosbench first: 0.948 over 1 rounds") || strings.Contains(out, "FAIL") {
 		t.Errorf("exit code %d:\n%s", code, out)
 	}
 }
 
-// TestBenchVsEtcdVerdict: the verdict over the rounds' ratios, with the t quantile of their number.
-func TestBenchVsEtcdVerdict(t *testing.T) {
+// TestBenchVsEtcdFigures: the figures over the rounds are informational: no statistics, no verdict, so a
+// slower chaosbench exits 0 as a faster one does; only rounds that cannot be read fail.
+func TestBenchVsEtcdFigures(t *testing.T) {
 	tests := []struct {
 		rows string
 		pass bool
 		says []string
 	}{
-		{"faster", true, []string{"interval [1.033, 1.067] over 15 rounds (t = 2.145", "PASS: chaosbench, recording everything, is at least as fast",
-			// The 4th and 12th of the 15 sorted ratios: P(Binomial(15, 1/2) <= 3) = 0.018.
-			"median 1.055, 95% interval [1.018, 1.080]", "median ratio >= 1.10: not met (1.055)", "0.9x etcd's: met (0.88x"}},
-		{"even", true, []string{"PASS: no measurable difference"}},
-		{"slower", false, []string{"interval [0.883, 0.917]", "FAIL: chaosbench is slower"}},
-		// t(0.975, 16) = 2.120 takes this interval's top to 1.001; the old table's 2.0 stopped at 0.999.
-		{"seventeen-reaches-1", true, []string{"[0.939, 1.001] over 17 rounds (t = 2.120, 16 degrees of freedom)", "PASS: no measurable difference"}},
-		{"seventeen-slower", false, []string{"(t = 2.120", "FAIL: chaosbench is slower"}},
-		{"one-round", false, []string{"FAIL: cannot decide from 1 round(s)"}},
-		{"empty", false, []string{"FAIL: cannot decide from 0 round(s)"}},
+		{"faster", true, []string{"over 15 rounds (informational", "median 1.055, from", "client CPU per put: chaosbench's load alone 0.88x"}},
+		{"even", true, []string{"informational"}},
+		{"slower", true, []string{"informational", "median 0.9"}},
+		{"one-round", true, []string{"over 1 rounds", "median 0.500"}},
+		{"empty", false, []string{"FAIL: no round was measured"}},
 		{"bad-figure", false, []string{"FAIL: round line 2 cb_rps is missing"}},
 		{"bad-order", false, []string{"FAIL: round line 2: order 'etcd-last'"}},
 		{"zero-throughput", false, []string{"FAIL: round line 2 etcd_rps is 0.0"}},
@@ -279,47 +320,9 @@ func TestBenchVsEtcdVerdict(t *testing.T) {
 					t.Errorf("output does not say %q:\n%s", s, out)
 				}
 			}
-			if tc.pass == strings.Contains(out, "FAIL") {
-				t.Errorf("pass %v, but the output says otherwise:\n%s", tc.pass, out)
+			if tc.pass == strings.Contains(out, "FAIL") || strings.Contains(out, "PASS") || strings.Contains(out, "95%") || strings.Contains(out, "t = ") {
+				t.Errorf("pass %v: the output judges or computes statistics:\n%s", tc.pass, out)
 			}
 		})
-	}
-}
-
-// TestT975 compares the t quantile with published values of t(0.975, df).
-func TestT975(t *testing.T) {
-	tests := []struct {
-		n    int // samples; df = n - 1
-		want float64
-	}{
-		{2, 12.706}, {3, 4.303}, {5, 2.776}, {10, 2.262}, {16, 2.131}, {17, 2.120}, {18, 2.110}, {20, 2.093},
-		{25, 2.064}, {29, 2.048}, {30, 2.045}, {31, 2.042}, {41, 2.021}, {61, 2.000}, {100, 1.984},
-		{121, 1.980}, {1001, 1.962},
-	}
-	args := []string{"t975"}
-	for _, tc := range tests {
-		args = append(args, strconv.Itoa(tc.n-1))
-	}
-	out, code := judge(t, args...)
-	if code != 0 {
-		t.Fatalf("exit code %d:\n%s", code, out)
-	}
-	got := strings.Fields(out)
-	if len(got) != len(tests) {
-		t.Fatalf("want %d values, got:\n%s", len(tests), out)
-	}
-	for i, tc := range tests {
-		v, err := strconv.ParseFloat(got[i], 64)
-		if err != nil {
-			t.Fatalf("n=%d: %q: %v", tc.n, got[i], err)
-		}
-		if d := v - tc.want; d < -0.0006 || d > 0.0006 {
-			t.Errorf("n=%d (df %d): t = %.4f, want %.3f", tc.n, tc.n-1, v, tc.want)
-		}
-	}
-	for _, df := range []string{"0", "-1", "x", ""} {
-		if out, code := judge(t, "t975", df); code == 0 {
-			t.Errorf("df %q: exit code 0, output %q; want a failure", df, out)
-		}
 	}
 }
