@@ -312,3 +312,77 @@ func TestCheckOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeOutcome drives `chaosbench merge` with the recorded workers of a real split run
+// (testdata/outcomes/split: two workers of a 3-second put load on one member): the merged run is decided by
+// the one judge from what the workers recorded and the merged history's checks; a missing share is a
+// harness error (its partial history unchecked), outranked by what etcd did in the shares that came; and the
+// exit code, the merged summary.json, report.md and the verdict line agree.
+func TestMergeOutcome(t *testing.T) {
+	split := filepath.Join(outcomesDir, "split")
+	for _, tt := range []struct {
+		name string
+		// w1 is worker 1's recorded directory ("" for a share that left no results); edit changes worker
+		// w's summary before the merge.
+		w1   string
+		edit map[int]func(*results.Summary)
+		want outcome.Kind
+		says string
+	}{
+		{name: "ok", w1: filepath.Join(split, "1"), want: outcome.OK},
+		{name: "a share missing", w1: "", want: outcome.HarnessError, says: "worker 1's share is missing"},
+		{name: "violation in a worker's history", w1: filepath.Join(outcomesDir, "split-violation", "1"), want: outcome.Violation,
+			says: "duplicate revision"},
+		{name: "member crashed, a share missing", w1: "", want: outcome.MemberCrashed, says: "member m1 crashed",
+			edit: map[int]func(*results.Summary){0: outcomeEvidence[outcome.MemberCrashed]}},
+		{name: "a worker interrupted", w1: filepath.Join(split, "1"), want: outcome.Incomplete,
+			edit: map[int]func(*results.Summary){1: outcomeEvidence[outcome.Incomplete]}},
+		{name: "a worker's error", w1: filepath.Join(split, "1"), want: outcome.HarnessError, says: "worker 1: fault kill:m1",
+			edit: map[int]func(*results.Summary){1: outcomeEvidence[outcome.HarnessError]}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var dirs []string
+			for i, from := range []string{filepath.Join(split, "0"), tt.w1} {
+				d := filepath.Join(dir, "workers", fmt.Sprint(i))
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if from != "" {
+					if err := os.CopyFS(d, os.DirFS(from)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if edit := tt.edit[i]; edit != nil {
+					s, err := results.ReadSummary(d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					edit(s)
+					if err := results.WriteSummary(d, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+				dirs = append(dirs, d)
+			}
+			out := filepath.Join(dir, "merged")
+			var printed bytes.Buffer
+			_, err := Merge(context.Background(), MergeOptions{Dirs: dirs, Out: out}, &printed)
+			s, rerr := results.ReadSummary(out)
+			if rerr != nil {
+				t.Fatalf("no merged summary: %v %v\n%s", rerr, err, printed.String())
+			}
+			agrees(t, tt.want, err, printed.String(), s.Outcome, "", "")
+			if d := results.Decide(s); d.Kind != s.Outcome || !strings.Contains(d.String(), tt.says) {
+				t.Errorf("merged summary: stored %s, decided %v; want it to say %q", s.Outcome, d, tt.says)
+			}
+			if tt.w1 == "" && (len(s.Checks) > 1 || strings.Contains(printed.String(), "checking the merged history")) {
+				t.Errorf("a partial history was checked: %v", s.Checks)
+			}
+			md, _ := os.ReadFile(filepath.Join(out, report.MarkdownFile))
+			if o := s.Verdict(); !strings.Contains(string(md), o.Headline()) {
+				t.Errorf("report.md does not say %s", o.Headline())
+			}
+		})
+	}
+}

@@ -92,26 +92,21 @@ func runSplit(ctx context.Context, s Scenario, env Env) (*results.Summary, error
 	_, runErr := Run(ctx, w0, env0)
 	procs.wait(ctx)
 	dirs := make([]string, s.Workers)
-	var missing []string
 	for i := range dirs {
 		dirs[i] = filepath.Join(dir, WorkersDir, strconv.Itoa(i))
-		if _, err := os.Stat(filepath.Join(dirs[i], results.SummaryFile)); err != nil {
-			missing = append(missing, strconv.Itoa(i))
-		}
 	}
 	observer := ""
 	if s.WorkerContainers {
 		observer = w0.Out
-		if _, err := os.Stat(filepath.Join(observer, results.SummaryFile)); err != nil {
-			missing = append(missing, ObserverDir)
-		}
 	}
-	if len(missing) > 0 {
-		// Nothing to merge: worker 0's own error (a usage error starts nothing) or the workers' say why.
+	// This process's own run (worker 0's, or the observer's) holds the cluster and the timeline: without
+	// it there is nothing to merge onto, and its error (a usage error starts nothing) or the workers' say
+	// why. Another worker that wrote no results is a missing share, which the merged run's outcome names.
+	if _, err := os.Stat(filepath.Join(w0.Out, results.SummaryFile)); err != nil {
 		if runErr != nil {
 			return nil, runErr
 		}
-		return nil, fmt.Errorf("split load: workers %v wrote no results: %v", missing, procs.problems())
+		return nil, fmt.Errorf("split load: %s wrote no results: %v", w0.Out, procs.problems())
 	}
 	if ctx.Err() != nil {
 		// Interrupted: every worker wrote what it had, marked incomplete; the merge writes what they have

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -35,37 +36,67 @@ type Worker struct {
 	ShiftNs, WidenNs int64
 }
 
+// Set is the workers of a split load as Load read them: those whose results are there, in worker order and
+// placed on one timeline, the base run, warnings, and the shares that left no results.
+type Set struct {
+	Workers []Worker
+	// Base is worker 0's run, or the observer's when one was given.
+	Base     Worker
+	Warnings []string
+	// Missing says, for each share that left no results, which worker and directory: a harness error of
+	// the merged run (whose history is then partial, so it is not checked).
+	Missing []string
+}
+
 // Load reads the workers' summaries and places them on one timeline: worker i's offsets move by the
 // difference between its time base and the base run's, both on the reference clock. The base run is
 // worker 0's, or the observer's when one is given (the coordinator's run when every worker ran in a
 // container): the merged run's fault windows and etcd metrics are the base run's. A worker whose clock
-// was not measured (a --start-at run) is widened by assume, and named in the returned warnings.
-func Load(dirs []string, observer string, assume time.Duration) ([]Worker, Worker, []string, error) {
+// was not measured (a --start-at run) is widened by assume, and named in the warnings.
+//
+// A directory that holds no summary.json (its worker never wrote one: it failed, or its pod never ran) is a
+// missing share, listed in Missing, as long as the directories given are as many as the workers of the
+// split and the base run is there: without the base run there is no cluster, no fault window and no
+// timeline to merge onto, and that is an error. Directories that are not a split's workers, a worker given
+// twice, or shares of different plans are usage errors.
+func Load(dirs []string, observer string, assume time.Duration) (Set, error) {
 	var base *Worker
 	if observer != "" {
 		sum, err := results.ReadSummary(observer)
 		if err != nil || sum.Split == nil || !sum.Split.Observer {
-			return nil, Worker{}, nil, outcome.Usagef("merge: %s is not the observer of a split load", observer)
+			return Set{}, outcome.Usagef("merge: %s is not the observer of a split load", observer)
 		}
 		base = &Worker{Dir: observer, Summary: sum}
 	}
 	if len(dirs) < 2 && (base == nil || len(dirs) < 1) {
-		return nil, Worker{}, nil, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2, or 1 with --observer)")
+		return Set{}, outcome.Usagef("merge: give the run directories of every worker of a split load (at least 2, or 1 with --observer)")
 	}
-	ws, warnings, err := load(dirs, base, assume)
+	ws, missing, err := read(dirs, base == nil)
 	if err != nil {
-		return nil, Worker{}, nil, err
+		return Set{}, err
 	}
-	if base == nil {
-		return ws, ws[0], warnings, nil
+	set := Set{Missing: missing}
+	if set.Workers, set.Warnings, err = place(ws, base, assume); err != nil {
+		return Set{}, err
 	}
-	return ws, *base, warnings, nil
+	set.Base = set.Workers[0]
+	if base != nil {
+		set.Base = *base
+	}
+	return set, nil
 }
 
-func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []string, error) {
+// read reads the workers' summaries into their places (by worker number) and lists the shares that left
+// none; needBase says worker 0's results are required (no observer holds the cluster).
+func read(dirs []string, needBase bool) ([]Worker, []string, error) {
 	ws := make([]Worker, len(dirs))
+	var absent []string
 	for _, d := range dirs {
 		sum, err := results.ReadSummary(d)
+		if errors.Is(err, os.ErrNotExist) {
+			absent = append(absent, d)
+			continue
+		}
 		if err != nil {
 			return nil, nil, outcome.Usagef("merge: %s: not a run directory (%v)", d, err)
 		}
@@ -81,6 +112,35 @@ func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []st
 		}
 		ws[sp.Worker] = Worker{Dir: d, Summary: sum}
 	}
+	if len(absent) == len(dirs) {
+		return nil, nil, outcome.Usagef("merge: no worker's results in %v (no %s)", dirs, results.SummaryFile)
+	}
+	// Which directory was which worker's cannot be read from a directory without results; with one such
+	// directory it is plain.
+	where := ""
+	switch {
+	case len(absent) == 1:
+		where = fmt.Sprintf("%s holds no %s", absent[0], results.SummaryFile)
+	case len(absent) > 1:
+		where = fmt.Sprintf("none of %s holds a %s", strings.Join(absent, ", "), results.SummaryFile)
+	}
+	var present []Worker
+	var missing []string
+	for i, w := range ws {
+		switch {
+		case w.Summary != nil:
+			present = append(present, w)
+		case i == 0 && needBase:
+			return nil, nil, fmt.Errorf("merge: worker 0 left no results (%s): its run holds the cluster, the fault windows and the timeline the others are merged onto", where)
+		default:
+			missing = append(missing, fmt.Sprintf("worker %d's share is missing: %s", i, where))
+		}
+	}
+	return present, missing, nil
+}
+
+// place places the workers on the base run's timeline (worker 0's, or the observer's).
+func place(ws []Worker, observer *Worker, assume time.Duration) ([]Worker, []string, error) {
 	var warnings []string
 	base := func(w Worker) (time.Time, int64) {
 		c := w.Summary.Split.Clock
@@ -95,8 +155,9 @@ func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []st
 	}
 	for i := range ws {
 		w := &ws[i]
+		n := w.Summary.Split.Worker
 		if w.Summary.Seed != ws[0].Summary.Seed {
-			return nil, nil, outcome.Usagef("merge: worker %d ran seed %d, worker 0 seed %d: not shares of one plan", i, w.Summary.Seed, ws[0].Summary.Seed)
+			return nil, nil, outcome.Usagef("merge: worker %d ran seed %d, worker %d seed %d: not shares of one plan", n, w.Summary.Seed, ws[0].Summary.Split.Worker, ws[0].Summary.Seed)
 		}
 		if w.Summary.TimeBase.IsZero() {
 			return nil, nil, outcome.Usagef("merge: %s recorded no time base (its load never started)", w.Dir)
@@ -105,7 +166,7 @@ func load(dirs []string, observer *Worker, assume time.Duration) ([]Worker, []st
 		w.ShiftNs = int64(b.Sub(ref))
 		if u < 0 {
 			u = int64(assume)
-			warnings = append(warnings, fmt.Sprintf("worker %d's clock was not measured against a reference (--start-at without --clock-ref): its operations are placed by its own clock, widened by %s (--clock-uncertainty); a larger skew can fake a violation or hide one", i, assume))
+			warnings = append(warnings, fmt.Sprintf("worker %d's clock was not measured against a reference (--start-at without --clock-ref): its operations are placed by its own clock, widened by %s (--clock-uncertainty); a larger skew can fake a violation or hide one", n, assume))
 		}
 		w.WidenNs = u
 	}
@@ -351,7 +412,8 @@ func Histories(out string, ws []Worker) (ops, watches int, err error) {
 		return 0, 0, err
 	}
 	seen := map[int]int{} // client -> worker, to catch numbering that collides
-	for i, w := range ws {
+	for _, w := range ws {
+		i := w.Summary.Split.Worker
 		path, err := history.HistoryPath(w.Dir)
 		if err != nil {
 			hw.Close()

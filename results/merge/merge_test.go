@@ -3,6 +3,7 @@ package merge
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,38 +41,67 @@ func TestLoadPlacesWorkersOnOneTimeline(t *testing.T) {
 	base := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	w0 := worker(t, dir, 0, 2, base, 0, 40*time.Microsecond, nil)
 	w1 := worker(t, dir, 1, 2, base.Add(1500*time.Millisecond), 500*time.Millisecond, 60*time.Microsecond, nil)
-	ws, b, warnings, err := Load([]string{w1, w0}, "", 0)
-	if err != nil || len(warnings) != 0 {
-		t.Fatal(err, warnings)
+	set, err := Load([]string{w1, w0}, "", 0)
+	ws, b := set.Workers, set.Base
+	if err != nil || len(set.Warnings) != 0 || len(set.Missing) != 0 {
+		t.Fatal(err, set.Warnings, set.Missing)
 	}
 	if b.Dir != w0 || ws[0].Dir != w0 || ws[1].ShiftNs != int64(2*time.Second) || ws[1].WidenNs != int64(60*time.Microsecond) || ws[0].ShiftNs != 0 {
 		t.Fatalf("placed %+v", ws)
 	}
 }
 
-// TestLoadRefusesBadSets: a missing worker, a duplicate, another seed, and a clock not measured (widened by
-// the assumed uncertainty, with a warning).
+// TestLoadRefusesBadSets: too few directories, a duplicate, another seed, and a clock not measured (widened
+// by the assumed uncertainty, with a warning).
 func TestLoadRefusesBadSets(t *testing.T) {
 	dir := t.TempDir()
 	base := time.Now()
 	w0 := worker(t, dir, 0, 3, base, 0, time.Microsecond, nil)
 	w1 := worker(t, dir, 1, 3, base, 0, time.Microsecond, nil)
-	if _, _, _, err := Load([]string{w0, w1}, "", 0); !outcome.IsUsage(err) {
+	if _, err := Load([]string{w0, w1}, "", 0); !outcome.IsUsage(err) {
 		t.Fatalf("2 of 3 workers: %v", err)
 	}
-	if _, _, _, err := Load([]string{w0, w1, w1}, "", 0); !outcome.IsUsage(err) {
+	if _, err := Load([]string{w0, w1, w1}, "", 0); !outcome.IsUsage(err) {
 		t.Fatalf("a worker twice: %v", err)
 	}
 	w2 := worker(t, dir, 2, 3, base, 0, -1, nil)
-	ws, _, warnings, err := Load([]string{w0, w1, w2}, "", 5*time.Millisecond)
-	if err != nil || len(warnings) != 1 || ws[2].WidenNs != int64(5*time.Millisecond) {
-		t.Fatalf("unmeasured clock: %v, %v, widened %d", err, warnings, ws[2].WidenNs)
+	set, err := Load([]string{w0, w1, w2}, "", 5*time.Millisecond)
+	if err != nil || len(set.Warnings) != 1 || set.Workers[2].WidenNs != int64(5*time.Millisecond) {
+		t.Fatalf("unmeasured clock: %v, %v, widened %d", err, set.Warnings, set.Workers[2].WidenNs)
 	}
 	s, _ := results.ReadSummary(w2)
 	s.Seed = 10
 	results.WriteSummary(w2, s)
-	if _, _, _, err := Load([]string{w0, w1, w2}, "", 0); !outcome.IsUsage(err) {
+	if _, err := Load([]string{w0, w1, w2}, "", 0); !outcome.IsUsage(err) {
 		t.Fatalf("another seed: %v", err)
+	}
+}
+
+// TestLoadMissingShares: a worker that left no results is a missing share, named, and the others are
+// merged; without worker 0 (and no observer) there is nothing to merge onto; with no results at all, the
+// directories are not a split's.
+func TestLoadMissingShares(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Now()
+	w0 := worker(t, dir, 0, 3, base, 0, time.Microsecond, nil)
+	w2 := worker(t, dir, 2, 3, base, 0, time.Microsecond, nil)
+	gone := mkdir(t, filepath.Join(dir, "w1"))
+	set, err := Load([]string{w0, gone, w2}, "", 0)
+	if err != nil || len(set.Workers) != 2 || set.Workers[1].Summary.Split.Worker != 2 || set.Base.Dir != w0 {
+		t.Fatalf("merged %+v: %v", set.Workers, err)
+	}
+	if len(set.Missing) != 1 || set.Missing[0] != "worker 1's share is missing: "+gone+" holds no summary.json" {
+		t.Fatalf("missing %q", set.Missing)
+	}
+	never := filepath.Join(dir, "never")
+	if set, err := Load([]string{w0, never, w2}, "", 0); err != nil || len(set.Missing) != 1 {
+		t.Fatalf("a directory never made: %v %v", set.Missing, err)
+	}
+	if _, err := Load([]string{gone, never, w2}, "", 0); err == nil || outcome.IsUsage(err) || !strings.Contains(err.Error(), "worker 0 left no results") {
+		t.Fatalf("without worker 0: %v", err)
+	}
+	if _, err := Load([]string{gone, never}, "", 0); !outcome.IsUsage(err) {
+		t.Fatalf("no results at all: %v", err)
 	}
 }
 
@@ -84,11 +114,11 @@ func TestSeriesAddsCountsOnOneTimeline(t *testing.T) {
 		{T: 1, Op: "put", Count: 100, Errors: 1, P99: 5}, {T: 2, Op: "put", Count: 110, P99: 6}})
 	w1 := worker(t, dir, 1, 2, base.Add(300*time.Millisecond), 0, time.Microsecond, []results.TimeSeriesRow{
 		{T: 1, Op: "put", Count: 90, P99: 9}, {T: 2, Op: "put", Count: 95, Errors: 2, P99: 4}})
-	ws, _, _, err := Load([]string{w0, w1}, "", 0)
+	set, err := Load([]string{w0, w1}, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := Series(ws)
+	rows, err := Series(set.Workers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,19 +43,20 @@ func TestPhasesFileEveryWorkersRecords(t *testing.T) {
 	base := time.Now()
 	w0 := worker(t, dir, 0, 2, base, 0, time.Microsecond, nil)
 	w1 := worker(t, dir, 1, 2, base.Add(2*time.Second), 0, time.Microsecond, nil)
-	ws, _, _, err := Load([]string{w0, w1}, "", 0)
+	set, err := Load([]string{w0, w1}, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, why, err := Phases(ws, nil); err != nil || why == "" {
+	if _, why, err := Phases(set.Workers, nil); err != nil || why == "" {
 		t.Fatalf("workers without record logs: %q, %v", why, err)
 	}
 	logRecords(t, w0, 5*time.Second, 20*time.Second) // 1500 records, 5-20 s merged
 	logRecords(t, w1, 4*time.Second, 18*time.Second) // 1400 records, 6-20 s merged
-	ws, _, _, err = Load([]string{w0, w1}, "", 0)
+	set, err = Load([]string{w0, w1}, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ws := set.Workers
 	faults := []results.FaultWindow{{Fault: "kill-leader", StartNs: int64(10 * time.Second), EndNs: int64(12 * time.Second),
 		Availability: &results.Availability{ObservedToNs: int64(15 * time.Second)}}}
 	phases, why, err := Phases(ws, faults)
