@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
@@ -39,7 +41,8 @@ type FidelityOptions struct {
 	Seed int64
 }
 
-// FidelityRow is one quantity measured at etcd in both runs, per second unless it says otherwise.
+// FidelityRow is one quantity measured at etcd in both runs, per second unless it says otherwise. Rows
+// are informational: whether a quantity matches is reported, and decides nothing (fidelity has no gate).
 type FidelityRow struct {
 	Group    string  `json:"group"`
 	Name     string  `json:"name"`
@@ -52,6 +55,13 @@ type FidelityRow struct {
 
 // FidelityReport is the comparison.
 type FidelityReport struct {
+	// Outcome and Reasons are the job's verdict (fidelityOutcome): its two runs' own outcomes and its own
+	// problems; the exit code of `chaosbench fidelity` is this outcome's. The rows and the score are
+	// informational.
+	Outcome outcome.Kind     `json:"outcome"`
+	Reasons []outcome.Reason `json:"reasons,omitempty"`
+	// Runs are the emulated and the real run's directories.
+	Runs   []string      `json:"runs,omitempty"`
 	Preset string        `json:"preset"`
 	Rows   []FidelityRow `json:"rows"`
 	// Score is the share of rows measured on both sides whose ratio is within FidelityTolerance.
@@ -61,31 +71,88 @@ type FidelityReport struct {
 }
 
 // Fidelity runs the kube workload and the real control plane with the same preset, one after the other on
-// fresh clusters without faults, and compares what reached etcd during each load.
+// fresh clusters without faults, and compares what reached etcd during each load. The job's outcome is
+// its runs' own with its own problems (fidelityOutcome): a run that found etcd failing is exit 4 here too,
+// and the table is written whatever the runs' outcomes, when both sampled etcd. The error carries the
+// outcome.
 func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityReport, error) {
 	opts.setDefaults()
 	if env.Out == nil {
 		env.Out = io.Discard
 	}
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return nil, outcome.Usagef("--out %s: %v", opts.Out, err)
+	}
 	var sides [2]*fidelitySide
+	var runs [2]fidelityRun
+	var extra []outcome.Reason
 	for i, wl := range []string{"kube", kubeapi.Name} {
 		side, err := runFidelitySide(ctx, opts, env, wl)
-		if err != nil {
+		if outcome.IsUsage(err) {
 			return nil, err
 		}
-		sides[i] = side
+		sides[i], runs[i] = side, fidelityRun{workload: wl, dir: side.dir, err: err}
+		if ctx.Err() != nil {
+			extra = append(extra, outcome.New(outcome.Incomplete, "fidelity was interrupted during the %s run", wl))
+			if i == 0 {
+				runs[1] = fidelityRun{workload: kubeapi.Name, skipped: true}
+			}
+			break
+		}
 	}
-	emu, real := sides[0], sides[1]
-	rep, err := compareFidelity(opts.Preset, emu, real)
-	if err != nil {
-		return nil, err
+	rep := &FidelityReport{Preset: opts.Preset, Runs: []string{runs[0].dir, runs[1].dir}}
+	if sampled(sides[0]) && sampled(sides[1]) {
+		var err error
+		if rep, err = compareFidelity(opts.Preset, sides[0], sides[1]); err != nil {
+			rep = &FidelityReport{Preset: opts.Preset}
+			extra = append(extra, outcome.New(outcome.HarnessError, "%v", err))
+		}
+		rep.Runs = []string{sides[0].dir, sides[1].dir}
+	} else if ctx.Err() == nil {
+		extra = append(extra, outcome.New(outcome.HarnessError, "fidelity: no comparison: a run did not sample etcd where its load began, halfway and where it ended"))
 	}
-	if err := rep.write(opts.Out, []string{emu.dir, real.dir}); err != nil {
-		return nil, err
+	o := fidelityOutcome(runs, extra...)
+	rep.Outcome, rep.Reasons = o.Kind, o.Reasons
+	if err := rep.write(opts.Out); err != nil {
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
 	}
-	fmt.Fprintf(env.Out, "fidelity score %.0f%%: %d of %d quantities within ±%.0f%%; table in %s\n",
+	fmt.Fprintf(env.Out, "fidelity score %.0f%% (informational): %d of %d quantities within ±%.0f%%; table in %s\n",
 		100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance, filepath.Join(opts.Out, "fidelity.md"))
-	return rep, nil
+	writeVerdict(env.Out, "fidelity", o)
+	return rep, o.Err()
+}
+
+// fidelityRun is one of the two runs of a fidelity comparison: its workload and directory, and the error
+// its run returned; skipped when it never ran (the job was interrupted before it).
+type fidelityRun struct {
+	workload, dir string
+	err           error
+	skipped       bool
+}
+
+// fidelityOutcome decides a fidelity comparison by the one judge: each run's own outcome (its summary's,
+// or, for a run that wrote none, its error's: compare.Run.Outcome), labelled by its workload, with the
+// job's own reasons (extra: an interrupt, a comparison that could not be made). Its rows are not part of
+// it: they are informational.
+func fidelityOutcome(runs [2]fidelityRun, extra ...outcome.Reason) outcome.Outcome {
+	var parts []outcome.Part
+	for _, r := range runs {
+		if r.skipped || r.workload == "" {
+			continue
+		}
+		run, err := compare.ReadRun(r.dir)
+		if run.Summary == nil && r.err == nil {
+			r.err = err
+		}
+		run.Err = r.err
+		parts = append(parts, outcome.Part{Label: "the " + r.workload + " run", Outcome: run.Outcome()})
+	}
+	return outcome.Combine(parts, extra...)
+}
+
+// sampled says a side read etcd's counters where its load began, halfway and where it ended.
+func sampled(side *fidelitySide) bool {
+	return side != nil && side.load[0] != nil && side.load[1] != nil && side.mid != nil
 }
 
 // setDefaults fills in what the options leave out: the small preset, two minutes on one member, a
@@ -117,7 +184,8 @@ type fidelitySide struct {
 }
 
 // runFidelitySide runs workload wl for the comparison, reading etcd's counters where the load begins and
-// ends, so that they cover the load alone.
+// ends, so that they cover the load alone. It returns the side (with what it sampled) and the run's error,
+// which carries its outcome.
 func runFidelitySide(ctx context.Context, opts FidelityOptions, env Env, wl string) (*fidelitySide, error) {
 	s := DefaultScenario()
 	s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
@@ -150,10 +218,7 @@ func runFidelitySide(ctx context.Context, opts FidelityOptions, env Env, wl stri
 		<-midDone
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fidelity: the %s run: %w", wl, err)
-	}
-	if side.load[0] == nil || side.load[1] == nil || side.mid == nil {
-		return nil, fmt.Errorf("fidelity: the %s run did not sample etcd", wl)
+		return side, fmt.Errorf("fidelity: the %s run: %w", wl, err)
 	}
 	return side, nil
 }
@@ -394,13 +459,22 @@ func ratioText(r FidelityRow) string {
 	return fmt.Sprintf("%.2f", r.Ratio)
 }
 
-// write writes fidelity.md, fidelity.html and fidelity.json into dir.
-func (rep *FidelityReport) write(dir string, runs []string) error {
+// write writes fidelity.md, fidelity.html and fidelity.json into dir, each led by the job's outcome.
+func (rep *FidelityReport) write(dir string) error {
+	o := outcome.Outcome{Kind: rep.Outcome, Reasons: rep.Reasons}
+	runs := append(slices.Clone(rep.Runs), "-", "-")
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "# Fidelity of the kube workload, preset %s\n\n", rep.Preset)
-	fmt.Fprintf(&md, "Score: **%.0f%%** (%d of %d quantities measured in both runs within ±%.0f%%). Emulated: %s; real: %s.\n\n",
+	fmt.Fprintf(&md, "# Fidelity of the kube workload, preset %s: **%s** — outcome: %s (exit code %d)\n\n", rep.Preset, o.Headline(), o.Kind, o.ExitCode())
+	for _, r := range o.Reasons {
+		fmt.Fprintf(&md, "- %s: %s\n", r.Kind, mdEscape(r.Text))
+	}
+	if len(o.Reasons) > 0 {
+		md.WriteString("\n")
+	}
+	fmt.Fprintf(&md, "The outcome is the two runs' own; the table is informational (fidelity has no gate). "+
+		"Score: %.0f%% (%d of %d quantities measured in both runs within ±%.0f%%). Emulated: %s; real: %s.\n\n",
 		100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance, runs[0], runs[1])
-	fmt.Fprintf(&md, "| group | quantity | emulated | real | real/emulated | within ±%.0f%% |\n| --- | --- | ---: | ---: | ---: | --- |\n", 100*FidelityTolerance)
+	fmt.Fprintf(&md, "| group | quantity | emulated | real | real/emulated | within ±%.0f%% (informational) |\n| --- | --- | ---: | ---: | ---: | --- |\n", 100*FidelityTolerance)
 	for _, r := range rep.Rows {
 		ok := ""
 		switch {
@@ -409,21 +483,23 @@ func (rep *FidelityReport) write(dir string, runs []string) error {
 		case r.Match:
 			ok = "yes"
 		default:
-			ok = "**no**"
+			ok = "no"
 		}
 		fmt.Fprintf(&md, "| %s | %s | %.3g | %.3g | %s | %s |\n", r.Group, r.Name, r.Emulated, r.Real, ratioText(r), ok)
 	}
 	var page bytes.Buffer
-	fmt.Fprintf(&page, "<!doctype html><meta charset=utf-8><title>fidelity %s</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}td:nth-child(-n+2){text-align:left}.no{background:#fdd}.yes{background:#dfd}</style>\n", html.EscapeString(rep.Preset))
-	fmt.Fprintf(&page, "<h1>Fidelity of the kube workload, preset %s</h1><p>Score %.0f%%: %d of %d quantities within ±%.0f%%.</p>\n<table><tr><th>group<th>quantity<th>emulated<th>real<th>real/emulated</tr>\n",
-		html.EscapeString(rep.Preset), 100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance)
+	fmt.Fprintf(&page, "<!doctype html><meta charset=utf-8><title>fidelity %s: %s (%s)</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}td:nth-child(-n+2){text-align:left}.off{background:#fff8c5}</style>\n",
+		html.EscapeString(rep.Preset), o.Headline(), o.Kind)
+	fmt.Fprintf(&page, "<h1>Fidelity of the kube workload, preset %s: %s</h1><p>outcome: %s (exit code %d)</p><ul>", html.EscapeString(rep.Preset), o.Headline(), o.Kind, o.ExitCode())
+	for _, r := range o.Reasons {
+		fmt.Fprintf(&page, "<li>%s: %s</li>", r.Kind, html.EscapeString(r.Text))
+	}
+	fmt.Fprintf(&page, "</ul><p>The table is informational. Score %.0f%%: %d of %d quantities within ±%.0f%% (highlighted: outside it).</p>\n<table><tr><th>group<th>quantity<th>emulated<th>real<th>real/emulated</tr>\n",
+		100*rep.Score, rep.Matching, rep.Comparable, 100*FidelityTolerance)
 	for _, r := range rep.Rows {
-		class := "yes"
-		if !r.Match {
-			class = "no"
-		}
-		if math.IsNaN(r.Ratio) {
-			class = ""
+		class := ""
+		if !r.Match && !math.IsNaN(r.Ratio) {
+			class = "off"
 		}
 		fmt.Fprintf(&page, "<tr class=%q><td>%s<td>%s<td>%.3g<td>%.3g<td>%s</tr>\n", class, html.EscapeString(r.Group), html.EscapeString(r.Name), r.Emulated, r.Real, ratioText(r))
 	}

@@ -1,6 +1,16 @@
 package chaosbench
 
-import "testing"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+)
 
 // TestApiserverOpName: the emulation's operations are named as the apiservers' etcd request metrics name
 // theirs, so that the fidelity table sets each against its real counterpart.
@@ -18,5 +28,63 @@ func TestApiserverOpName(t *testing.T) {
 		if got := apiserverOpName(op); got != want {
 			t.Errorf("%s: named %s, want %s", op, got, want)
 		}
+	}
+}
+
+// TestFidelityOutcome: fidelity's outcome is its two runs' own (read from their recorded directories, or
+// their errors) with its own problems, by the one judge: a run that found etcd failing is exit 4 here too;
+// the table's rows are informational and decide nothing. fidelity.md, fidelity.html and fidelity.json lead
+// with that outcome.
+func TestFidelityOutcome(t *testing.T) {
+	run := func(wl string, k outcome.Kind) fidelityRun { return fidelityRun{workload: wl, dir: outcomeFixture(k)} }
+	for _, tt := range []struct {
+		name  string
+		runs  [2]fidelityRun
+		extra []outcome.Reason
+		want  outcome.Kind
+		says  string
+	}{
+		{name: "ok", runs: [2]fidelityRun{run("kube", outcome.OK), run("controlplane", outcome.OK)}, want: outcome.OK},
+		{name: "violation in the real run", runs: [2]fidelityRun{run("kube", outcome.ThresholdFailed), run("controlplane", outcome.Violation)},
+			want: outcome.Violation, says: "the controlplane run: linearizability"},
+		{name: "member crashed in the emulation", runs: [2]fidelityRun{run("kube", outcome.MemberCrashed), run("controlplane", outcome.OK)},
+			want: outcome.MemberCrashed, says: "the kube run: member m1 crashed"},
+		{name: "known issue", runs: [2]fidelityRun{run("kube", outcome.KnownIssue), run("controlplane", outcome.OK)}, want: outcome.KnownIssue},
+		{name: "a run without results", runs: [2]fidelityRun{run("kube", outcome.OK),
+			{workload: "controlplane", dir: filepath.Join(t.TempDir(), "never"), err: errors.New("start the control plane: kube-apiserver exited")}},
+			want: outcome.HarnessError, says: "the controlplane run: no results: start the control plane"},
+		{name: "no samples", runs: [2]fidelityRun{run("kube", outcome.OK), run("controlplane", outcome.OK)},
+			extra: []outcome.Reason{outcome.New(outcome.HarnessError, "no comparison")}, want: outcome.HarnessError},
+		{name: "interrupted before the second run", runs: [2]fidelityRun{run("kube", outcome.Incomplete), {workload: "controlplane", skipped: true}},
+			want: outcome.Incomplete},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := fidelityOutcome(tt.runs, tt.extra...)
+			if o.Kind != tt.want || !strings.Contains(o.String(), tt.says) {
+				t.Fatalf("%v, want %s saying %q", o, tt.want, tt.says)
+			}
+			// Rows that do not match decide nothing.
+			rep := &FidelityReport{Preset: "small", Outcome: o.Kind, Reasons: o.Reasons, Runs: []string{tt.runs[0].dir, tt.runs[1].dir}}
+			rep.add("etcd counters/s", "mvcc_put_total", 100, 300)
+			dir := t.TempDir()
+			if err := rep.write(dir); err != nil {
+				t.Fatal(err)
+			}
+			md, _ := os.ReadFile(filepath.Join(dir, "fidelity.md"))
+			page, _ := os.ReadFile(filepath.Join(dir, "fidelity.html"))
+			js, _ := os.ReadFile(filepath.Join(dir, "fidelity.json"))
+			var back FidelityReport
+			if err := json.Unmarshal(js, &back); err != nil || back.Outcome != tt.want {
+				t.Errorf("fidelity.json: %s %v", back.Outcome, err)
+			}
+			head := fmt.Sprintf("**%s** — outcome: %s (exit code %d)", o.Headline(), o.Kind, o.ExitCode())
+			if first, _, _ := strings.Cut(string(md), "\n"); !strings.Contains(first, head) || !strings.Contains(string(md), "(informational)") {
+				t.Errorf("fidelity.md: %q", first)
+			}
+			if !strings.Contains(string(page), fmt.Sprintf("<title>fidelity small: %s (%s)</title>", o.Headline(), o.Kind)) ||
+				strings.Contains(string(page), "FAIL</td>") || strings.Contains(string(md), "| FAIL |") {
+				t.Errorf("fidelity.html does not lead with the outcome, or a row says pass or fail")
+			}
+		})
 	}
 }

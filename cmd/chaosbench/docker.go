@@ -129,7 +129,10 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 leader changes) the change of each variant against the first with a 95% interval, and a verdict: better,
 worse, no difference, or undecided with the rounds that would decide it. --rounds N runs the variants N
 times in ABBA order, a new seed per round; with one round, intervals come from the runs' per-second
-samples and cover the noise within a run only. --fail-on-regression makes a worse figure exit with code 3.`,
+samples and cover the noise within a run only. The outcome, written in compare.json and leading compare.md
+and compare.html, and the exit code, are every run's own outcome with the gate's: a violation or a crashed
+member in any run is exit 4. --fail-on-regression makes figures part of it: a gated figure that is worse
+exits 3, one that is undecided exits 1; figures that are not gated are informational.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := gateArgs(gate, args); err != nil {
 				return err

@@ -21,7 +21,8 @@ func fidelityCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 fresh cluster without faults, and compares what etcd received during each load: requests per gRPC method,
 MVCC counters, bytes, watchers, keys and value sizes per /registry prefix, and the apiservers' etcd requests
 per operation and resource. Writes fidelity.md, fidelity.html and fidelity.json with real/emulated ratios
-and a score (the share within ±15%).`,
+and a score (the share within ±15%), which are informational. The outcome, and the exit code, are the two
+runs' own (a violation or a crashed member in either is exit 4), with fidelity's own problems.`,
 		Example: "  chaosbench fidelity --preset small --duration 2m",
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {

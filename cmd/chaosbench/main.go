@@ -184,8 +184,11 @@ func checkCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 		Short: "Check the history recorded in a run directory: linearizability, watch guarantees, serializable reads",
 		Long: "Check re-checks a recorded run offline. It prints one verdict per check (ok, violation, unknown), writes\n" +
 			"check.json and, for a linearizability violation, linearizability.html (porcupine's visualization of the\n" +
-			"failing key, fault windows marked) into DIR, and exits 0 when every check passed, 4 on a violation and 1\n" +
-			"when a check could not decide in time.",
+			"failing key, fault windows marked) into DIR. Then it decides the run again with these checks, as the run\n" +
+			"decides itself: summary.json (and the report files, when the run has them) are rewritten with the outcome,\n" +
+			"and the exit code is that outcome's: 0 ok, 4 a violation (or a member that crashed during the run), 1 a\n" +
+			"check that could not decide in time, 3 a threshold the run failed. Without summary.json the checks alone\n" +
+			"decide, and nothing else is written. An interrupted check changes nothing.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.Dir, o.Out = args[0], stdout
