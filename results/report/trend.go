@@ -153,11 +153,8 @@ func scenarioTable(t *trend.Trend, sc *trend.Scenario) trendTable {
 	o := scenarioOutcome(t, sc)
 	tt.Badge, tt.Class = o.Headline(), o.Class()
 	tt.Headline = "no regression beyond the previous nights' noise"
-	if len(sc.Regressions) > 0 {
-		tt.Headline = "regression: " + strings.Join(sc.Regressions, "; ")
-		if t.Gate == nil {
-			tt.Headline += " (informational: no gate)"
-		}
+	if rs := regressions(sc); len(rs) > 0 {
+		tt.Headline = "regression: " + strings.Join(rs, "; ")
 	}
 	if len(o.Reasons) > 0 {
 		tt.Headline += "; outcome " + string(o.Kind) + ": " + strings.Join(o.Texts(), "; ")
@@ -166,6 +163,25 @@ func scenarioTable(t *trend.Trend, sc *trend.Scenario) trendTable {
 		tt.Failing = "not ok since " + sc.FailingSince
 	}
 	return tt
+}
+
+// regressions are the figures the latest night is worse on, each marked informational unless the gate
+// watches it: only a gated regression is part of the outcome.
+func regressions(sc *trend.Scenario) []string {
+	var out []string
+	for _, v := range sc.Latest.Variants {
+		for _, e := range v.Effects {
+			if e.Verdict != compare.Worse {
+				continue
+			}
+			r := e.Metric.ID + " " + e.ChangeText()
+			if !e.Gated {
+				r += " (informational)"
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // scenarioOutcome is the scenario's part of the trend's outcome: its run in the latest night and the
@@ -209,8 +225,12 @@ func trendVerdict(t *trend.Trend) (word, headline, class string) {
 	o := t.Verdict()
 	var regressed, failing []string
 	for _, sc := range t.Scenarios {
-		if len(sc.Regressions) > 0 {
-			regressed = append(regressed, sc.Name)
+		if rs := regressions(sc); len(rs) > 0 {
+			name := sc.Name
+			if !slices.ContainsFunc(rs, func(r string) bool { return !strings.HasSuffix(r, " (informational)") }) {
+				name += " (informational)"
+			}
+			regressed = append(regressed, name)
 		}
 		if sc.FailingSince != "" {
 			failing = append(failing, sc.Name)
@@ -218,11 +238,7 @@ func trendVerdict(t *trend.Trend) (word, headline, class string) {
 	}
 	parts := []string{fmt.Sprintf("outcome %s (exit code %d)", o.Kind, o.ExitCode())}
 	if len(regressed) > 0 {
-		r := fmt.Sprintf("regression in %s", strings.Join(regressed, ", "))
-		if t.Gate == nil {
-			r += " (informational: no gate)"
-		}
-		parts = append(parts, r)
+		parts = append(parts, fmt.Sprintf("regression in %s", strings.Join(regressed, ", ")))
 	}
 	if len(failing) > 0 {
 		parts = append(parts, fmt.Sprintf("not ok: %s", strings.Join(failing, ", ")))
