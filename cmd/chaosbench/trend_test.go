@@ -106,7 +106,7 @@ func TestTrend(t *testing.T) {
 				}
 			}
 			md, _ := os.ReadFile(filepath.Join(out, "trend.md"))
-			if !strings.Contains(string(md), "# chaosbench trend: regression in put") {
+			if !strings.HasPrefix(string(md), "# chaosbench trend: **FAIL** — outcome threshold-failed (exit code 3); regression in put") {
 				t.Errorf("trend.md headline:\n%.300s", md)
 			}
 		})
