@@ -78,11 +78,18 @@ func TestCompareRounds(t *testing.T) {
 	stdout.Reset()
 	code = execute([]string{"report", "--out", filepath.Join(out, "report"), "--fail-on-regression=put:p99,create/pods:p99",
 		strings.Join(dirs[0], ","), strings.Join(dirs[1], ",")}, &stdout, &stderr)
-	if code != outcome.ExitUsage || !strings.Contains(stderr.String(), `no figure "create/pods:p99"`) {
-		t.Errorf("gate on a missing figure: exit %d: %s", code, stderr.String())
+	if code != outcome.ExitUsage || !strings.Contains(stderr.String(), `no figure "create/pods:p99"`) || stdout.Len() != 0 {
+		t.Errorf("gate on a missing figure: exit %d, printed %q: %s", code, stdout.String(), stderr.String())
 	}
+	stdout.Reset()
+	code = execute([]string{"report", "--out", filepath.Join(out, "report"), "--fail-on-regression=put:p99",
+		strings.Join(dirs[0], ","), strings.Join(dirs[1], ",")}, &stdout, &stderr)
 	if !strings.Contains(stdout.String(), "| 2 rounds |") {
 		t.Errorf("report did not pair the rounds:\n%s", stdout.String())
+	}
+	// The same runs and gate: report A B decides as compare did.
+	if code != (outcome.Outcome{Kind: want}).ExitCode() {
+		t.Errorf("report A B: exit %d, compare: %s", code, want)
 	}
 }
 
