@@ -175,6 +175,19 @@ func (opts *FidelityOptions) setDefaults() {
 	}
 }
 
+// fidelityScenario is the run of one side of the comparison: workload wl at the preset, on a fresh
+// cluster, without faults or a history to check.
+func fidelityScenario(opts FidelityOptions, wl string) Scenario {
+	s := DefaultScenario()
+	s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
+	s.KubeVersion = opts.KubeVersion
+	s.Faults.Schedule = []string{"none"}
+	s.History, s.Check = false, false
+	s.Progress = "none"
+	s.Out = filepath.Join(opts.Out, wl)
+	return s
+}
+
 // fidelitySide is one side of the comparison: its run's directory and what was read from etcd during its
 // load.
 type fidelitySide struct {
@@ -187,13 +200,7 @@ type fidelitySide struct {
 // ends, so that they cover the load alone. It returns the side (with what it sampled) and the run's error,
 // which carries its outcome.
 func runFidelitySide(ctx context.Context, opts FidelityOptions, env Env, wl string) (*fidelitySide, error) {
-	s := DefaultScenario()
-	s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
-	s.KubeVersion = opts.KubeVersion
-	s.Faults.Schedule = []string{"none"}
-	s.History, s.Check = false, false
-	s.Progress = "none"
-	s.Out = filepath.Join(opts.Out, wl)
+	s := fidelityScenario(opts, wl)
 	side := &fidelitySide{dir: s.Out}
 	// Watchers are counted halfway through the load, while both sides hold their watches (the
 	// emulation closes its own when the load ends).

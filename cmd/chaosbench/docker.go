@@ -162,7 +162,13 @@ exits 3, one that is undecided exits 1; figures that are not gated are informati
 			}
 			ctx, cancel := interruptible(stderr, "stopping the load and the cluster, writing partial results")
 			defer cancel()
-			_, err = chaosbench.Compare(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+			env := chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout}
+			if s.DryRun {
+				err = chaosbench.ComparePlan(ctx, opts, env)
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
+			_, err = chaosbench.Compare(ctx, opts, env)
 			*code = chaosbench.ExitCode(err)
 			return err
 		},
@@ -171,6 +177,7 @@ exits 3, one that is undecided exits 1; figures that are not gated are informati
 	chaosbench.BindFlags(cmd.Flags(), &s)
 	cmd.Flags().Lookup("etcd-version").Usage = "the variants' etcd versions, comma-separated, e.g. v3.5.35,v3.6.16; " +
 		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
+	cmd.Flags().Lookup("dry-run").Usage = "print the variants, the rounds with their seeds and a run's plan, and start (and build) nothing"
 	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
 	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own; 3 or more give intervals between runs")
 	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "pause between consecutive runs, for the machine to settle (e.g. 30s)")

@@ -14,6 +14,7 @@ import (
 // fidelityCommand compares the kube workload with a real control plane at one preset.
 func fidelityCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	opts := chaosbench.FidelityOptions{Preset: "small", Duration: 2 * time.Minute, Members: 1}
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "fidelity",
 		Short: "Run the kube workload and a real Kubernetes control plane at one preset and compare what reached etcd",
@@ -32,6 +33,11 @@ runs' own (a violation or a crashed member in either is exit 4), with fidelity's
 			}
 			ctx, cancel := interruptible(stderr, "stopping the fidelity runs")
 			defer cancel()
+			if dryRun {
+				err := chaosbench.FidelityPlan(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
 			_, err := chaosbench.Fidelity(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
 			*code = chaosbench.ExitCode(err)
 			if ctx.Err() != nil {
@@ -47,5 +53,6 @@ runs' own (a violation or a crashed member in either is exit 4), with fidelity's
 	f.StringVar(&opts.KubeVersion, "kube-version", "", "Kubernetes release of the real control plane (default the one chaosbench's client-go matches)")
 	f.StringVar(&opts.Out, "out", "", "directory for both runs and the comparison (default results/<time>-fidelity-<preset>)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of both runs; 0 picks one")
+	f.BoolVar(&dryRun, "dry-run", false, "print both runs' plans and start (and build) nothing")
 	return cmd
 }

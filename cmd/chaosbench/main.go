@@ -1,5 +1,5 @@
 // Command chaosbench benchmarks etcd and checks it under faults. Every subcommand parses its flags into an
-// options struct and calls one library function; exit codes are documented in README.md.
+// options struct and calls one library function; exit codes are documented in docs/outcomes.md.
 package main
 
 import (
@@ -32,8 +32,12 @@ func main() {
 func execute(args []string, stdout, stderr io.Writer) int {
 	var code int
 	root := &cobra.Command{
-		Use:           "chaosbench",
-		Short:         "Benchmark etcd with Kubernetes-like load and check it under faults",
+		Use:   "chaosbench",
+		Short: "Benchmark etcd with Kubernetes-like load and check it under faults",
+		Long: "chaosbench benchmarks etcd with the requests Kubernetes' apiservers send it, and checks that it stays\n" +
+			"correct under faults. Start with `chaosbench run`: a 3-member cluster, the traffic of a 100-node\n" +
+			"Kubernetes cluster, a leader kill and a partition, about a minute; its last line is the verdict.\n" +
+			"README.md has a recipe for each job; docs/ has the reference.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -41,21 +45,26 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &outcome.UsageError{Err: err} })
-	root.AddCommand(runCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), versionCommand(stdout))
-	// The helper processes chaosbench re-executes itself as (etcd member, docker watchdog, slowfs).
+	// Containers and versions (docker.go) log nothing of testcontainers' own.
+	quietTestcontainers()
+	cobra.EnableCommandSorting = false // each group lists its commands in the order a newcomer needs them
+	addGroup(root, jobsGroup, "Jobs (each runs etcd under load and exits with its verdict):",
+		runCommand(stdout, stderr, &code), qualifyCommand(stdout, stderr, &code), suiteCommand(stdout, stderr, &code),
+		compareCommand(stdout, stderr, &code), fidelityCommand(stdout, stderr, &code))
+	addGroup(root, resultsGroup, "Results (read, re-judge, merge and publish what jobs wrote):",
+		reportCommand(stdout, &code), checkCommand(stdout, stderr, &code), trendCommand(stdout, &code),
+		mergeCommand(stdout, stderr, &code), historyCommand(stdout, &code))
+	addGroup(root, setupGroup, "Setup (what jobs run on):",
+		imageCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), kubeCommand(stdout, &code),
+		cleanCommand(stdout, stderr, &code), versionCommand(stdout))
+	// The helper processes chaosbench re-executes itself as (etcd member, docker watchdog, slowfs, a split
+	// load's worker): hidden, in no group.
 	for _, h := range chaosbench.HiddenCommands() {
 		root.AddCommand(hiddenCommand(h, &code))
 	}
-	root.AddCommand(reportCommand(stdout, &code))
-	// Containers and versions (docker.go).
-	quietTestcontainers()
-	root.AddCommand(imageCommand(stdout, stderr, &code), cleanCommand(stdout, stderr, &code),
-		compareCommand(stdout, stderr, &code))
-	root.AddCommand(checkCommand(stdout, stderr, &code), historyCommand(stdout, &code))
-	root.AddCommand(suiteCommand(stdout, stderr, &code), trendCommand(stdout, &code))
-	root.AddCommand(qualifyCommand(stdout, stderr, &code))
-	root.AddCommand(fidelityCommand(stdout, stderr, &code))
-	root.AddCommand(mergeCommand(stdout, stderr, &code), splitWorkerCommand(stdout, stderr, &code), kubeCommand(stdout, &code))
+	root.AddCommand(splitWorkerCommand(stdout, stderr, &code))
+	root.SetHelpCommandGroupID(setupGroup)
+	root.SetCompletionCommandGroupID(setupGroup)
 	if err := root.Execute(); err != nil {
 		if code == outcome.ExitOK {
 			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
@@ -65,6 +74,23 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaosbench:", err)
 	}
 	return code
+}
+
+// The groups of `chaosbench --help`, in what a user comes for: a job that decides something, the results
+// jobs wrote, or setting up what jobs run on.
+const (
+	jobsGroup    = "jobs"
+	resultsGroup = "results"
+	setupGroup   = "setup"
+)
+
+// addGroup adds a command group to root and its commands, in the order given.
+func addGroup(root *cobra.Command, id, title string, cmds ...*cobra.Command) {
+	root.AddGroup(&cobra.Group{ID: id, Title: title})
+	for _, c := range cmds {
+		c.GroupID = id
+		root.AddCommand(c)
+	}
 }
 
 func runCommand(stdout, stderr io.Writer, code *int) *cobra.Command {

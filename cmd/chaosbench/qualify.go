@@ -42,6 +42,7 @@ for etcd, 3 when it is too slow, 2 for bad input.`,
 
 func qualifyCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	o := chaosbench.DefaultQualifyOptions()
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "qualify",
 		Short: "Qualify hardware for etcd: disk probe, network probe and a load ladder of Kubernetes size classes",
@@ -64,6 +65,11 @@ With --etcdctl-compat it runs etcdctl check perf's put-only loads instead of the
 check perf's rule, so that its verdict can be laid beside check perf's own.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if dryRun {
+				err := chaosbench.QualifyPlan(o, stdout)
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
 			o.Log = stdout
 			o.Env = chaosbench.Env{Version: chaosbenchVersion, Command: os.Args}
 			ctx, cancel := interruptible(stderr, "stopping the step, writing what was measured")
@@ -88,6 +94,7 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs.StringVar(&o.CompatLoad, "compat-load", o.CompatLoad, "--etcdctl-compat: the load (etcdctl check perf --load): s, m, l, xl, or auto (climb from s until one fails)")
 	fs.DurationVar(&o.CompatDuration, "compat-duration", o.CompatDuration, "length of each --etcdctl-compat load (check perf: 60s)")
 	fs.StringVar(&o.Progress, "progress", o.Progress, "each step's progress: auto (bars on a terminal, a line every 15 s otherwise), bars, lines or none")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the disk probe and the steps the qualification would run, and start nothing")
 	fs.Int64Var(&s.Seed, "seed", 0, "seed for every random choice; 0 picks one (printed and stored)")
 	fs.StringVar(&s.Cluster, "cluster", s.Cluster, "cluster backend: embed, docker or external")
 	fs.IntVar(&s.Members, "members", s.Members, "members of an embedded or docker cluster: 1, 3 or 5")

@@ -11,6 +11,7 @@ import (
 
 func suiteCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var opts chaosbench.SuiteOptions
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "suite DIR|FILE...",
 		Short: "Run a suite of named scenarios (scenario files with a suite: block), one verdict each and one for all",
@@ -24,6 +25,11 @@ did not pass prints the command that replays it.`,
 			opts.Paths = args
 			ctx, cancel := interruptible(stderr, "stopping the current scenario; the rest are not run")
 			defer cancel()
+			if dryRun {
+				err := chaosbench.SuitePlan(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+				*code = chaosbench.ExitCode(err)
+				return err
+			}
 			_, err := chaosbench.Suite(ctx, opts, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
 			*code = chaosbench.ExitCode(err)
 			return err
@@ -38,5 +44,6 @@ did not pass prints the command that replays it.`,
 	fs.StringArrayVar(&opts.Set, "set", nil, "name=value: a setting of chaosbench run for every scenario, over its file (repeatable), e.g. etcd-version=v3.5.21")
 	fs.BoolVar(&opts.RetryHarness, "retry-harness", false, "retry a scenario once when its outcome is a harness error (never a violation, a failed threshold or an undecided check)")
 	fs.BoolVar(&opts.List, "list", false, "print the selected scenarios and run nothing")
+	fs.BoolVar(&dryRun, "dry-run", false, "print each selected scenario's run plan (as run --dry-run does) and start nothing")
 	return cmd
 }

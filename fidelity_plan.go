@@ -1,0 +1,32 @@
+package chaosbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
+)
+
+// FidelityPlan prints what Fidelity would run, each side's run plan as `chaosbench run --dry-run` prints
+// it, and starts and builds nothing.
+func FidelityPlan(ctx context.Context, opts FidelityOptions, env Env) error {
+	if err := ValidateFidelity(opts); err != nil {
+		return err
+	}
+	opts.setDefaults()
+	if env.Out == nil {
+		env.Out = io.Discard
+	}
+	fmt.Fprintf(env.Out, "fidelity (dry run): the kube workload, then a real control plane, at the %s preset for %s each on a fresh %d-member cluster; results would go to %s\n",
+		opts.Preset, opts.Duration, opts.Members, opts.Out)
+	for _, wl := range []string{"kube", kubeapi.Name} {
+		fmt.Fprintf(env.Out, "\n=== %s\n", wl)
+		s := fidelityScenario(opts, wl)
+		s.DryRun = true
+		if _, err := Run(ctx, s, env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
