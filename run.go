@@ -102,7 +102,8 @@ type run struct {
 	env     Env
 	dir     string
 	start   time.Time
-	out     io.Writer
+	out     io.Writer // the console: above the progress bars while they are drawn
+	console *live.Console
 	summary results.Summary
 
 	mu      sync.Mutex
@@ -303,7 +304,8 @@ func (p *runPlan) prepare(ctx context.Context, env Env, split *splitRun) (*run, 
 		return nil, outcome.Usagef("--etcd-flag only applies to clusters chaosbench starts")
 	}
 
-	r := &run{s: s, env: env, out: env.Out, start: time.Now(), cpBinaries: cpBinaries, split: split, etcdFlags: etcdFlags}
+	console := live.NewConsole(env.Out)
+	r := &run{s: s, env: env, out: console, console: console, start: time.Now(), cpBinaries: cpBinaries, split: split, etcdFlags: etcdFlags}
 	r.images, r.moreImages = memberImages(images, len(p.faults.versions()))
 	if s.Failpoints {
 		if err := p.faults.sched.CheckFailpoints(failpointNames(r.images)); err != nil {

@@ -159,12 +159,12 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 
 // startProgress shows the load's progress on Env.Progress, else on Out, and returns what stops it.
 func (r *run) startProgress() (stop func()) {
-	progressOut := r.out
+	progressOut := r.console.Out()
 	if r.env.Progress != nil {
 		progressOut = r.env.Progress
 	}
 	return live.StartProgress(live.ProgressOptions{
-		Out: progressOut, Mode: r.s.Progress, Label: r.env.ProgressLabel, LineInterval: r.env.ProgressEvery,
+		Out: progressOut, Console: r.console, Mode: r.s.Progress, Label: r.env.ProgressLabel, LineInterval: r.env.ProgressEvery,
 		Duration: r.s.Duration, Total: r.s.Total,
 		Live: r.collector.Live,
 		Elapsed: func() time.Duration {

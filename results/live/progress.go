@@ -35,6 +35,9 @@ type ProgressOptions struct {
 	Live func() (ops, errs int64)
 	// LineInterval is the period of plain status lines (default 5 s).
 	LineInterval time.Duration
+	// Console, when its output is Out, carries what else is printed while the bars are drawn: its lines go
+	// above the bars instead of being drawn over.
+	Console *Console
 }
 
 // IsTerminal reports whether w is a character device (a terminal).
@@ -123,6 +126,10 @@ func lines(ctx context.Context, o ProgressOptions) {
 
 func bars(ctx context.Context, o ProgressOptions) {
 	p := mpb.New(mpb.WithOutput(o.Out), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond))
+	if o.Console != nil && o.Console.Out() == o.Out {
+		o.Console.drawing(p)
+		defer o.Console.drawing(nil)
+	}
 	total := int64(o.Duration / time.Millisecond)
 	if total <= 0 {
 		total = o.Total
@@ -161,6 +168,9 @@ func bars(ctx context.Context, o ProgressOptions) {
 		select {
 		case <-ctx.Done():
 			bar.SetCurrent(total)
+			if o.Console != nil {
+				o.Console.drawing(nil) // before the bars shut down: nothing waits on them then
+			}
 			p.Wait()
 			return
 		case <-t.C:
