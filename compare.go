@@ -274,7 +274,9 @@ func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []Comp
 				what = fmt.Sprintf("%s, round %d/%d, seed %d", v.label, round+1, o.Rounds, rp.Seed)
 			}
 			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*o.Rounds, what)
-			_, err := Run(ctx, sc, env)
+			renv := env // the load's bar says which run this is and how many are left
+			renv.ProgressLabel = fmt.Sprintf("run %d/%d %s", n, len(vs)*o.Rounds, v.label)
+			_, err := Run(ctx, sc, renv)
 			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
 		}
 	}

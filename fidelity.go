@@ -183,7 +183,6 @@ func fidelityScenario(opts FidelityOptions, wl string) Scenario {
 	s.KubeVersion = opts.KubeVersion
 	s.Faults.Schedule = []string{"none"}
 	s.History, s.Check = false, false
-	s.Progress = "none"
 	s.Out = filepath.Join(opts.Out, wl)
 	return s
 }
@@ -207,6 +206,7 @@ func runFidelitySide(ctx context.Context, opts FidelityOptions, env Env, wl stri
 	midDone := make(chan struct{})
 	runEnv := env
 	runEnv.RequestShapes = true
+	runEnv.ProgressLabel = map[string]string{"kube": "1/2 kube workload", kubeapi.Name: "2/2 control plane"}[wl]
 	runEnv.LoadBegan = func(ctx context.Context, c clusters.Cluster) {
 		side.load[0] = sampleEtcd(ctx, c, false)
 		go func() {

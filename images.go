@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
+	"github.com/etcd-chaosbench/chaosbench/results/live"
 )
 
 // DefaultKubeVersion is the Kubernetes release `chaosbench image kube` builds when none is given: the one
@@ -39,8 +40,12 @@ func BuildImages(ctx context.Context, opts ImagesOptions) ([]clusters.EtcdImage,
 	if out == nil {
 		out = io.Discard
 	}
+	// A cold build takes minutes: on a terminal a spinner says which build is running and for how long.
+	console := live.NewConsole(out)
+	stop := live.StartActivity(live.ActivityOptions{Out: out, Console: console, Label: "image build"})
 	images, err := clusters.BuildImages(ctx, SplitVersions(opts.Versions), opts.BinaryOnly,
-		clusters.ImageOptions{Log: out, Failpoints: opts.Failpoints})
+		clusters.ImageOptions{Log: console, Failpoints: opts.Failpoints})
+	stop()
 	for _, img := range images {
 		if opts.BinaryOnly {
 			fmt.Fprintf(out, "%s\t%s\n", img.Label(), img.Binary)
@@ -86,7 +91,10 @@ func BuildKube(ctx context.Context, version string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, err := kubebuild.Build(ctx, r, kubebuild.Options{Log: log})
+	console := live.NewConsole(log)
+	stop := live.StartActivity(live.ActivityOptions{Out: log, Console: console, Label: "kube build"})
+	b, err := kubebuild.Build(ctx, r, kubebuild.Options{Log: console})
+	stop()
 	if err != nil {
 		return err
 	}

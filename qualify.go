@@ -405,7 +405,7 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	}
 	defer log.Close()
 	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, classNodes(class), o.StepDuration, o.Warmup, log.Name())
-	env := o.stepEnv(log, "step "+class)
+	env := o.stepEnv(log, fmt.Sprintf("step %d/%d %s", slices.Index(o.classes(), class)+1, len(o.classes()), class))
 	var clientRTT []ClientRTT
 	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
 	s := o.stepScenario(class, stepDir, seed)

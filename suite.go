@@ -372,7 +372,9 @@ func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, err
 			policy = "--seed"
 		}
 		fmt.Fprintf(env.Out, "\n=== [%d/%d] %s (%s): seed %d (%s)\n", i+1, len(sel), e.Name, e.File, seed, policy)
-		suite.Scenarios = append(suite.Scenarios, runSuiteScenario(ctx, e, seed, opts, dir, env))
+		senv := env // the load's bar says which scenario runs and how many are left
+		senv.ProgressLabel = fmt.Sprintf("[%d/%d] %s", i+1, len(sel), e.Name)
+		suite.Scenarios = append(suite.Scenarios, runSuiteScenario(ctx, e, seed, opts, dir, senv))
 		writeErrs = writeSuiteFiles(dir, suite)
 	}
 	writeErrs = writeSuiteFiles(dir, suite)

@@ -3,6 +3,7 @@ package live
 import (
 	"errors"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/vbauerster/mpb/v8"
@@ -17,6 +18,7 @@ type Console struct {
 
 	mu    sync.Mutex
 	above io.Writer // the bars' container while they are drawn
+	last  string    // the last line written, for a spinner to say what the job is doing
 }
 
 // NewConsole returns a console writing to out.
@@ -29,6 +31,9 @@ func (c *Console) Out() io.Writer { return c.out }
 func (c *Console) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	above := c.above
+	if line := strings.TrimSpace(lastLine(p)); line != "" {
+		c.last = line
+	}
 	c.mu.Unlock()
 	if above != nil {
 		// A write that meets the bars shutting down is written below them, where they leave the cursor.
@@ -37,6 +42,19 @@ func (c *Console) Write(p []byte) (int, error) {
 		}
 	}
 	return c.out.Write(p)
+}
+
+// Last is the last line written to the console.
+func (c *Console) Last() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// lastLine is the last non-empty line of p.
+func lastLine(p []byte) string {
+	lines := strings.Split(strings.TrimRight(string(p), "\n"), "\n")
+	return lines[len(lines)-1]
 }
 
 // drawing routes writes above the bars of p, or to the output again when p is nil.

@@ -92,3 +92,54 @@ func TestConsoleAboveBars(t *testing.T) {
 		t.Errorf("the bar is drawn once on the final screen:\n%s", text)
 	}
 }
+
+// TestActivitySpinner: on a terminal, a job of unknown length (a build) shows a spinner named by its label,
+// saying what the job last logged and how long it has run; its log lines stay above it. Off a terminal it
+// adds nothing: the log lines are the progress.
+func TestActivitySpinner(t *testing.T) {
+	ptm, tty := openPTY(t)
+	var seen syncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptm.Read(buf)
+			seen.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	console := NewConsole(tty)
+	stop := StartActivity(ActivityOptions{Out: tty, Console: console, Label: "image build"})
+	console.Write([]byte("building etcd v3.6.16 from the Go module proxy (about a minute, once)\n"))
+	time.Sleep(700 * time.Millisecond)
+	stop()
+	console.Write([]byte("built etcd v3.6.16 in 61s\n"))
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(seen.String(), "built etcd") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	tty.Close()
+	ptm.Close()
+	<-done
+	raw := seen.String()
+	text := strings.Join(screen(strings.ReplaceAll(raw, "\r\n", "\n")), "\n")
+	building := strings.Index(text, "building etcd v3.6.16")
+	spin := strings.Index(text, "image build")
+	built := strings.Index(text, "built etcd v3.6.16")
+	if building < 0 || spin < building || built < spin || !strings.Contains(raw, "elapsed ") ||
+		!strings.Contains(raw, "elapsed 0s  building etcd v3.6.16") {
+		t.Fatalf("the terminal shows the log line, the spinner with what it is doing, then what came after; it shows:\n%s\nraw: %q", text, raw)
+	}
+
+	var log syncBuffer
+	c := NewConsole(&log)
+	stop = StartActivity(ActivityOptions{Out: &log, Console: c, Label: "image build"})
+	c.Write([]byte("building etcd v3.6.16\n"))
+	stop()
+	if log.String() != "building etcd v3.6.16\n" {
+		t.Errorf("off a terminal, the activity added to the log: %q", log.String())
+	}
+}
