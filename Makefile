@@ -113,6 +113,14 @@ fidelity: build
 	bin/chaosbench fidelity --preset small --duration $${DURATION:-2m} --out results/fidelity-small-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
 	bin/chaosbench fidelity --preset medium --duration $${DURATION:-2m} --out results/fidelity-medium-$$(date -u +%Y%m%d-%H%M%S) $(ARGS)
 
+## figures: run the bench targets again (bench-vs-etcd, bench-kube, bench-scale, bench-checker and the
+## recording benchmarks) and write each figure into docs/figures.md with the command, the commit and the
+## machine that measured it (long, and Docker for bench-scale; not part of make test). FIGURES="bench-kube
+## bench-checker" measures some.
+.PHONY: figures
+figures:
+	ci/figures.sh
+
 ## run: build and run chaosbench with ARGS, e.g. make run ARGS="--workload put --duration 30s"
 run: build
 	bin/chaosbench run $(ARGS)

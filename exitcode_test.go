@@ -8,7 +8,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
-// TestExitCode pins every exit code to the error that causes it (README's table is the documentation).
+// TestExitCode pins every exit code to the error that causes it (docs/outcomes.md's table is the documentation).
 func TestExitCode(t *testing.T) {
 	tests := []struct {
 		name string

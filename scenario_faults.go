@@ -12,7 +12,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/faults"
 )
 
-// FaultOptions are a scenario's fault settings (see package faults and the README's Faults section).
+// FaultOptions are a scenario's fault settings (see package faults and docs/faults.md).
 type FaultOptions struct {
 	// Schedule holds fault specs (kill:leader@20s+5s, ...); "default" is the default schedule, "none" none.
 	Schedule []string `json:"schedule"`

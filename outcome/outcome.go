@@ -13,7 +13,7 @@ import (
 	"strings"
 )
 
-// Exit codes of every chaosbench command. README.md documents them in one table; keep both in step.
+// Exit codes of every chaosbench command. docs/outcomes.md documents them in one table; keep both in step.
 const (
 	// ExitOK: the run completed and every check and threshold passed.
 	ExitOK = 0

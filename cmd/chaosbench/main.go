@@ -31,6 +31,21 @@ func main() {
 // execute runs the command line args and returns the exit code.
 func execute(args []string, stdout, stderr io.Writer) int {
 	var code int
+	root := newRoot(stdout, stderr, &code)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		if code == outcome.ExitOK {
+			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
+			// arguments.
+			code = outcome.ExitUsage
+		}
+		fmt.Fprintln(stderr, "chaosbench:", err)
+	}
+	return code
+}
+
+// newRoot is chaosbench's command tree; each command sets *code when it runs.
+func newRoot(stdout, stderr io.Writer, code *int) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "chaosbench",
 		Short: "Benchmark etcd with Kubernetes-like load and check it under faults",
@@ -43,37 +58,28 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &outcome.UsageError{Err: err} })
 	// Containers and versions (docker.go) log nothing of testcontainers' own.
 	quietTestcontainers()
 	cobra.EnableCommandSorting = false // each group lists its commands in the order a newcomer needs them
 	addGroup(root, jobsGroup, "Jobs (each runs etcd under load and exits with its verdict):",
-		runCommand(stdout, stderr, &code), qualifyCommand(stdout, stderr, &code), suiteCommand(stdout, stderr, &code),
-		compareCommand(stdout, stderr, &code), fidelityCommand(stdout, stderr, &code))
+		runCommand(stdout, stderr, code), qualifyCommand(stdout, stderr, code), suiteCommand(stdout, stderr, code),
+		compareCommand(stdout, stderr, code), fidelityCommand(stdout, stderr, code))
 	addGroup(root, resultsGroup, "Results (read, re-judge, merge and publish what jobs wrote):",
-		reportCommand(stdout, &code), checkCommand(stdout, stderr, &code), trendCommand(stdout, &code),
-		mergeCommand(stdout, stderr, &code), historyCommand(stdout, &code))
+		reportCommand(stdout, code), checkCommand(stdout, stderr, code), trendCommand(stdout, code),
+		mergeCommand(stdout, stderr, code), historyCommand(stdout, code))
 	addGroup(root, setupGroup, "Setup (what jobs run on):",
-		imageCommand(stdout, stderr, &code), clusterCommand(stdout, stderr, &code), kubeCommand(stdout, &code),
-		cleanCommand(stdout, stderr, &code), versionCommand(stdout))
+		imageCommand(stdout, stderr, code), clusterCommand(stdout, stderr, code), kubeCommand(stdout, code),
+		cleanCommand(stdout, stderr, code), versionCommand(stdout))
 	// The helper processes chaosbench re-executes itself as (etcd member, docker watchdog, slowfs, a split
 	// load's worker): hidden, in no group.
 	for _, h := range chaosbench.HiddenCommands() {
-		root.AddCommand(hiddenCommand(h, &code))
+		root.AddCommand(hiddenCommand(h, code))
 	}
-	root.AddCommand(splitWorkerCommand(stdout, stderr, &code))
+	root.AddCommand(splitWorkerCommand(stdout, stderr, code))
 	root.SetHelpCommandGroupID(setupGroup)
 	root.SetCompletionCommandGroupID(setupGroup)
-	if err := root.Execute(); err != nil {
-		if code == outcome.ExitOK {
-			// Commands set their own code; an error without one is cobra's: unknown command or flag, bad
-			// arguments.
-			code = outcome.ExitUsage
-		}
-		fmt.Fprintln(stderr, "chaosbench:", err)
-	}
-	return code
+	return root
 }
 
 // The groups of `chaosbench --help`, in what a user comes for: a job that decides something, the results

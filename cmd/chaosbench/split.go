@@ -75,7 +75,7 @@ func kubeCommand(stdout io.Writer, code *int) *cobra.Command {
 		Long: "Render prints a ConfigMap (the scenario), a headless Service (worker 0's reference clock), a claim\n" +
 			"for the results, an Indexed Job of N workers (one share each, spread over nodes, never retried) and a\n" +
 			"Job that waits for their results and merges them: its exit code is the merged run's outcome.",
-		Example: `  chaosbench kube render --workers 3 --config ci/chaos/smoke.yaml --endpoints https://etcd-0.etcd:2379 \
+		Example: `  chaosbench kube render --workers 3 --config docs/examples/split-kube.yaml --endpoints https://etcd-0.etcd:2379 \
     --tls-secret etcd-client --image registry.example.com/chaosbench:v1 > split.yaml
   kubectl apply -f split.yaml && kubectl wait --for=condition=complete --timeout=24h job/chaosbench-merge
   kubectl logs job/chaosbench-merge`,

@@ -3,7 +3,7 @@
 // churn through optimistic-concurrency transactions, events on shared leases, leader election, clients'
 // paged and consistent lists, count and status polls, the apiserver's compactor and master leases.
 //
-// Every request has the shape kube-apiserver's storage layer gives it (see the reference in the README):
+// Every request has the shape kube-apiserver's storage layer gives it (see the reference in docs/workloads.md):
 // creates are Txn(ModRevision == 0), updates are Txn(ModRevision == known) Then Put Else Get with the known
 // revision taken from the simulated apiserver's watch cache, lists are paged Ranges pinned to the first
 // page's revision. Operations are named verb/resource after the apiserver's etcd request metrics
