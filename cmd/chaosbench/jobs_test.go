@@ -20,8 +20,8 @@ import (
 // recorded run directories, must say the same thing everywhere it says it. The exit code, the printed verdict
 // line, the outcome in the JSON it writes, its JUnit and its HTML title all come from one decision; a job that
 // decides on its own (a comparison returning its first failure's code, a qualification judging its smallest
-// class only) fails its row. A new command cannot land without its row here, and README's exit-code section is
-// this table.
+// class only) fails its row. A new command cannot land without its row here, and docs/outcomes.md's table is
+// this one.
 
 // said is what one job said about its verdict, everywhere it says it.
 type said struct {
