@@ -54,7 +54,7 @@ import sys
 # The outcomes chaosbench writes (outcome/outcome.go) and the exit code of each: the one table of both.
 EXIT = {"ok": 0, "known-issue": 0, "threshold-failed": 3, "undecided": 1, "harness-error": 1,
         "incomplete": 130, "member-crashed": 4, "violation": 4}
-# Exit codes chaosbench returns (README.md), usage included.
+# Exit codes chaosbench returns (docs/outcomes.md), usage included.
 CODES = (0, 1, 2, 3, 4, 130)
 
 

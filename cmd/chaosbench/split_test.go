@@ -109,7 +109,7 @@ func TestSplitLoad(t *testing.T) {
 
 // TestSplitChecks: a split load's merged history with a leader kill checks clean; shifting one worker's
 // clock by 50 ms with that uncertainty recorded still checks clean; the same shift unrecorded breaks
-// real-time order (the case the README warns about); and an anomaly in one worker's history is caught in
+// real-time order (the case docs/scale-out.md warns about); and an anomaly in one worker's history is caught in
 // the merged check.
 func TestSplitChecks(t *testing.T) {
 	if testing.Short() {

@@ -151,7 +151,7 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 // TestRunMatchesPlan runs every actor against real etcd and compares the measured rates of the frequent
 // operations with the plan, within 10%. The run is short, so the steps of pod lives that fall after its end
 // (deletions 2 s after the deletion timestamp, events up to 2.5 s and statuses up to 5 s after the create)
-// are cut: their rates may fall short by that share of the run too. The README's 5-minute run shows the
+// are cut: their rates may fall short by that share of the run too. The 5-minute run of docs/figures.md shows the
 // full-length figures.
 func TestRunMatchesPlan(t *testing.T) {
 	const duration = 12 * time.Second
