@@ -28,8 +28,12 @@ import (
 // reader must start at the beginning of a file; a record cut short at the end of a file (a run killed
 // while writing) ends the history, everything before it is valid.
 
-// FormatVersion is the version of the history format this package writes and reads.
-const FormatVersion = 1
+// FormatVersion is the version of the history format this package writes. It reads every version from
+// minFormatVersion on: version 2 added the attempts of an operation (Operation.Attempts, flags 4 and 8 of
+// an operation record), which a version 1 file never has.
+const FormatVersion = 2
+
+const minFormatVersion = 1
 
 const (
 	formatMagic = "CBHIST"
@@ -208,10 +212,16 @@ func (e *encoder) operation(b []byte, op *Operation) []byte {
 	b = e.request(b, &op.Request)
 	var flags byte
 	if op.Response != nil {
-		flags |= 1
+		flags |= opResponse
 	}
 	if op.Error != "" {
-		flags |= 2
+		flags |= opError
+	}
+	if op.AttemptsRecorded {
+		flags |= opAttemptsRecorded
+	}
+	if len(op.Attempts) > 0 {
+		flags |= opAttempts
 	}
 	b = append(b, flags)
 	if op.Error != "" {
@@ -221,6 +231,50 @@ func (e *encoder) operation(b []byte, op *Operation) []byte {
 		b = binary.AppendVarint(b, op.Response.Revision-e.prevRev)
 		e.prevRev = op.Response.Revision
 		b = e.responseParts(b, op.Response)
+	}
+	if len(op.Attempts) > 0 {
+		b = e.attempts(b, op)
+	}
+	return b
+}
+
+// Flags of an operation record, after its request: what follows it.
+const (
+	opResponse         = 1
+	opError            = 2
+	opAttemptsRecorded = 4 // version 2: the client watched the operation's attempts
+	opAttempts         = 8 // version 2: the attempts follow
+)
+
+// Flags of an encoded attempt.
+const (
+	atNotSent = 1 << iota
+	atTransparent
+	atCode
+	atError
+	atPeer
+)
+
+// attempts appends op's attempts: a count, then each as a flags byte, its start from the operation's call,
+// its length, and its interned code, message and peer when it has them.
+func (e *encoder) attempts(b []byte, op *Operation) []byte {
+	b = binary.AppendUvarint(b, uint64(len(op.Attempts)))
+	for i := range op.Attempts {
+		a := &op.Attempts[i]
+		var f byte
+		for bit, set := range []bool{a.NotSent, a.Transparent, a.Code != "", a.Error != "", a.Peer != ""} {
+			if set {
+				f |= 1 << bit
+			}
+		}
+		b = append(b, f)
+		b = binary.AppendVarint(b, a.Start-op.Call)
+		b = binary.AppendVarint(b, a.End-a.Start)
+		for _, s := range []string{a.Code, a.Error, a.Peer} {
+			if s != "" {
+				b = e.s(b, s)
+			}
+		}
 	}
 	return b
 }
@@ -577,8 +631,8 @@ func checkHeader(h []byte) (byte, error) {
 	if len(h) < headerSize || string(h[:len(formatMagic)]) != formatMagic {
 		return 0, fmt.Errorf("%w: not a chaosbench history file", errFormat)
 	}
-	if v := h[len(formatMagic)]; v != FormatVersion {
-		return 0, fmt.Errorf("%w: format version %d, this chaosbench reads version %d", errFormat, v, FormatVersion)
+	if v := h[len(formatMagic)]; v < minFormatVersion || v > FormatVersion {
+		return 0, fmt.Errorf("%w: format version %d, this chaosbench reads versions %d to %d", errFormat, v, minFormatVersion, FormatVersion)
 	}
 	return h[len(formatMagic)+1], nil
 }

@@ -163,6 +163,12 @@ func (g *gen) operation() *Operation {
 	case 2: // both: an answer and an error are not exclusive in the format
 		op.Error, op.Response = g.str(), g.response(0)
 	}
+	op.AttemptsRecorded = g.flag()
+	for range g.r.IntN(4) {
+		codes := []string{"", "DeadlineExceeded", "Unavailable", g.str()}
+		op.Attempts = append(op.Attempts, Attempt{Start: op.Call + g.i64(), End: op.Call + g.i64(), Code: codes[g.r.IntN(len(codes))],
+			Error: g.str(), Peer: g.str(), NotSent: g.flag(), Transparent: g.flag()})
+	}
 	return op
 }
 
@@ -448,11 +454,12 @@ func TestFormatTornTail(t *testing.T) {
 	}
 }
 
-// TestFormatRejects: a file of a newer version or of the other content is refused with a clear error.
+// TestFormatRejects: a file of a version this package does not read or of the other content is refused with a clear error.
 func TestFormatRejects(t *testing.T) {
 	dir := t.TempDir()
 	for name, data := range map[string][]byte{
 		"newer":   append([]byte(formatMagic), FormatVersion+1, contentOperations),
+		"older":   append([]byte(formatMagic), minFormatVersion-1, contentOperations),
 		"watches": append([]byte(formatMagic), FormatVersion, contentWatches),
 	} {
 		path := filepath.Join(dir, name)
@@ -463,6 +470,36 @@ func TestFormatRejects(t *testing.T) {
 		if !errors.Is(err, errFormat) {
 			t.Errorf("%s: %v, want a format error", name, err)
 		}
+	}
+}
+
+// TestFormatVersion1: a file of format version 1 (every run before attempts were recorded) reads as it
+// always did: version 2 only added what follows an operation's flags 4 and 8, which version 1 never set.
+func TestFormatVersion1(t *testing.T) {
+	g := newGen(5)
+	e := newEncoder()
+	data := append([]byte(formatMagic), 1, contentOperations)
+	var ops []*Operation
+	for range 300 {
+		op := g.operation()
+		op.AttemptsRecorded, op.Attempts = false, nil
+		ops = append(ops, op)
+		data = appendRecord(data, e.operation(nil, op))
+	}
+	path := filepath.Join(t.TempDir(), HistoryFile)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	err := ReadOperations(path, func(got *Operation) error {
+		if !reflect.DeepEqual(got, ops[i]) {
+			t.Fatalf("operation %d differs\n got %s\nwant %s", i, dump(got), dump(ops[i]))
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != len(ops) {
+		t.Fatalf("read %d of %d operations of a version 1 file: %v", i, len(ops), err)
 	}
 }
 

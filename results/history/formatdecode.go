@@ -28,24 +28,25 @@ type decoder struct {
 	packs   slab[packedKVs]
 	refs    slab[uint32]
 
-	ranges   slab[Range]
-	puts     slab[Put]
-	deletes  slab[Delete]
-	txns     slab[Txn]
-	leases   slab[Lease]
-	compacts slab[Compact]
-	resps    slab[Response]
-	rangeRs  slab[RangeResponse]
-	putRs    slab[PutResponse]
-	deleteRs slab[DeleteResponse]
-	txnRs    slab[TxnResponse]
-	leaseRs  slab[LeaseResponse]
-	kvSlab   slab[KV]
-	compares slab[Compare]
-	reqs     slab[Request]
-	events   slab[Event]
-	watchReq slab[WatchRequest]
-	ops      slab[Operation]
+	ranges      slab[Range]
+	puts        slab[Put]
+	deletes     slab[Delete]
+	txns        slab[Txn]
+	leases      slab[Lease]
+	compacts    slab[Compact]
+	resps       slab[Response]
+	rangeRs     slab[RangeResponse]
+	putRs       slab[PutResponse]
+	deleteRs    slab[DeleteResponse]
+	txnRs       slab[TxnResponse]
+	leaseRs     slab[LeaseResponse]
+	kvSlab      slab[KV]
+	compares    slab[Compare]
+	reqs        slab[Request]
+	events      slab[Event]
+	watchReq    slab[WatchRequest]
+	ops         slab[Operation]
+	attemptSlab slab[Attempt]
 
 	res *resident // an OperationStore's records: strings and key-values are the store's (store.go)
 	// window is the part of a spilled OperationStore's file last read: b holds it from offset at.
@@ -100,6 +101,7 @@ func (d *decoder) reuse() {
 	d.events.reuse()
 	d.watchReq.reuse()
 	d.ops.reuse()
+	d.attemptSlab.reuse()
 }
 
 func (s *slab[T]) slice(n int) []T {
@@ -229,17 +231,39 @@ func (d *decoder) operation(rec []byte, op *Operation) error {
 	d.request(&op.Request)
 	flags := d.byte()
 	op.Error, op.Response = "", nil
-	if flags&2 != 0 {
+	op.AttemptsRecorded, op.Attempts = flags&opAttemptsRecorded != 0, nil
+	if flags&opError != 0 {
 		op.Error = d.s()
 	}
-	if flags&1 != 0 {
+	if flags&opResponse != 0 {
 		r := d.resps.one()
 		r.Revision = d.prevRev + d.varint()
 		d.prevRev = r.Revision
 		d.responseParts(r)
 		op.Response = r
 	}
+	if flags&opAttempts != 0 {
+		op.Attempts = d.attempts(op.Call)
+	}
 	return d.finish()
+}
+
+// attempts reads the attempts of an operation called at call (see encoder.attempts).
+func (d *decoder) attempts(call int64) []Attempt {
+	as := d.attemptSlab.slice(d.count())
+	for i := range as {
+		a := &as[i]
+		f := d.byte()
+		a.NotSent, a.Transparent = f&atNotSent != 0, f&atTransparent != 0
+		a.Start = call + d.varint()
+		a.End = a.Start + d.varint()
+		for bit, s := range []*string{&a.Code, &a.Error, &a.Peer} {
+			if f&(atCode<<bit) != 0 {
+				*s = d.s()
+			}
+		}
+	}
+	return as
 }
 
 func (d *decoder) request(r *Request) {

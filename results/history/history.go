@@ -270,15 +270,62 @@ type LeaseResponse struct {
 // Operation is one request and its outcome as one client saw it. Call and Return are nanoseconds since the
 // run's base time on the monotonic clock. An operation that failed or timed out may still have taken effect;
 // Error says what the client saw and the checker treats its return time as unknown.
+//
+// One call of a client may reach etcd more than once: etcd's client retries some requests by itself, and
+// gRPC retries an attempt the server provably did not process. AttemptsRecorded says that the recording
+// client watched every attempt the operation made (workloads.Client, with gRPC's stats handler); Attempts
+// lists them, but only when there was more than one or one failed, which keeps the history small: an
+// operation with AttemptsRecorded and no Attempts went out once and was answered. Without
+// AttemptsRecorded (a history recorded before chaosbench watched attempts, or a connection it did not
+// watch) nothing is known of its attempts.
 type Operation struct {
-	Client   int       `json:"client"`
-	Op       string    `json:"op,omitempty"`
-	Call     int64     `json:"call"`
-	Return   int64     `json:"return"`
-	Request  Request   `json:"req"`
-	Response *Response `json:"resp,omitempty"`
-	Error    string    `json:"error,omitempty"`
+	Client           int       `json:"client"`
+	Op               string    `json:"op,omitempty"`
+	Call             int64     `json:"call"`
+	Return           int64     `json:"return"`
+	Request          Request   `json:"req"`
+	Response         *Response `json:"resp,omitempty"`
+	Error            string    `json:"error,omitempty"`
+	AttemptsRecorded bool      `json:"attempts_recorded,omitempty"`
+	Attempts         []Attempt `json:"attempts,omitempty"`
 }
+
+// Attempt is one attempt of an operation to reach etcd, as the client's transport saw it. Start and End
+// are nanoseconds since the run's base time, as an operation's Call and Return.
+type Attempt struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	// Code is the gRPC status code the attempt ended with ("DeadlineExceeded", "Unavailable", ...); "" when
+	// it was answered. Error is the status message.
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Peer is the address of the member the attempt went to, when it got that far.
+	Peer string `json:"peer,omitempty"`
+	// NotSent: the attempt ended before its request was handed to a connection (no connection was ready,
+	// the deadline passed first): etcd cannot have seen it.
+	NotSent bool `json:"not_sent,omitempty"`
+	// Transparent: gRPC made this attempt by itself, because the one before provably did not reach the
+	// server's application (a refused stream, a stream above a GOAWAY's last, a connection that closed
+	// before the request was written).
+	Transparent bool `json:"transparent,omitempty"`
+}
+
+// Sends returns how many of attempts etcd may have received and processed: every attempt handed to a
+// connection, except one that gRPC retried transparently (gRPC does so only for an attempt the server
+// provably did not process).
+func Sends(attempts []Attempt) int {
+	n := 0
+	for i, a := range attempts {
+		if a.NotSent || (i+1 < len(attempts) && attempts[i+1].Transparent) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// Failed reports whether the attempt ended without an answer.
+func (a *Attempt) Failed() bool { return a.Code != "" }
 
 // EncodeValue returns the bytes of value v: its write id in the first 8 bytes (big endian), then filler.
 // Values are at least 8 bytes long; filler is taken from the start of fill, cycling when it is short.
