@@ -91,9 +91,10 @@ type Client struct {
 
 	// Reused for every request: a Client serves one goroutine at a time, and sinks and the history writer
 	// do not keep what they are given.
-	record results.Record
-	op     history.Operation
-	writes uint32 // values written so far, see NewValue
+	record   results.Record
+	op       history.Operation
+	writes   uint32     // values written so far, see NewValue
+	attempts attemptLog // the attempts of the operation in flight, when a history is kept (attempts.go)
 }
 
 // ClientOptions shapes how a Client sends requests.
@@ -108,7 +109,7 @@ type ClientOptions struct {
 
 // NewClient returns a recording client with id (the client number in histories) over conn.
 func NewClient(id int, conn *clientv3.Client, rec *Recorder, opts ClientOptions) *Client {
-	return &Client{id: id, etcd: conn, kv: conn.KV, rec: rec, opts: opts}
+	return &Client{id: id, etcd: conn, kv: conn.KV, rec: rec, opts: opts, attempts: attemptLog{base: rec.start}}
 }
 
 // ID returns the client's number in histories.
@@ -136,6 +137,9 @@ func (c *Client) Do(ctx context.Context, slot *Slot, op string, req history.Requ
 	start := c.rec.Now()
 	if c.opts.Timeout > 0 {
 		ctx = c.rec.deadlines.context(ctx, c.opts.Timeout, c.opts.ServerDeadline, c.rec.start.Add(start))
+	}
+	if c.rec.history != nil {
+		ctx = c.attempts.start(ctx)
 	}
 	resp, err := c.send(ctx, req)
 	end := c.rec.Now()
@@ -186,6 +190,7 @@ func (c *Client) finish(slot *Slot, op string, req history.Request, start, end t
 	if c.rec.history != nil {
 		h := &c.op
 		*h = history.Operation{Client: c.id, Op: op, Call: int64(start), Return: int64(end), Request: req}
+		h.AttemptsRecorded, h.Attempts = c.attempts.stop(c.rec.start.Add(end), err)
 		if err != nil {
 			h.Error = rec.ErrClass + ": " + err.Error()
 		} else {

@@ -15,8 +15,9 @@ import (
 // (etcd-client), the same with the runner's connection options (runner-conn: etcd's generated codec,
 // fixed flow-control windows), the same over the runner's unary connection (unary-conn), and the same
 // put sent through the recording Client over the unary connection as the runner sends it (history file,
-// HDR collector, per-request timeout), against a real single-member cluster. The
-// differences in allocs/op and B/op are what the options save and what chaosbench's recording costs.
+// HDR collector, per-request timeout), and over gRPC's connection with and without the stats handler that
+// records attempts, against a real single-member cluster. The differences in allocs/op and B/op are what
+// the options save and what chaosbench's recording costs.
 func BenchmarkPutOverhead(b *testing.B) {
 	c := startCluster(b, 1)
 	plain, err := clientv3.New(clientConfig(c))
@@ -53,28 +54,43 @@ func BenchmarkPutOverhead(b *testing.B) {
 			}
 		})
 	}
-	b.Run("recording-client", func(b *testing.B) {
-		dir := b.TempDir()
-		hist, err := history.NewWriter(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer hist.Close()
-		col, err := results.NewCollector(results.CollectorOptions{Dir: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer col.Close(0)
-		rec := NewRecorder(time.Now(), hist, []byte("x"), col)
-		rec.Begin()
-		client := NewClient(0, cli, rec, ClientOptions{Timeout: 10 * time.Second})
-		client.kv = lean
-		b.ReportAllocs()
-		for b.Loop() {
-			req := history.Request{Kind: history.KindPut, Put: &history.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}
-			if _, err := client.Do(ctx, nil, "put", req); err != nil {
+	// The recording client over gRPC's connection, as the kube workload sends, with and without the stats
+	// handler that records every attempt (attempts.go): what recording attempts costs.
+	acfg := clientConfig(c)
+	acfg.DialOptions = append(dialOptions(false), AttemptDialOption())
+	watched, err := clientv3.New(acfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer watched.Close()
+	for _, v := range []struct {
+		name string
+		conn *clientv3.Client
+		kv   clientv3.KV
+	}{{"recording-client", cli, lean}, {"recording-client-grpc", cli, cli.KV}, {"recording-client-grpc-attempts", watched, watched.KV}} {
+		b.Run(v.name, func(b *testing.B) {
+			dir := b.TempDir()
+			hist, err := history.NewWriter(dir)
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
+			defer hist.Close()
+			col, err := results.NewCollector(results.CollectorOptions{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer col.Close(0)
+			rec := NewRecorder(time.Now(), hist, []byte("x"), col)
+			rec.Begin()
+			client := NewClient(0, v.conn, rec, ClientOptions{Timeout: 10 * time.Second})
+			client.kv = v.kv
+			b.ReportAllocs()
+			for b.Loop() {
+				req := history.Request{Kind: history.KindPut, Put: &history.Put{Key: "/bench/0000270f", Value: client.NewValue(256)}}
+				if _, err := client.Do(ctx, nil, "put", req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -105,6 +105,8 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 	// gRPC's connection honors.
 	unary := !opts.ProbeBandwidth && cfg.Username == "" && len(cfg.DialOptions) == 0
 	cfg.DialOptions = append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], dialOptions(opts.ProbeBandwidth)...)
+	// Every attempt of a recording client's operation goes into the history (attempts.go).
+	cfg.DialOptions = append(cfg.DialOptions, AttemptDialOption())
 	for range opts.Conns {
 		c, err := clientv3.New(cfg)
 		if err != nil {

@@ -107,7 +107,11 @@ func (c *unaryConn) Invoke(ctx context.Context, method string, args, reply any, 
 	out, ok2 := reply.(gogoMessage)
 	if ok1 && ok2 {
 		if t := c.transport(); t != nil {
+			start := time.Now()
 			err := t.invoke(ctx, method, in, out)
+			if a := attemptsOf(ctx); a != nil && !errors.Is(err, errTooLarge) {
+				a.add(start, time.Now(), t.conn.RemoteAddr(), !errors.Is(err, errNotSent), err)
+			}
 			switch {
 			case errors.Is(err, errTooLarge), errors.Is(err, errNotSent):
 			case status.Code(err) == codes.Unavailable && method == rangeMethod && ctx.Err() == nil:
