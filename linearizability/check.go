@@ -32,6 +32,12 @@ type Options struct {
 	Faults []results.FaultWindow
 	// VisualizationPath, when set, receives porcupine's HTML visualization of the failing key.
 	VisualizationPath string
+	// Catalog holds the known upstream issues findings are attributed to, by the evidence the history
+	// recorded (nil: DefaultCatalog). Versions are the releases the run used, which say whether an issue
+	// is one they have or a regression of a fixed one (zero: read from the run directory's summary.json
+	// by CheckDir, when there is one).
+	Catalog  *Catalog
+	Versions results.Versions
 
 	// paging puts the check's large arrays in files in pageDir ("": the temporary directory), with at most
 	// pageBudget bytes of each in memory (0: pageBudget), in pages of about pageBytes (0: pageBytes).
@@ -53,6 +59,10 @@ type Report struct {
 	Violations []Violation `json:"violations,omitempty"`
 	// ViolationCount counts every violation found, per check.
 	ViolationCount map[string]int `json:"violation_count,omitempty"`
+	// KnownIssues are the findings attributed, by the evidence the history recorded, to an entry of the
+	// catalog of known upstream issues; the violations they stand for are in Violations, marked Known, and
+	// not in ViolationCount.
+	KnownIssues []results.KnownIssueFinding `json:"known_issues,omitempty"`
 	// Visualization is the path of the HTML visualization written for a linearizability violation.
 	Visualization string  `json:"visualization,omitempty"`
 	Stats         Stats   `json:"stats"`
@@ -95,6 +105,11 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	}
 	if opts.VisualizationPath == "" {
 		opts.VisualizationPath = filepath.Join(dir, VisualizationFile)
+	}
+	if opts.Versions == (results.Versions{}) {
+		if s, err := results.ReadSummary(dir); err == nil {
+			opts.Versions = s.Versions
+		}
 	}
 	opts.paging, opts.pageDir = true, dir
 	rep, err := check(ctx, ops, wl, opts)
@@ -156,6 +171,11 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	if opts.Catalog == nil {
+		if opts.Catalog, err = DefaultCatalog(); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -193,6 +213,7 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 
 	rep = &Report{Stats: c.stats}
 	f := c.collectFindings(ctx, pk, s)
+	c.attribute(opts.Catalog, opts.Versions, &f)
 	rep.ViolationCount = map[string]int{CheckLinearizability: len(f.lin), CheckWatch: len(f.watch), CheckSerializable: len(f.ser)}
 	linCheck, visualization := c.linearizabilityVerdict(ctx, opts, f, s, timeout)
 	linCheck.Seconds = globalSecs + perKeySecs
@@ -202,7 +223,11 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	serCheck := c.serializableVerdict(f.ser)
 	serCheck.Seconds = globalSecs
 	rep.Checks = []results.Check{linCheck, watchCheck, serCheck}
-	for _, list := range [][]Violation{f.lin, f.watch, f.ser} {
+	rep.KnownIssues = f.known.findings
+	for i := range rep.Checks {
+		knownVerdict(&rep.Checks[i], f.known)
+	}
+	for _, list := range [][]Violation{f.lin, f.watch, f.ser, f.known.violations} {
 		rep.Violations = append(rep.Violations, list[:min(len(list), 100)]...)
 	}
 	rep.Seconds = time.Since(start).Seconds()

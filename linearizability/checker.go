@@ -31,6 +31,9 @@ type Violation struct {
 	// Time is the earliest time involved (ns since the run's base), to order violations.
 	Time    int64  `json:"time"`
 	Message string `json:"message"`
+	// Known names the known upstream issue the violation was attributed to, by the evidence the history
+	// recorded (Report.KnownIssues); such a violation does not make its check's verdict a violation.
+	Known string `json:"known,omitempty"`
 }
 
 // String is the violation in one line: kind, key, revision and message.

@@ -20,6 +20,7 @@ type findings struct {
 	watch, ser []Violation
 	smallest   *segment // the smallest failing key segment, for the visualization
 	undecided  int      // key segments porcupine did not decide in time
+	known      known    // what the attribution to known issues moved out of lin, watch and ser (attribute.go)
 }
 
 // collectFindings gathers every check's violations. The failing key segments come after the global
