@@ -247,12 +247,15 @@ func checkMergedHistory(ctx context.Context, sum *results.Summary, dir string, w
 	}
 	fmt.Fprintln(out, "checking the merged history (linearizability, watches, serializable reads)...")
 	defer checkMemory()()
-	rep, err := lin.CheckDir(ctx, dir, lin.Options{Timeout: s.CheckTimeout})
+	policy, _ := outcome.ParseKnownIssuePolicy(s.KnownIssues) // validated with the scenario
+	sum.KnownIssuePolicy = string(policy)
+	rep, err := lin.CheckDir(ctx, dir, lin.Options{Timeout: s.CheckTimeout, Versions: sum.Versions})
 	if rep == nil {
 		sum.Checks = append(sum.Checks, results.Check{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: fmt.Sprintf("check history: %v", err)})
 		return nil
 	}
 	sum.Checks = append(sum.Checks, rep.Checks...)
+	sum.KnownIssues = append(sum.KnownIssues, rep.KnownIssues...)
 	lin.WriteVerdicts(out, rep)
 	return nil
 }

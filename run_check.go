@@ -5,12 +5,15 @@ import (
 	"fmt"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
 
 // checkHistory runs the consistency checks on the run's own history at the end of a run and stores the
 // verdicts in the summary, where the outcome reads them. It says why when it does not run them.
 func (r *run) checkHistory(ctx context.Context, interrupted bool) {
+	policy, _ := outcome.ParseKnownIssuePolicy(r.s.KnownIssues) // validated with the scenario
+	r.summary.KnownIssuePolicy = string(policy)
 	switch {
 	case !r.s.History:
 		r.checkNote = "consistency checks skipped: no history was recorded (--history=false)"
@@ -29,7 +32,7 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 	}
 	fmt.Fprintf(r.out, "checking the history (linearizability, watches, serializable reads)...\n")
 	defer checkMemory()()
-	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout})
+	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions})
 	if rep == nil {
 		// The checks could not even start (an unreadable history): undecided, never a pass.
 		r.summary.Checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown,
@@ -37,6 +40,7 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 		return
 	}
 	r.summary.Checks = rep.Checks
+	r.summary.KnownIssues = rep.KnownIssues
 	r.checkReport = rep
 }
 

@@ -81,6 +81,9 @@ type Scenario struct {
 	// Consistency checks of the recorded history (see bindCheckFlags).
 	Check        bool          `json:"check"`
 	CheckTimeout time.Duration `json:"check-timeout"`
+	// KnownIssues is what a finding attributed by its evidence to a known upstream issue does to the
+	// outcome: report (name it and pass) or fail (a violation).
+	KnownIssues string `json:"known-issues,omitempty"`
 }
 
 // DefaultScenario returns the scenario of a plain `chaosbench run`.
@@ -106,6 +109,7 @@ func DefaultScenario() Scenario {
 		Faults:         DefaultFaultOptions(),
 		Check:          true,
 		CheckTimeout:   5 * time.Minute,
+		KnownIssues:    string(outcome.KnownIssuesReport),
 		WorkerOptions:  WorkerOptions{Workers: 1, Worker: -1},
 	}
 }
@@ -171,6 +175,7 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 func bindCheckFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.BoolVar(&s.Check, "check", s.Check, "check the recorded history at the end of the run: linearizability, watch guarantees, serializable reads (needs --history)")
 	fs.DurationVar(&s.CheckTimeout, "check-timeout", s.CheckTimeout, "time limit of the checks; what is not decided in time is unknown, which is not a pass")
+	fs.StringVar(&s.KnownIssues, "known-issues", s.KnownIssues, "a finding the recorded evidence attributes to a known upstream issue (linearizability/knownissues.yaml): report names it and passes, fail makes it a violation (exit 4)")
 }
 
 // LoadScenarioFile applies a YAML scenario file through fs, the flag set BindFlags filled: every key is a
@@ -351,6 +356,9 @@ func (s *Scenario) validate() error {
 	}
 	if s.CheckTimeout < 0 {
 		return outcome.Usagef("--check-timeout %s: must not be negative", s.CheckTimeout)
+	}
+	if _, err := outcome.ParseKnownIssuePolicy(s.KnownIssues); err != nil {
+		return err
 	}
 	if s.Warmup < 0 || (s.Duration > 0 && s.Warmup >= s.Duration) {
 		return outcome.Usagef("--warmup %s: must be shorter than --duration %s", s.Warmup, s.Duration)

@@ -105,6 +105,7 @@ func TestBadInput(t *testing.T) {
 		{"check profile", []string{"check", "--cpu-profile", filepath.Join(dir, "no", "such", "cpu.prof"), dir}, "--cpu-profile: open"},
 		{"run profile", []string{"run", "--cpu-profile", filepath.Join(dir, "no", "such", "cpu.prof")}, "--cpu-profile: open"},
 		{"check-timeout", []string{"run", "--check-timeout", "-1s"}, "--check-timeout -1s"},
+		{"known-issues", []string{"run", "--known-issues", "ignore"}, `--known-issues "ignore": expected report or fail`},
 		{"workload typo", []string{"run", "--workload", "kub"}, "did you mean kube"},
 		{"kube total", []string{"run", "--total", "100"}, "the kube workload runs for --duration"},
 		{"kube preset", []string{"run", "--preset", "huge"}, `--preset "huge"`},
