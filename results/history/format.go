@@ -238,47 +238,6 @@ func (e *encoder) operation(b []byte, op *Operation) []byte {
 	return b
 }
 
-// Flags of an operation record, after its request: what follows it.
-const (
-	opResponse         = 1
-	opError            = 2
-	opAttemptsRecorded = 4 // version 2: the client watched the operation's attempts
-	opAttempts         = 8 // version 2: the attempts follow
-)
-
-// Flags of an encoded attempt.
-const (
-	atNotSent = 1 << iota
-	atTransparent
-	atCode
-	atError
-	atPeer
-)
-
-// attempts appends op's attempts: a count, then each as a flags byte, its start from the operation's call,
-// its length, and its interned code, message and peer when it has them.
-func (e *encoder) attempts(b []byte, op *Operation) []byte {
-	b = binary.AppendUvarint(b, uint64(len(op.Attempts)))
-	for i := range op.Attempts {
-		a := &op.Attempts[i]
-		var f byte
-		for bit, set := range []bool{a.NotSent, a.Transparent, a.Code != "", a.Error != "", a.Peer != ""} {
-			if set {
-				f |= 1 << bit
-			}
-		}
-		b = append(b, f)
-		b = binary.AppendVarint(b, a.Start-op.Call)
-		b = binary.AppendVarint(b, a.End-a.Start)
-		for _, s := range []string{a.Code, a.Error, a.Peer} {
-			if s != "" {
-				b = e.s(b, s)
-			}
-		}
-	}
-	return b
-}
-
 func (e *encoder) request(b []byte, r *Request) []byte {
 	c := code(kindCodes, r.Kind)
 	parts := requestParts(r)

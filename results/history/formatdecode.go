@@ -248,24 +248,6 @@ func (d *decoder) operation(rec []byte, op *Operation) error {
 	return d.finish()
 }
 
-// attempts reads the attempts of an operation called at call (see encoder.attempts).
-func (d *decoder) attempts(call int64) []Attempt {
-	as := d.attemptSlab.slice(d.count())
-	for i := range as {
-		a := &as[i]
-		f := d.byte()
-		a.NotSent, a.Transparent = f&atNotSent != 0, f&atTransparent != 0
-		a.Start = call + d.varint()
-		a.End = a.Start + d.varint()
-		for bit, s := range []*string{&a.Code, &a.Error, &a.Peer} {
-			if f&(atCode<<bit) != 0 {
-				*s = d.s()
-			}
-		}
-	}
-	return as
-}
-
 func (d *decoder) request(r *Request) {
 	c := d.byte()
 	parts := kindParts(kindCodes[min(int(c&^explicitParts), len(kindCodes)-1)])

@@ -290,43 +290,6 @@ type Operation struct {
 	Attempts         []Attempt `json:"attempts,omitempty"`
 }
 
-// Attempt is one attempt of an operation to reach etcd, as the client's transport saw it. Start and End
-// are nanoseconds since the run's base time, as an operation's Call and Return.
-type Attempt struct {
-	Start int64 `json:"start"`
-	End   int64 `json:"end"`
-	// Code is the gRPC status code the attempt ended with ("DeadlineExceeded", "Unavailable", ...); "" when
-	// it was answered. Error is the status message.
-	Code  string `json:"code,omitempty"`
-	Error string `json:"error,omitempty"`
-	// Peer is the address of the member the attempt went to, when it got that far.
-	Peer string `json:"peer,omitempty"`
-	// NotSent: the attempt ended before its request was handed to a connection (no connection was ready,
-	// the deadline passed first): etcd cannot have seen it.
-	NotSent bool `json:"not_sent,omitempty"`
-	// Transparent: gRPC made this attempt by itself, because the one before provably did not reach the
-	// server's application (a refused stream, a stream above a GOAWAY's last, a connection that closed
-	// before the request was written).
-	Transparent bool `json:"transparent,omitempty"`
-}
-
-// Sends returns how many of attempts etcd may have received and processed: every attempt handed to a
-// connection, except one that gRPC retried transparently (gRPC does so only for an attempt the server
-// provably did not process).
-func Sends(attempts []Attempt) int {
-	n := 0
-	for i, a := range attempts {
-		if a.NotSent || (i+1 < len(attempts) && attempts[i+1].Transparent) {
-			continue
-		}
-		n++
-	}
-	return n
-}
-
-// Failed reports whether the attempt ended without an answer.
-func (a *Attempt) Failed() bool { return a.Code != "" }
-
 // EncodeValue returns the bytes of value v: its write id in the first 8 bytes (big endian), then filler.
 // Values are at least 8 bytes long; filler is taken from the start of fill, cycling when it is short.
 func EncodeValue(v Value, fill []byte) []byte {
