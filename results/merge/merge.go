@@ -426,6 +426,10 @@ func Histories(out string, ws []Worker) (ops, watches int, err error) {
 			seen[op.Client] = i
 			op.Call += w.ShiftNs - w.WidenNs
 			op.Return += w.ShiftNs + w.WidenNs
+			for j := range op.Attempts { // on the worker's clock too
+				op.Attempts[j].Start += w.ShiftNs - w.WidenNs
+				op.Attempts[j].End += w.ShiftNs + w.WidenNs
+			}
 			hw.Operation(op)
 			ops++
 			return nil

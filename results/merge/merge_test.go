@@ -3,12 +3,14 @@ package merge
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // worker writes a worker's run directory with a summary and a time series.
@@ -132,5 +134,37 @@ func TestSeriesAddsCountsOnOneTimeline(t *testing.T) {
 		if float64(r.Count) != w[0] || float64(r.Errors) != w[1] || r.P99 != w[2] || r.Throughput != float64(r.Count) {
 			t.Fatalf("interval %g: %+v, want count %g errors %g p99 %g", r.T, r, w[0], w[1], w[2])
 		}
+	}
+}
+
+// TestHistoriesShiftAttempts: an operation's attempts move onto the merged timeline with its call and
+// return, widened as they are: attribution reads them next to the other workers' operations.
+func TestHistoriesShiftAttempts(t *testing.T) {
+	dir := t.TempDir()
+	w := mkdir(t, filepath.Join(dir, "w1"))
+	hw, err := history.NewWriter(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw.Operation(&history.Operation{Client: 3, Call: 1000, Return: 9000, AttemptsRecorded: true,
+		Request: history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k"}},
+		Attempts: []history.Attempt{{Start: 1000, End: 5000, Code: "Unavailable"}, {Start: 6000, End: 8000}}})
+	if err := hw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := mkdir(t, filepath.Join(dir, "merged"))
+	if _, _, err := Histories(out, []Worker{{Dir: w, ShiftNs: 100_000, WidenNs: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []history.Attempt
+	if err := history.ReadOperations(filepath.Join(out, history.HistoryFile), func(op *history.Operation) error {
+		got = op.Attempts
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []history.Attempt{{Start: 100_990, End: 105_010, Code: "Unavailable"}, {Start: 105_990, End: 108_010}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("attempts %+v, want %+v", got, want)
 	}
 }
