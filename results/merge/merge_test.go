@@ -147,7 +147,7 @@ func TestHistoriesShiftAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	hw.Operation(&history.Operation{Client: 3, Call: 1000, Return: 9000, AttemptsRecorded: true,
-		Request: history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k"}},
+		Request:  history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k"}},
 		Attempts: []history.Attempt{{Start: 1000, End: 5000, Code: "Unavailable"}, {Start: 6000, End: 8000}}})
 	if err := hw.Close(); err != nil {
 		t.Fatal(err)
