@@ -32,6 +32,16 @@
 // A violation names the earliest global violation or the smallest failing key, with its operations (by
 // number in history.bin, the line of `chaosbench history dump`), and porcupine's visualization of that key is written with fault windows marked.
 //
+// # Known issues, from evidence
+//
+// A violation of a kind the catalog of known upstream issues names (knownissues.yaml) is attributed to
+// its entry only when the history proves it: the recording client stores every attempt an operation made
+// on the wire (history.Operation.Attempts), and the entry says what they must show (for etcd-io/etcd#18424,
+// a request applied twice: sent twice, the first send ended in DeadlineExceeded or Canceled) on a release it
+// affects. Attributed violations are listed with their evidence in Report.KnownIssues, and a check whose
+// every violation was attributed has the verdict "known issue"; a violation sent once, seen on a release
+// the catalog marks fixed (a regression), or without recorded attempts stays a violation, and says why.
+//
 // # Scale by decomposition, and why it is sound
 //
 // Checking a whole history against a model of the whole store is what etcd's robustness suite does with
