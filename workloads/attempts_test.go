@@ -16,11 +16,12 @@ import (
 //   - a put answered at once is marked recorded, with no attempt stored (the history stays small);
 //   - a read in flight to a member that is killed fails its first attempt, sent to that member, with
 //     Unavailable, and etcd's client sends it again, to the member started again, which answers: every
-//     attempt is stored, the first failed, the last answered;
+//     attempt is stored, the first failed, the last answered (over the unary connection the read may fail
+//     instead, when its one attempt on gRPC's connection is cut too: then its attempts say that);
 //   - a write in flight to a member that is killed fails and is not sent again (etcd's client retries a
-//     write only after a context error): one failed attempt, sent.
+//     write only after a context error): one failed attempt, sent. Over the unary connection, which may give
+//     up on a paused member before the write reaches it, the write may instead go out once, answered.
 func TestAttemptsRecorded(t *testing.T) {
-	skipUnderRace(t)
 	for _, tc := range []struct {
 		name string
 		grpc bool // ProbeBandwidth keeps every request on gRPC's connection
@@ -45,14 +46,13 @@ func TestAttemptsRecorded(t *testing.T) {
 				t.Fatal(err)
 			}
 			get := history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/a"}}
-			if err := inFlightWhenKilled(ctx, member, func() error { _, err := cl.Do(ctx, nil, "get", get); return err }); err != nil {
-				t.Fatalf("the read was not answered after the member came back: %v", err)
+			readErr := inFlightWhenKilled(ctx, member, func() error { _, err := cl.Do(ctx, nil, "get", get); return err })
+			if readErr != nil && tc.grpc {
+				t.Fatalf("the read was not answered after the member came back: %v", readErr)
 			}
 			put := history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{
 				{Kind: history.KindPut, Put: &history.Put{Key: "/b", Value: cl.NewValue(16)}}}}}
-			if err := inFlightWhenKilled(ctx, member, func() error { _, err := cl.Do(ctx, nil, "txn", put); return err }); err == nil {
-				t.Fatal("a write in flight to a killed member was answered")
-			}
+			writeErr := inFlightWhenKilled(ctx, member, func() error { _, err := cl.Do(ctx, nil, "txn", put); return err })
 			if err := hist.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -82,18 +82,38 @@ func TestAttemptsRecorded(t *testing.T) {
 				t.Errorf("a put answered at once stored %d attempts, want none: %+v", n, ops[0].Attempts)
 			}
 			read := ops[1].Attempts
-			if len(read) < 2 || history.Sends(read) < 2 {
+			switch {
+			case readErr != nil:
+				// Over the unary connection a read that finds it gone goes once to gRPC's connection, without
+				// the repeatable policy of etcd's KV client: when that attempt is cut too, the read fails. Its
+				// attempts must say so.
+				if len(read) == 0 || read[len(read)-1].Code != "Unavailable" || read[0].Peer != addr {
+					t.Errorf("the read failed (%v), its attempts %+v, want the last failed Unavailable, the first sent to %s", readErr, read, addr)
+				}
+			case len(read) < 2 || history.Sends(read) < 2:
 				t.Fatalf("the read sent again stored %d attempts (%d sends), want at least 2: %+v", len(read), history.Sends(read), read)
+			default:
+				if first := read[0]; first.Code != "Unavailable" || first.NotSent || first.Peer != addr {
+					t.Errorf("the read's first attempt: %+v, want Unavailable, sent to %s", first, addr)
+				}
+				if last := read[len(read)-1]; last.Failed() || last.NotSent {
+					t.Errorf("the read's last attempt: %+v, want answered", last)
+				}
 			}
-			if first := read[0]; first.Code != "Unavailable" || first.NotSent || first.Peer != addr {
-				t.Errorf("the read's first attempt: %+v, want Unavailable, sent to %s", first, addr)
-			}
-			if last := read[len(read)-1]; last.Failed() || last.NotSent {
-				t.Errorf("the read's last attempt: %+v, want answered", last)
-			}
+			// A write that reached the member when it was killed fails, and is not sent again; one that did not
+			// reach it yet (the unary connection may have given up on the paused member first) goes out once,
+			// when the member is back. Either way it is sent once at most.
 			write := ops[2].Attempts
-			if history.Sends(write) != 1 || write[0].Code != "Unavailable" || write[0].Peer != addr {
-				t.Errorf("the write: attempts %+v, want one, sent to %s, failed with Unavailable", write, addr)
+			switch {
+			case history.Sends(write) > 1:
+				t.Errorf("the write was sent %d times: %+v", history.Sends(write), write)
+			case writeErr == nil && len(write) > 0 && write[len(write)-1].Failed():
+				t.Errorf("the write was answered, its last attempt failed: %+v", write)
+			case writeErr != nil && (len(write) == 0 || write[len(write)-1].Code != "Unavailable" || write[len(write)-1].Peer != addr):
+				t.Errorf("the write failed (%v): attempts %+v, want the last sent to %s and failed with Unavailable", writeErr, write, addr)
+			}
+			if tc.grpc && writeErr == nil {
+				t.Errorf("a write on gRPC's connection, in flight to a killed member, was answered: %+v", write)
 			}
 		})
 	}
