@@ -57,13 +57,14 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 		return rep, outcome.Decide(outcome.New(outcome.Incomplete, "the check of %s was interrupted; nothing in it was changed", o.Dir)).Err()
 	}
 	var checks []results.Check
+	var known []results.KnownIssueFinding
 	var problems []string
 	switch {
 	case rep == nil:
 		// The checks could not even start (an unreadable history): undecided, never a pass.
 		checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown, Detail: fmt.Sprintf("check history: %v", err)}}
 	default:
-		checks = rep.Checks
+		checks, known = rep.Checks, rep.KnownIssues
 		lin.WriteVerdicts(o.Out, rep)
 		fmt.Fprintf(o.Out, "checked %d operations and %d watch events in %.1fs (CPU %.1fs), peak memory %d MB; report: %s\n",
 			rep.Stats.Operations, rep.Stats.WatchEvents, time.Since(start).Seconds(), cpuSeconds(), peakRSS()>>20, filepath.Join(o.Dir, lin.ReportFile))
@@ -71,27 +72,28 @@ func Check(ctx context.Context, o CheckOptions) (*lin.Report, error) {
 			problems = append(problems, err.Error()) // check.json could not be written
 		}
 	}
-	return rep, redecide(o.Dir, checks, problems, o.Out)
+	return rep, redecide(o.Dir, checks, known, problems, o.Out)
 }
 
-// redecide decides the run in dir again with checks in place of the ones it ran, writes what it decided
-// into summary.json (and the report files the run has), prints the verdict, and returns the error carrying
-// the outcome. problems are harness errors of the check itself.
-func redecide(dir string, checks []results.Check, problems []string, out io.Writer) error {
+// redecide decides the run in dir again with checks in place of the ones it ran, and known, the findings
+// they attributed to known issues, in place of theirs; writes what it decided into summary.json (and the
+// report files the run has), prints the verdict, and returns the error carrying the outcome. problems are
+// harness errors of the check itself.
+func redecide(dir string, checks []results.Check, known []results.KnownIssueFinding, problems []string, out io.Writer) error {
 	sum, err := results.ReadSummary(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(out, "no %s in %s: decided from the checks alone\n", results.SummaryFile, dir)
-		s := &results.Summary{Checks: checks, Errors: problems}
+		s := &results.Summary{Checks: checks, KnownIssues: known, Errors: problems}
 		results.WriteVerdict(out, s)
 		return results.Decide(s).Err()
 	}
 	if err != nil {
 		// A summary that cannot be read is not rewritten: the checks decide, with that harness error.
-		s := &results.Summary{Checks: checks, Errors: append(problems, err.Error())}
+		s := &results.Summary{Checks: checks, KnownIssues: known, Errors: append(problems, err.Error())}
 		results.WriteVerdict(out, s)
 		return results.Decide(s).Err()
 	}
-	replaceChecks(sum, checks)
+	replaceChecks(sum, checks, known)
 	sum.Errors = append(sum.Errors, problems...)
 	o := sum.SetOutcome()
 	if err := results.WriteSummary(dir, sum); err != nil {
@@ -113,10 +115,12 @@ func redecide(dir string, checks []results.Check, problems []string, out io.Writ
 }
 
 // replaceChecks puts checks in place of the summary's checks of the same names (the members-agree check,
-// which compares the members' data during the run, stays), and keeps only the known-issue findings of
-// checks that still attribute what they found to a known issue: a finding of a check that now says
-// something else would be evidence for a verdict no longer given.
-func replaceChecks(s *results.Summary, checks []results.Check) {
+// which compares the members' data during the run, stays), and known, what those checks attributed to
+// known issues, in place of those checks' known-issue findings. It keeps only the findings of checks that
+// still attribute what they found to a known issue (the verdict "known issue", or a violation of which
+// they are a part): a finding of a check that now says something else would be evidence for a verdict no
+// longer given.
+func replaceChecks(s *results.Summary, checks []results.Check, known []results.KnownIssueFinding) {
 	kept := slices.Clone(checks)
 	for _, c := range s.Checks {
 		if !slices.ContainsFunc(checks, func(n results.Check) bool { return n.Name == c.Name }) {
@@ -124,8 +128,13 @@ func replaceChecks(s *results.Summary, checks []results.Check) {
 		}
 	}
 	s.Checks = kept
-	s.KnownIssues = slices.DeleteFunc(s.KnownIssues, func(k results.KnownIssueFinding) bool {
-		return !slices.ContainsFunc(kept, func(c results.Check) bool { return c.Name == k.Check && c.Verdict == results.VerdictKnownIssue })
+	findings := slices.DeleteFunc(slices.Clone(s.KnownIssues), func(k results.KnownIssueFinding) bool {
+		return slices.ContainsFunc(checks, func(c results.Check) bool { return c.Name == k.Check })
+	})
+	s.KnownIssues = slices.DeleteFunc(append(findings, known...), func(k results.KnownIssueFinding) bool {
+		return !slices.ContainsFunc(kept, func(c results.Check) bool {
+			return c.Name == k.Check && (c.Verdict == results.VerdictKnownIssue || c.Verdict == results.VerdictViolation)
+		})
 	})
 }
 

@@ -124,7 +124,7 @@ func mergeSummary(ctx context.Context, o MergeOptions, set merge.Set, s Scenario
 		return nil, err
 	}
 	// Known-issue findings stand only for checks that still attribute their findings to one.
-	replaceChecks(&sum, sum.Checks)
+	replaceChecks(&sum, sum.Checks, sum.KnownIssues)
 	return &sum, nil
 }
 
