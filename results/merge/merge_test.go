@@ -153,7 +153,8 @@ func TestHistoriesShiftAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mkdir(t, filepath.Join(dir, "merged"))
-	if _, _, err := Histories(out, []Worker{{Dir: w, ShiftNs: 100_000, WidenNs: 10}}); err != nil {
+	sum := &results.Summary{Split: &results.Split{Workers: 1, Worker: 0}}
+	if _, _, err := Histories(out, []Worker{{Dir: w, Summary: sum, ShiftNs: 100_000, WidenNs: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	var got []history.Attempt
