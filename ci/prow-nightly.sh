@@ -20,7 +20,7 @@
 # gs://kubernetes-ci-logs/logs/$JOB_NAME); NIGHTS; CHAOSBENCH, a chaosbench binary to use instead of
 # building one; GCS_ENDPOINT, where GCS's JSON API answers (default https://storage.googleapis.com).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 : "${ARTIFACTS:?ARTIFACTS is not set (Prow sets it)}" "${JOB_NAME:?JOB_NAME is not set (Prow sets it)}"
 history=${HISTORY:-gs://kubernetes-ci-logs/logs/$JOB_NAME}
 chaosbench=${CHAOSBENCH:-}
