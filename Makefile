@@ -15,6 +15,8 @@ build:
 
 ## test: lint, then every test. Packages run one at a time: their integration tests start real etcd
 ## clusters, and on a 2-core machine two packages' clusters would distort each other's timing assertions.
+## A test whose tool (FUSE, Docker, fio, Chromium, ...) is missing skips, saying why; with
+## CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails instead (internal/testenv).
 test: lint
 	$(GO) test -p 1 -count=1 -timeout 25m ./...
 

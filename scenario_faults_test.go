@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/spf13/pflag"
@@ -123,7 +124,7 @@ func TestNightlyScenarios(t *testing.T) {
 			p, err := planFaults(&s)
 			if err != nil {
 				if slowfs.Available() != nil && strings.Contains(err.Error(), "slowfs") {
-					t.Skipf("needs FUSE: %v", err)
+					testenv.Missing(t, testenv.FUSE, "needs FUSE: %v", err)
 				}
 				t.Fatal(err)
 			}

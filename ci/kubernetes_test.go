@@ -75,9 +75,14 @@ func decodeManifests(content string) (*manifests, error) {
 	if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
 		return nil, fmt.Errorf("concurrencyPolicy %q: two nights must not run at once", cj.Spec.ConcurrencyPolicy)
 	}
+	// A red night is never run again: the suite retries a harness error itself (--retry-harness), and a pod
+	// restarted or a Job retried after a violation or a crashed member would run it again.
 	pod := cj.Spec.JobTemplate.Spec.Template.Spec
-	if pod.RestartPolicy != corev1.RestartPolicyNever && pod.RestartPolicy != corev1.RestartPolicyOnFailure {
-		return nil, fmt.Errorf("restartPolicy %q: a Job's pods need Never or OnFailure", pod.RestartPolicy)
+	if pod.RestartPolicy != corev1.RestartPolicyNever {
+		return nil, fmt.Errorf("restartPolicy %q: want Never (a Job's pods need Never or OnFailure, and OnFailure would run a red night again)", pod.RestartPolicy)
+	}
+	if bl := cj.Spec.JobTemplate.Spec.BackoffLimit; bl == nil || *bl != 0 {
+		return nil, fmt.Errorf("backoffLimit %v: want 0 (the default, 6, would run a red night again)", bl)
 	}
 	if len(pod.Containers) != 1 || pod.Containers[0].Image == "" || pod.Containers[0].Name == "" {
 		return nil, fmt.Errorf("want one named container with an image")
@@ -85,6 +90,14 @@ func decodeManifests(content string) (*manifests, error) {
 	c := pod.Containers[0]
 	if len(c.Args) < 2 || c.Args[0] != "suite" {
 		return nil, fmt.Errorf("args %v: want chaosbench suite", c.Args)
+	}
+	if !slices.Contains(c.Args, "--retry-harness") {
+		return nil, fmt.Errorf("args %v: want --retry-harness (a harness error is ours: retried once, nothing else is)", c.Args)
+	}
+	for _, a := range c.Args {
+		if strings.Contains(a, "known-issues=fail") {
+			return nil, fmt.Errorf("args: %s: a known issue passes the night, named", a)
+		}
 	}
 	volumes := map[string]corev1.Volume{}
 	for _, v := range pod.Volumes {
@@ -199,6 +212,11 @@ func TestKubernetesCronJobBroken(t *testing.T) {
 		{"bad schedule", `schedule: "17 2 * * *"`, `schedule: "17 2 * *"`, "schedule"},
 		{"missing secret", "secretName: chaosbench-etcd-client", "secretName: etcd-client", "no Secret"},
 		{"restart policy", "restartPolicy: Never", "restartPolicy: Always", "restartPolicy"},
+		{"restarted on failure", "restartPolicy: Never", "restartPolicy: OnFailure", "run a red night again"},
+		{"retried by the Job", "      backoffLimit: 0", "      backoffLimit: 2", "run a red night again"},
+		{"no backoff limit", "      backoffLimit: 0\n", "", "backoffLimit <nil>"},
+		{"no retry of harness errors", "                - --retry-harness\n", "", "--retry-harness"},
+		{"known issues fail", "                - --retry-harness\n", "                - --retry-harness\n                - --set=known-issues=fail\n", "known issue passes"},
 		{"unmounted volume", "- name: results\n                  mountPath", "- name: result\n                  mountPath", "no such volume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@
 package ci
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,5 +156,114 @@ func TestWorkflowShape(t *testing.T) {
 		if !slices.Contains(uses, u) {
 			t.Errorf("no step uses %s", u)
 		}
+	}
+}
+
+// workflowStep is what the outcome rules read of a step.
+type workflowStep struct {
+	Name            string            `yaml:"name"`
+	ID              string            `yaml:"id"`
+	Uses            string            `yaml:"uses"`
+	If              string            `yaml:"if"`
+	Run             string            `yaml:"run"`
+	With            map[string]string `yaml:"with"`
+	ContinueOnError any               `yaml:"continue-on-error"`
+}
+
+// workflowOutcomeProblems returns how the workflow breaks the README's rules for outcomes: the suite's exit
+// code decides the night (nothing swallows it, nothing but --retry-harness retries, known issues pass by
+// default), and the history is downloaded with every error but a missing artifact failing the step, the
+// trend judged only on a history that downloaded.
+func workflowOutcomeProblems(content []byte) []string {
+	var wf struct {
+		Jobs map[string]struct {
+			ContinueOnError any            `yaml:"continue-on-error"`
+			Steps           []workflowStep `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(content, &wf); err != nil {
+		return []string{err.Error()}
+	}
+	job, ok := wf.Jobs["suite"]
+	if !ok {
+		return []string{"no suite job"}
+	}
+	var out []string
+	if job.ContinueOnError != nil {
+		out = append(out, "the job has continue-on-error: a red night would pass")
+	}
+	var history *workflowStep
+	for i, s := range job.Steps {
+		if s.ContinueOnError != nil {
+			out = append(out, fmt.Sprintf("step %q has continue-on-error: its failure would not fail the night", s.Name))
+		}
+		if strings.Contains(strings.ToLower(s.Uses), "retry") {
+			out = append(out, fmt.Sprintf("step %q retries (%s): a violation must never be run again", s.Name, s.Uses))
+		}
+		if strings.Contains(s.Run, "--known-issues=fail") {
+			out = append(out, fmt.Sprintf("step %q fails on known issues: they pass the night, named", s.Name))
+		}
+		if strings.Contains(s.Run, "chaosbench suite") {
+			if !strings.Contains(s.Run, "--retry-harness") {
+				out = append(out, "the suite runs without --retry-harness")
+			}
+			if strings.Contains(s.Run, "||") || strings.Contains(s.Run, "; true") {
+				out = append(out, "the suite's exit code is swallowed")
+			}
+		}
+		if strings.Contains(s.Run, "gh run download") {
+			history = &job.Steps[i]
+		}
+		if strings.Contains(s.Uses, "junit") && strings.EqualFold(s.With["fail_on_failure"], "true") {
+			out = append(out, "the JUnit publisher fails the night on its own: the suite's exit code decides")
+		}
+	}
+	if history == nil {
+		return append(out, "no step downloads the previous nights")
+	}
+	switch {
+	case history.ID == "":
+		out = append(out, "the history step has no id: the trend cannot depend on it")
+	case !strings.Contains(history.Run, "set -euo pipefail"):
+		out = append(out, "the history step does not fail on errors (set -euo pipefail)")
+	case strings.Contains(history.Run, "||"):
+		out = append(out, "the history step discards errors (||)")
+	}
+	for _, s := range job.Steps {
+		if strings.Contains(s.Run, "chaosbench trend") && !strings.Contains(s.If, "steps."+history.ID+".outcome == 'success'") {
+			out = append(out, "the trend is judged even when the history did not download")
+		}
+	}
+	return out
+}
+
+// TestWorkflowOutcomes: the workflow keeps the README's rules for outcomes, and breaking each one is found.
+func TestWorkflowOutcomes(t *testing.T) {
+	content, err := os.ReadFile(workflow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range workflowOutcomeProblems(content) {
+		t.Error(p)
+	}
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"exit code swallowed", "--retry-harness --out results/suite", "--retry-harness --out results/suite || true", "swallowed"},
+		{"no retry of harness errors", "--retry-harness --out results/suite", "--out results/suite", "without --retry-harness"},
+		{"known issues fail", "--retry-harness --out results/suite", "--retry-harness --known-issues=fail --out results/suite", "known issues"},
+		{"suite may fail", "      - name: Run the suite\n", "      - name: Run the suite\n        continue-on-error: true\n", "continue-on-error"},
+		{"download errors discarded", `--dir "history/$id"`, `--dir "history/$id" || echo "night $id: none"`, "discards errors"},
+		{"download without -e", "set -euo pipefail\n          mkdir -p history", "mkdir -p history", "set -euo pipefail"},
+		{"trend on a lost history", "steps.history.outcome == 'success' && ", "", "did not download"},
+		{"junit decides", "require_tests: true", "require_tests: true\n          fail_on_failure: true", "JUnit publisher"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(string(content), tc.old) {
+				t.Fatalf("the workflow no longer holds %q: update the test", tc.old)
+			}
+			ps := workflowOutcomeProblems([]byte(strings.Replace(string(content), tc.old, tc.new, 1)))
+			if !strings.Contains(strings.Join(ps, "\n"), tc.want) {
+				t.Fatalf("problems %q: want one saying %q", ps, tc.want)
+			}
+		})
 	}
 }

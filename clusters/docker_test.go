@@ -14,6 +14,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 )
 
 // The releases the container tests run: one 3.5 and one 3.6, as users compare them. They are built from the
@@ -54,7 +56,7 @@ func requireDocker(t *testing.T) *client.Client {
 	defer cancel()
 	d, err := DockerClient(ctx)
 	if err != nil {
-		t.Skipf("skipping: container tests need a Docker engine, and none answers here: %v", err)
+		testenv.Missing(t, testenv.Docker, "skipping: container tests need a Docker engine, and none answers here: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d.Client

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -28,7 +29,7 @@ func failpointBuild(t *testing.T) string {
 	bin, err := etcdbuild.Build(ctx, r, etcdbuild.Options{})
 	if err != nil {
 		if outcome.IsUsage(err) || proxyUnreachable.MatchString(err.Error()) {
-			t.Skipf("skipping: the Go module proxy cannot serve etcd v3.6.16 and gofail v0.2.0 for a failpoint build: %v", err)
+			testenv.Missing(t, testenv.Failpoints, "skipping: the Go module proxy cannot serve etcd v3.6.16 and gofail v0.2.0 for a failpoint build: %v", err)
 		}
 		t.Fatalf("failpoint build of etcd v3.6.16: %v", err)
 	}

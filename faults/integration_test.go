@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 )
@@ -473,7 +474,7 @@ func TestSlowDiskFsync(t *testing.T) {
 		t.Skip("latency assertions do not hold under the race detector")
 	}
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("slow disk through slowfs needs FUSE: %v", err)
+		testenv.Missing(t, testenv.FUSE, "slow disk through slowfs needs FUSE: %v", err)
 	}
 	c := startCluster(t, clusters.EmbedOptions{SlowFS: &clusters.SlowFSOptions{}})
 	leader := leaderOf(t, c)
@@ -511,7 +512,7 @@ func TestSlowDiskStrace(t *testing.T) {
 		t.Skip("latency assertions do not hold under the race detector")
 	}
 	if err := StraceAvailable(); err != nil {
-		t.Skipf("strace fallback: %v", err)
+		testenv.Missing(t, testenv.Strace, "strace fallback: %v", err)
 	}
 	c := startCluster(t, clusters.EmbedOptions{})
 	leader := leaderOf(t, c)
@@ -593,7 +594,7 @@ func TestPause(t *testing.T) {
 // a disk would hold after a power failure, and the cluster converges.
 func TestKillDropUnsynced(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("drop-unsynced needs FUSE: %v", err)
+		testenv.Missing(t, testenv.FUSE, "drop-unsynced needs FUSE: %v", err)
 	}
 	c := startCluster(t, clusters.EmbedOptions{SlowFS: &clusters.SlowFSOptions{TrackUnsynced: true}})
 	lr := runWithFaults(t, c, "kill:leader=drop-unsynced@1s+1s", 300, 4*time.Second)

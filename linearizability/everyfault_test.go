@@ -13,6 +13,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/faults"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
@@ -89,7 +90,7 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 	if err := slowfs.Available(); err == nil {
 		opts.SlowFS = &clusters.SlowFSOptions{}
 	} else if err := faults.StraceAvailable(); err != nil {
-		t.Skipf("slowdisk needs FUSE or strace: %v", err)
+		testenv.Missing(t, testenv.FUSE, "slowdisk needs FUSE or strace: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	c, err := clusters.StartEmbedded(ctx, opts)

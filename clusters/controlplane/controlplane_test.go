@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 )
 
 // binaries returns the default release's cached binaries, or skips the test.
@@ -21,7 +22,7 @@ func binaries(t *testing.T) kubebuild.Binaries {
 	}
 	b, ok := kubebuild.Cached(r, kubebuild.Options{})
 	if !ok {
-		t.Skipf("Kubernetes %s and KWOK are not in the build cache: `chaosbench image kube` builds them (about 5 minutes; .ci/run does)", kubebuild.DefaultVersion)
+		testenv.Missing(t, testenv.Kube, "Kubernetes %s and KWOK are not in the build cache: `chaosbench image kube` builds them (about 5 minutes; .ci/run does)", kubebuild.DefaultVersion)
 	}
 	return b
 }

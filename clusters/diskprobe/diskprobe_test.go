@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -65,7 +66,7 @@ func TestProbeRealDirectory(t *testing.T) {
 // says it is the fdatasync latency.
 func TestProbeSlowDisk(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("needs FUSE for a slowed directory: %v", err)
+		testenv.Missing(t, testenv.FUSE, "needs FUSE for a slowed directory: %v", err)
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -96,7 +97,7 @@ func TestProbeSlowDisk(t *testing.T) {
 func TestProbeAgreesWithFio(t *testing.T) {
 	fio, err := exec.LookPath("fio")
 	if err != nil {
-		t.Skip("fio is not installed (CI installs it: apt-get install -y fio); cannot compare with it here")
+		testenv.Missing(t, testenv.Fio, "fio is not installed (CI installs it: apt-get install -y fio); cannot compare with it here")
 	}
 	dir := t.TempDir()
 	runFio := func() float64 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -108,7 +109,7 @@ func TestCachedBuild(t *testing.T) {
 	}
 	b, ok := Cached(r, Options{})
 	if !ok {
-		t.Skipf("Kubernetes %s is not in the build cache (chaosbench image kube builds it, about 5 minutes)", DefaultVersion)
+		testenv.Missing(t, testenv.Kube, "Kubernetes %s is not in the build cache (chaosbench image kube builds it, about 5 minutes)", DefaultVersion)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

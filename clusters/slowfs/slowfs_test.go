@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 func mountForTest(t *testing.T, track bool) *FS {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("slowfs needs FUSE: %v", err)
+		testenv.Missing(t, testenv.FUSE, "slowfs needs FUSE: %v", err)
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
@@ -102,7 +103,7 @@ func TestCompareRounds(t *testing.T) {
 // and leave four rounds undecided about it (as they should).
 func TestCompareSlowDiskWorse(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("needs FUSE to slow a member's disk: %v", err)
+		testenv.Missing(t, testenv.FUSE, "needs FUSE to slow a member's disk: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/etcd-chaosbench/chaosbench"
@@ -49,7 +50,7 @@ func TestControlPlaneBadVersion(t *testing.T) {
 func TestControlPlaneSmoke(t *testing.T) {
 	r, _ := kubebuild.Parse(kubebuild.DefaultVersion)
 	if _, ok := kubebuild.Cached(r, kubebuild.Options{}); !ok {
-		t.Skipf("Kubernetes %s and KWOK are not in the build cache: `chaosbench image kube` builds them (about 5 minutes; .ci/run does)", kubebuild.DefaultVersion)
+		testenv.Missing(t, testenv.Kube, "Kubernetes %s and KWOK are not in the build cache: `chaosbench image kube` builds them (about 5 minutes; .ci/run does)", kubebuild.DefaultVersion)
 	}
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "controlplane", "--members", "1", "--apiservers", "1", "--nodes", "20",

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/moby/moby/client"
@@ -77,7 +78,7 @@ func requireDocker(t *testing.T) *client.Client {
 	defer cancel()
 	d, err := clusters.DockerClient(ctx)
 	if err != nil {
-		t.Skipf("skipping: container tests need a Docker engine, and none answers here: %v", err)
+		testenv.Missing(t, testenv.Docker, "skipping: container tests need a Docker engine, and none answers here: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
 	return d.Client

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
 	"github.com/etcd-chaosbench/chaosbench/faults"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -32,7 +33,7 @@ func needFailpointBuild(t *testing.T) {
 	defer cancel()
 	if _, err := etcdbuild.Build(ctx, r, etcdbuild.Options{}); err != nil {
 		if outcome.IsUsage(err) || proxyUnreachable.MatchString(err.Error()) {
-			t.Skipf("skipping: the Go module proxy cannot serve etcd v3.6.16 and gofail v0.2.0 for a failpoint build: %v", err)
+			testenv.Missing(t, testenv.Failpoints, "skipping: the Go module proxy cannot serve etcd v3.6.16 and gofail v0.2.0 for a failpoint build: %v", err)
 		}
 		t.Fatalf("failpoint build of etcd v3.6.16: %v", err)
 	}

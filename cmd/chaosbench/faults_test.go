@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
@@ -106,7 +107,11 @@ func TestInterruptDuringFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.needs != nil {
-				t.Skipf("needs %v", tt.needs)
+				tool := testenv.FUSE
+				if tt.needs == strace {
+					tool = testenv.Strace
+				}
+				testenv.Missing(t, tool, "needs %v", tt.needs)
 			}
 			t.Parallel()
 			sem <- struct{}{}
@@ -399,7 +404,7 @@ func TestFaultNotRecoveredExitCode(t *testing.T) {
 // unmount the data directories on their way out.
 func TestKill9LeavesNoMount(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("needs FUSE: %v", err)
+		testenv.Missing(t, testenv.FUSE, "needs FUSE: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--rate", "100", "--slowfs", "on", "--faults", "none",

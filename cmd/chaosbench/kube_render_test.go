@@ -21,6 +21,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -207,7 +208,7 @@ func TestKubeRenderServerDryRun(t *testing.T) {
 	r, _ := kubebuild.Parse(kubebuild.DefaultVersion)
 	b, ok := kubebuild.Cached(r, kubebuild.Options{})
 	if !ok {
-		t.Skipf("Kubernetes %s is not in the build cache: `chaosbench image kube` builds it (.ci/run does)", kubebuild.DefaultVersion)
+		testenv.Missing(t, testenv.Kube, "Kubernetes %s is not in the build cache: `chaosbench image kube` builds it (.ci/run does)", kubebuild.DefaultVersion)
 	}
 	dir := t.TempDir()
 	config := filepath.Join(dir, "scenario.yaml")

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/live"
 )
@@ -40,7 +41,7 @@ func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Skip("prometheus is not installed (Debian's prometheus package; .ci/run installs it): the live metrics test needs a real one")
+		testenv.Missing(t, testenv.Prometheus, "prometheus is not installed (Debian's prometheus package; .ci/run installs it): the live metrics test needs a real one")
 	}
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: chaosbench\n    static_configs:\n      - targets: [%q]\n", target)

@@ -17,6 +17,7 @@ import (
 	"github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -125,7 +126,7 @@ func TestQualifySmall(t *testing.T) {
 // small with the reason "disk", exit 3; `qualify disk` on the same directory says it is too slow, exit 3.
 func TestQualifySlowDisk(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("needs FUSE to slow a directory's fsyncs: %v", err)
+		testenv.Missing(t, testenv.FUSE, "needs FUSE to slow a directory's fsyncs: %v", err)
 	}
 	base := fastDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -199,7 +200,7 @@ func TestQualifyBadInput(t *testing.T) {
 func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
 	etcdctl := os.Getenv("CHAOSBENCH_ETCDCTL")
 	if etcdctl == "" {
-		t.Skip("CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")
+		testenv.Missing(t, testenv.Etcdctl, "CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")
 	}
 	cluster := exec.Command(binary, "cluster", "--members", "1", "--out", filepath.Join(t.TempDir(), "cluster"))
 	stdout, err := cluster.StdoutPipe()

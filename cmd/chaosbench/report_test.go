@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
 	"github.com/etcd-chaosbench/chaosbench/results"
@@ -134,7 +135,7 @@ func isLeader(m memberProc) bool {
 func TestReportSlowDiskAndPausedLeader(t *testing.T) {
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		t.Skip("strace is not installed: it is what slows a member's disk in this test (apt-get install strace)")
+		testenv.Missing(t, testenv.Strace, "strace is not installed: it is what slows a member's disk in this test (apt-get install strace)")
 	}
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--rate", "150", "--duration", "14s", "--members", "3",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
@@ -27,7 +28,7 @@ import (
 // that put backend commit p99 19 times above the other nights, and the trend rightly flagged it.
 func TestTrend(t *testing.T) {
 	if err := slowfs.Available(); err != nil {
-		t.Skipf("needs FUSE to slow a member's disk: %v", err)
+		testenv.Missing(t, testenv.FUSE, "needs FUSE to slow a member's disk: %v", err)
 	}
 	base := fastDir(t)
 	load := []string{"--members", "1", "--workload", "put", "--rate", "100", "--duration", "6s", "--faults", "none"}

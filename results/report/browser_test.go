@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/compare"
 	"github.com/etcd-chaosbench/chaosbench/results/trend"
@@ -27,7 +28,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium found: install Debian's chromium package (.ci/run does) to check the pages in a browser")
+	testenv.Missing(t, testenv.Chromium, "no Chromium found: install Debian's chromium package (.ci/run does) to check the pages in a browser")
 	return ""
 }
 

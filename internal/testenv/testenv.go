@@ -1,0 +1,106 @@
+// Package testenv decides what a test does when its machine lacks a tool that `go test` cannot provide:
+// FUSE, strace, a Docker engine, fio, a browser, a Prometheus, or builds of etcdctl, of a failpoint etcd and
+// of the Kubernetes control plane. The tests that need them carry the promises the README makes (the
+// checker catches a real anomaly under every fault, a slow disk is slow, qualify agrees with fio and with
+// `etcdctl check perf`, the pages render, ...). On a developer's machine such a test skips, saying why.
+// On CI, which installs or builds every one of them (.ci/run), it fails: a green CI then proves the
+// promises were checked, not skipped because an install went wrong.
+//
+// CI says which tools it provides in CHAOSBENCH_REQUIRE: "all", or a comma-separated list of tool names
+// (a machine that has only some of them, such as a laptop with FUSE and Docker but no browser, can require
+// what it has). A name that is not a tool is an error, never ignored: a misspelt tool would otherwise be
+// silently not required.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Env is the variable that names the required tools.
+const Env = "CHAOSBENCH_REQUIRE"
+
+// All, as Env's value, requires every tool.
+const All = "all"
+
+// Tool is something a test needs of its machine.
+type Tool string
+
+// The tools, each with what provides it on CI (.ci/run).
+const (
+	// FUSE: /dev/fuse, and root or fusermount, for slowfs (slow disks, unsynced writes lost at a kill). The
+	// CI machine has it.
+	FUSE Tool = "fuse"
+	// Strace: strace, which slows a member's fdatasync calls where there is no FUSE (Debian's strace).
+	Strace Tool = "strace"
+	// Docker: a Docker engine that answers, for docker clusters. The CI machine runs one.
+	Docker Tool = "docker"
+	// Fio: fio, which the disk probe is compared with (Debian's fio).
+	Fio Tool = "fio"
+	// Chromium: a headless Chromium, which opens the report pages (Debian's chromium).
+	Chromium Tool = "chromium"
+	// Prometheus: a real Prometheus, which scrapes a run's live metrics (Debian's prometheus).
+	Prometheus Tool = "prometheus"
+	// Etcdctl: etcdctl, named by CHAOSBENCH_ETCDCTL, which qualify --etcdctl-compat is compared with
+	// (built from the module proxy by ci/etcd-tool.sh etcdctl).
+	Etcdctl Tool = "etcdctl"
+	// Failpoints: etcd v3.6.16 built with gofail's failpoints, from the module proxy (the tests build it on
+	// first use and cache it).
+	Failpoints Tool = "failpoints"
+	// Kube: kube-apiserver, kube-controller-manager, kube-scheduler and KWOK in the build cache (built from the
+	// module proxy by `chaosbench image kube`).
+	Kube Tool = "kube"
+)
+
+// Tools returns every tool.
+func Tools() []Tool {
+	return []Tool{FUSE, Strace, Docker, Fio, Chromium, Prometheus, Etcdctl, Failpoints, Kube}
+}
+
+// Required returns the tools a value of Env names: none for "", every tool for "all". A name that is not a
+// tool is an error.
+func Required(value string) ([]Tool, error) {
+	if strings.TrimSpace(value) == All {
+		return Tools(), nil
+	}
+	var out []Tool
+	for _, name := range strings.Split(value, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(Tools(), Tool(name)) {
+			return nil, fmt.Errorf("%s=%s: %q is not a tool (the tools: %s, or %s)", Env, value, name, names(), All)
+		}
+		out = append(out, Tool(name))
+	}
+	return out, nil
+}
+
+func names() string {
+	var s []string
+	for _, t := range Tools() {
+		s = append(s, string(t))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Missing is what a test calls when it finds tool missing, in place of t.Skipf, with the same format and
+// arguments (what is missing and how to get it): the test skips with that reason, or fails with it when
+// Env requires the tool (or names something that is not a tool).
+func Missing(t testing.TB, tool Tool, format string, args ...any) {
+	t.Helper()
+	why := fmt.Sprintf(format, args...)
+	value := os.Getenv(Env)
+	required, err := Required(value)
+	if err != nil {
+		t.Fatalf("%v; this test needs %s: %s", err, tool, why)
+	}
+	if slices.Contains(required, tool) {
+		t.Fatalf("%s is required here (%s=%s), and missing: %s", tool, Env, value, why)
+	}
+	t.Skip(why)
+}
