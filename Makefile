@@ -18,7 +18,7 @@ build:
 ## A test whose tool (FUSE, Docker, fio, Chromium, ...) is missing skips, saying why; with
 ## CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails instead (internal/testenv).
 test: lint
-	$(GO) test -p 1 -count=1 -timeout 25m ./...
+	$(GO) test -p 1 -count=1 -timeout 40m ./...
 
 ## test-race: every test under the race detector (timing assertions skip themselves there).
 test-race:
