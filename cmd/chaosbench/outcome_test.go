@@ -90,7 +90,7 @@ func TestOneOutcome(t *testing.T) {
 					t.Fatalf("kill member m2 (pid %d): %v", pid, err)
 				}
 			},
-			kind: outcome.HarnessError, reason: "member m2",
+			kind: outcome.MemberCrashed, reason: "member m2",
 		},
 		{
 			name: "interrupt",
