@@ -104,3 +104,32 @@ func Missing(t testing.TB, tool Tool, format string, args ...any) {
 	}
 	t.Skip(why)
 }
+
+// LongEnv is the variable that lets the long tests run: `make test-long` sets it to 1; `make test` leaves it
+// unset, and the long tests skip there, saying that they run in make test-long. CI runs both targets, so
+// a long test still proves its promise on every CI run; it only stays out of the target developers run
+// after each change.
+const LongEnv = "CHAOSBENCH_LONG"
+
+// LongPrefix starts the name of every long test: `make test-long` selects them by it (go test -run
+// '^TestLong'), so a long test that lacked it would run in neither target.
+const LongPrefix = "TestLong"
+
+// Long is what a long test calls first: a soak-like run, a version matrix, a downgrade across releases, a
+// failpoint build, anything that would make `make test` slow. why says what makes it long. Unless LongEnv
+// is 1 the test skips, saying that it runs in make test-long; a LongEnv of another value, or a test whose
+// name does not start with LongPrefix (make test-long would never select it), fails.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if !strings.HasPrefix(t.Name(), LongPrefix) {
+		t.Fatalf("%s calls testenv.Long, so its name must start with %s: make test-long selects the long tests by that prefix", t.Name(), LongPrefix)
+	}
+	switch value := os.Getenv(LongEnv); value {
+	case "1":
+		return
+	case "":
+		t.Skipf("long test (%s): runs in make test-long (%s=1)", why, LongEnv)
+	default:
+		t.Fatalf("%s=%s: expected 1 (run the long tests) or unset (skip them)", LongEnv, value)
+	}
+}
