@@ -70,9 +70,10 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 	return out.String(), code, string(made)
 }
 
-// TestCIRunRequiresEveryTool: .ci/run provides every tool and then runs make test with CHAOSBENCH_REQUIRE=all,
-// so that a promise test that finds its tool missing fails there; an install or a build that fails stops
-// it at once, naming what failed, before make test could pass by skipping.
+// TestCIRunRequiresEveryTool: .ci/run provides every tool and then runs make test, make test-long (the long
+// tests make test skips) and make nightly-smoke with CHAOSBENCH_REQUIRE=all, so that a promise test that
+// finds its tool missing fails there; an install or a build that fails stops it at once, naming what
+// failed, before make test could pass by skipping.
 func TestCIRunRequiresEveryTool(t *testing.T) {
 	debian := []string{"fio", "chromium", "prometheus", "strace", "python3"}
 	installed := func(bin string) {
@@ -87,7 +88,8 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 		says  []string
 	}{
 		{"everything there", func(t *testing.T, bin, tree string) { installed(bin) }, true,
-			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in"}},
+			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in",
+				"ci: make test in", "ci: make test-long in", "ci: make nightly-smoke in"}},
 		{"installed by apt-get", func(t *testing.T, bin, tree string) {
 			chmod, err := exec.LookPath("chmod")
 			if err != nil {
@@ -132,7 +134,8 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 				}
 				return
 			}
-			want := "go run ./cmd/chaosbench image kube\ntest CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\nnightly-smoke CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n"
+			want := "go run ./cmd/chaosbench image kube\ntest CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n" +
+				"test-long CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\nnightly-smoke CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n"
 			if made != want {
 				t.Errorf("go run and make were called so:\n%s\nwant:\n%s", made, want)
 			}

@@ -193,11 +193,13 @@ func TestQualifyBadInput(t *testing.T) {
 	}
 }
 
-// TestEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
+// TestLongEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
 // --compat-load s` against the same single-member cluster: both must reach the same verdict, and the
 // throughputs must lie within 10% of each other. check perf always runs 60 s, so this takes over two
-// minutes: it runs when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh etcdctl builds one).
-func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+// minutes: it runs in make test-long, when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh
+// etcdctl builds one).
+func TestLongEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+	testenv.Long(t, "etcdctl check perf runs 60 s, and qualify's compatible load 60 s more")
 	etcdctl := os.Getenv("CHAOSBENCH_ETCDCTL")
 	if etcdctl == "" {
 		testenv.Missing(t, testenv.Etcdctl, "CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")
