@@ -15,7 +15,7 @@ import (
 )
 
 // longTestProblems returns what is wrong with the long tests of src (a Go test file): a test named
-// TestLong... that does not call testenv.Long (it would run in make test and make test-long both), or a
+// TestLongSomething that does not call testenv.Long (it would run in make test and make test-long both), or a
 // call of testenv.Long outside a test so named (make test-long would never select it; testenv.Long also
 // fails such a test when it runs).
 func longTestProblems(fset *token.FileSet, name string, src []byte) ([]string, error) {
@@ -38,20 +38,20 @@ func longTestProblems(fset *token.FileSet, name string, src []byte) ([]string, e
 			}
 			return true
 		})
-		named := fn.Recv == nil && strings.HasPrefix(fn.Name.Name, testenv.LongPrefix)
+		named := fn.Recv == nil && testenv.IsLongName(fn.Name.Name)
 		switch {
 		case named && !calls:
 			out = append(out, fset.Position(fn.Pos()).String()+": "+fn.Name.Name+" is named as a long test and does not call testenv.Long: it would run in make test too")
 		case calls && !named:
-			out = append(out, fset.Position(fn.Pos()).String()+": "+fn.Name.Name+" calls testenv.Long: name it "+testenv.LongPrefix+"..., or make test-long never runs it")
+			out = append(out, fset.Position(fn.Pos()).String()+": "+fn.Name.Name+" calls testenv.Long: name it TestLongSomething ("+testenv.LongPattern+"), or make test-long never runs it")
 		}
 	}
 	return out, nil
 }
 
-// TestLongTestsAreNamed: every long test is named so that make test-long selects it, and every test so
+// TestNamesOfLongTests: every long test is named so that make test-long selects it, and every test so
 // named is long; at least one long test exists (else make test-long would prove nothing).
-func TestLongTestsAreNamed(t *testing.T) {
+func TestNamesOfLongTests(t *testing.T) {
 	fset := token.NewFileSet()
 	files := testFiles(t)
 	long := 0
@@ -73,9 +73,9 @@ func TestLongTestsAreNamed(t *testing.T) {
 	}
 }
 
-// TestLongTestProblemsFound: the search finds a long test named otherwise and a TestLong... that is not
-// long, and lets through a long test, a long subtest of one, and ordinary tests and helpers.
-func TestLongTestProblemsFound(t *testing.T) {
+// TestProblemsOfLongTestsFound: the search finds a long test named otherwise and a TestLongSomething that
+// is not long, and lets through a long test, a long subtest of one, and ordinary tests and helpers.
+func TestProblemsOfLongTestsFound(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
 		found     bool
@@ -83,6 +83,7 @@ func TestLongTestProblemsFound(t *testing.T) {
 		{"a long test", `func TestLongSoak(t *testing.T) { testenv.Long(t, "10 minutes"); run(t) }`, false},
 		{"a long subtest", `func TestLongMatrix(t *testing.T) { t.Run("x", func(t *testing.T) { testenv.Long(t, "3 versions") }) }`, false},
 		{"an ordinary test", `func TestQuick(t *testing.T) { run(t) }`, false},
+		{"an ordinary test named TestLonger...", `func TestLongestGap(t *testing.T) { run(t) }`, false},
 		{"a helper", `func longRun(t *testing.T) { run(t) }`, false},
 		{"long, named otherwise", `func TestSoak(t *testing.T) { testenv.Long(t, "10 minutes") }`, true},
 		{"long in a helper", `func soak(t *testing.T) { testenv.Long(t, "10 minutes") }`, true},
@@ -118,8 +119,8 @@ func makeRecipe(makefile, target string) string {
 }
 
 // TestMakeTargetsSplitTheLongTests: make test runs the tests with CHAOSBENCH_LONG empty (the long ones skip,
-// saying they run in make test-long), and make test-long runs exactly the tests named TestLong... with
-// CHAOSBENCH_LONG=1, so that every test runs in one of the two.
+// saying they run in make test-long), and make test-long runs exactly the tests named TestLongSomething
+// with CHAOSBENCH_LONG=1, so that every test runs in one of the two.
 func TestMakeTargetsSplitTheLongTests(t *testing.T) {
 	b, err := os.ReadFile("../Makefile")
 	if err != nil {
@@ -130,7 +131,7 @@ func TestMakeTargetsSplitTheLongTests(t *testing.T) {
 	if !strings.Contains(test, testenv.LongEnv+"= ") || len(goTest.FindAllString(test, -1)) == 0 || strings.Contains(test, " -run") {
 		t.Errorf("make test must run every test with %s empty:\n%s", testenv.LongEnv, test)
 	}
-	if !strings.Contains(long, testenv.LongEnv+"=1 ") || !strings.Contains(long, "-run '^"+testenv.LongPrefix+"'") || !strings.Contains(long, "./...") {
-		t.Errorf("make test-long must run the tests named %s... of every package with %s=1:\n%s", testenv.LongPrefix, testenv.LongEnv, long)
+	if !strings.Contains(long, testenv.LongEnv+"=1 ") || !strings.Contains(long, "-run '"+testenv.LongPattern+"'") || !strings.Contains(long, "./...") {
+		t.Errorf("make test-long must run the tests %s matches, of every package, with %s=1:\n%s", testenv.LongPattern, testenv.LongEnv, long)
 	}
 }

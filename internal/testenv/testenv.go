@@ -15,6 +15,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -111,18 +112,25 @@ func Missing(t testing.TB, tool Tool, format string, args ...any) {
 // after each change.
 const LongEnv = "CHAOSBENCH_LONG"
 
-// LongPrefix starts the name of every long test: `make test-long` selects them by it (go test -run
-// '^TestLong'), so a long test that lacked it would run in neither target.
-const LongPrefix = "TestLong"
+// LongPattern matches the name of every long test (TestLong, then a capital letter: TestLongestGap is not
+// one): `make test-long` selects them by it (go test -run '^TestLong[A-Z]'), so a long test named
+// otherwise would run in neither target.
+const LongPattern = "^TestLong[A-Z]"
+
+var longName = regexp.MustCompile(LongPattern)
+
+// IsLongName reports whether a test of that name (a top-level test, or a subtest of one) is selected by
+// make test-long.
+func IsLongName(name string) bool { return longName.MatchString(name) }
 
 // Long is what a long test calls first: a soak-like run, a version matrix, a downgrade across releases, a
 // failpoint build, anything that would make `make test` slow. why says what makes it long. Unless LongEnv
 // is 1 the test skips, saying that it runs in make test-long; a LongEnv of another value, or a test whose
-// name does not start with LongPrefix (make test-long would never select it), fails.
+// name LongPattern does not match (make test-long would never select it), fails.
 func Long(t testing.TB, why string) {
 	t.Helper()
-	if !strings.HasPrefix(t.Name(), LongPrefix) {
-		t.Fatalf("%s calls testenv.Long, so its name must start with %s: make test-long selects the long tests by that prefix", t.Name(), LongPrefix)
+	if !IsLongName(t.Name()) {
+		t.Fatalf("%s calls testenv.Long, so its name must match %s (TestLongSomething): make test-long selects the long tests by it", t.Name(), LongPattern)
 	}
 	switch value := os.Getenv(LongEnv); value {
 	case "1":

@@ -127,9 +127,9 @@ func TestLong(t *testing.T) {
 		{"another value: fails", "TestLongSubject", "yes", true, false,
 			[]string{"--- FAIL: TestLongSubject", "CHAOSBENCH_LONG=yes: expected 1"}},
 		{"misnamed: fails in make test", "TestMisnamedLongSubject", "", true, false,
-			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must start with TestLong"}},
+			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must match ^TestLong[A-Z]"}},
 		{"misnamed: fails in make test-long", "TestMisnamedLongSubject", "1", true, false,
-			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must start with TestLong"}},
+			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must match ^TestLong[A-Z]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^"+tc.subject+"$", "-test.v", "-test.count=1")
@@ -154,5 +154,16 @@ func TestLong(t *testing.T) {
 				t.Errorf("the long test ran: %v, want %v:\n%s", ran, tc.ran, out.String())
 			}
 		})
+	}
+}
+
+func TestIsLongName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"TestLongSoak": true, "TestLongSoak/3.5": true, "TestLong2Runs": false, "TestLongestGap": false,
+		"TestLong": false, "TestSoakLong": false, "ExampleLongSoak": false,
+	} {
+		if got := IsLongName(name); got != want {
+			t.Errorf("IsLongName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
