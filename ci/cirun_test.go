@@ -21,7 +21,7 @@ func stub(t *testing.T, dir, name, body string) {
 // runCI runs a copy of .ci/run in a tree of its own, with only the stubs of bin (and dirname) on its PATH:
 // a stand-in for go, apt-get, id, make, ci/etcd-tool.sh and the Debian tools, each as the case asks. It
 // returns the output, the exit code and what go run and make were called with, in order (one line per call:
-// its arguments, and for make the CHAOSBENCH_ variables it saw).
+// its arguments, for make the CHAOSBENCH_ variables it saw, and CGO_ENABLED).
 func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
@@ -49,9 +49,9 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 		t.Fatal(err)
 	}
 	calls := filepath.Join(tree, "calls")
-	stub(t, bin, "go", `case "$1" in version) echo "go version stub";; run) echo "go $*" >> "`+calls+`";; esac`)
+	stub(t, bin, "go", `case "$1" in version) echo "go version stub";; run) echo "go $* CGO_ENABLED=${CGO_ENABLED:-}" >> "`+calls+`";; esac`)
 	stub(t, bin, "id", "echo 0")
-	stub(t, bin, "make", `echo "$* CHAOSBENCH_REQUIRE=${CHAOSBENCH_REQUIRE:-} CHAOSBENCH_ETCDCTL=${CHAOSBENCH_ETCDCTL:-}" >> "`+calls+`"`)
+	stub(t, bin, "make", `echo "$* CHAOSBENCH_REQUIRE=${CHAOSBENCH_REQUIRE:-} CHAOSBENCH_ETCDCTL=${CHAOSBENCH_ETCDCTL:-} CGO_ENABLED=${CGO_ENABLED:-}" >> "`+calls+`"`)
 	stub(t, filepath.Join(tree, "ci"), "etcd-tool.sh", `echo /cache/etcdctl-v3.6.8`)
 	setup(bin, tree)
 	cmd := exec.Command(bash, filepath.Join(tree, ".ci", "run"))
@@ -134,8 +134,12 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 				}
 				return
 			}
-			want := "go run ./cmd/chaosbench image kube\ntest CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n" +
-				"test-long CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\nnightly-smoke CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n"
+			// Static builds throughout (CGO_ENABLED=0): the control plane step's build of the dependencies is the
+			// tests' and the smoke suite's.
+			want := "go run ./cmd/chaosbench image kube CGO_ENABLED=0\n"
+			for _, target := range []string{"test", "test-long", "nightly-smoke"} {
+				want += target + " CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8 CGO_ENABLED=0\n"
+			}
 			if made != want {
 				t.Errorf("go run and make were called so:\n%s\nwant:\n%s", made, want)
 			}
