@@ -73,7 +73,7 @@ if [[ $parts == *compare* ]]; then
   ns=$(python3 -c "import sys; v=sys.argv[1]; print(int(float(v[:-2])*1e6) if v.endswith('ms') else int(float(v[:-1])*1e9))" "$delay")
   echo "{\"op\":\"set\",\"delays\":{\"fsync_ns\":$ns}}" >&9
   echo "compare: put, $rate/s, 4 clients, $duration per run, one member; gate put:p50, --min-effect $min_effect%; slow disk: fsync +$delay (slowfs)"
-  printf '%-6s %-9s %-6s %7s %8s %-14s\n' repeat pair rounds runs seconds verdict
+  printf '%-6s %-9s %-9s %7s %8s %-14s\n' repeat pair --rounds rounds seconds verdict
   declare -A times ok
   for rep in $(seq "$repeats"); do
     for pair in aa slow; do
@@ -95,7 +95,7 @@ if [[ $parts == *compare* ]]; then
         t=$(secs "$t0" "$(now)")
         if [ ! -s "$out/compare.json" ]; then tail -5 "$out.log"; failed=1; continue; fi
         read -r rounds verdict < <(gated "$out/compare.json")
-        printf '%-6s %-9s %-6s %7s %8s %-14s\n' "$rep" "$pair" "$mode" "$rounds" "$t" "$verdict"
+        printf '%-6s %-9s %-9s %7s %8s %-14s\n' "$rep" "$pair" "$mode" "$rounds" "$t" "$verdict"
         times[$pair-$mode]+="$t "
         want=no-difference; [ "$pair" = slow ] && want=worse
         [ "$verdict" = "$want" ] && ok[$pair-$mode]=$(( ${ok[$pair-$mode]:-0} + 1 ))
