@@ -65,6 +65,13 @@ bench-vs-etcd:
 bench-kube:
 	ci/bench-kube.sh
 
+## bench-verdict: time to the verdict (issue 41): compare A/A and A/slow-disk with --rounds auto against
+## --rounds 6 (REPEATS, default 10), qualify small with and without --early-stop, and a kube run's seconds
+## from the load's end to its verdict (KUBE_DURATION, default 30m); PARTS=compare,qualify,kube picks parts.
+.PHONY: bench-verdict
+bench-verdict:
+	ci/bench-verdict.sh
+
 ## bench-scale: one load split over 1, 2 and 4 worker containers of half a CPU each against one docker
 ## cluster; prints the achieved total rate against the number of workers (needs Docker).
 .PHONY: bench-scale
