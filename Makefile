@@ -115,7 +115,7 @@ bench-checker: build
 ## under one fault of every kind the faults package injects, RUNS times each (default 20); every run must
 ## check clean.
 soak-checker:
-	CHAOS_RUNS=$${RUNS:-20} $(GO) test -count=1 -timeout 90m -run 'TestTrafficUnderFaults|TestTrafficUnderEveryFault' -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
+	CHAOS_RUNS=$${RUNS:-20} CHAOSBENCH_LONG=1 $(GO) test -count=1 -timeout 90m -run 'TestTrafficUnderFaults|TestLongTrafficUnderEveryFault' -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
 
 ## qualify-local: qualify this machine for etcd: the disk probe under results/, then an embedded 3-member
 ## cluster climbing the size classes from small, 30 s per step after 5 s of warm-up (a few minutes; etcd
