@@ -17,14 +17,16 @@ build:
 ## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no etcd, no container, no browser, no timing)
 ## run two at a time; then the others one at a time: their integration tests start real etcd clusters,
 ## and on a 2-core machine two packages' clusters would distort each other's timing assertions (a new
-## package runs there unless it is added to LIGHT_PACKAGES). go vet ran in lint, so go test does not run
-## it again. A test whose tool (FUSE, Docker, fio, Chromium, ...) is missing skips, saying why; with
-## CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails instead (internal/testenv).
+## package runs there unless it is added to LIGHT_PACKAGES); both groups run, and either failing fails
+## make test. go vet ran in lint, so go test does not run it again. A test whose tool (FUSE, Docker, fio,
+## Chromium, ...) is missing skips, saying why; with CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails
+## instead (internal/testenv).
 LIGHT_PACKAGES := ./ci ./clusters/kubebuild ./cmd/kubesim ./internal/testenv ./outcome ./results ./results/compare \
 	./results/history ./results/merge ./results/trend
 test: lint
-	CHAOSBENCH_LONG= $(GO) test -p 2 -vet=off -count=1 -timeout 10m $(LIGHT_PACKAGES)
-	CHAOSBENCH_LONG= $(GO) test -p 1 -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))")
+	CHAOSBENCH_LONG= $(GO) test -p 2 -vet=off -count=1 -timeout 20m $(LIGHT_PACKAGES); light=$$?; \
+	CHAOSBENCH_LONG= $(GO) test -p 1 -vet=off -count=1 -timeout 40m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))"); \
+	heavy=$$?; [ $$light = 0 ] && [ $$heavy = 0 ]
 
 ## test-long: the long tests only (testenv.Long: the tests named TestLongSomething, which make test skips):
 ## the soak-like runs, the container upgrades and downgrades across releases, the comparison with etcdctl
@@ -122,7 +124,7 @@ bench-checker: build
 ## under one fault of every kind the faults package injects, RUNS times each (default 20); every run must
 ## check clean.
 soak-checker:
-	CHAOS_RUNS=$${RUNS:-20} $(GO) test -count=1 -timeout 90m -run 'TestTrafficUnderFaults|TestTrafficUnderEveryFault' -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
+	CHAOS_RUNS=$${RUNS:-20} CHAOSBENCH_LONG=1 $(GO) test -count=1 -timeout 90m -run 'TestTrafficUnderFaults|TestLongTrafficUnderEveryFault' -v ./linearizability | grep -E '^(---|ok|FAIL|PASS)|    ---'
 
 ## qualify-local: qualify this machine for etcd: the disk probe under results/, then an embedded 3-member
 ## cluster climbing the size classes from small, 30 s per step after 5 s of warm-up (a few minutes; etcd

@@ -88,7 +88,7 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 		says  []string
 	}{
 		{"everything there", func(t *testing.T, bin, tree string) { installed(bin) }, true,
-			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in",
+			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in", "ci: the etcd releases in",
 				"ci: make test in", "ci: make test-long in", "ci: make nightly-smoke in"}},
 		{"installed by apt-get", func(t *testing.T, bin, tree string) {
 			chmod, err := exec.LookPath("chmod")
@@ -117,6 +117,10 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 			installed(bin)
 			stub(t, bin, "go", `case "$1" in version) echo stub;; run) exit 1;; esac`)
 		}, false, []string{"FAIL: could not build the Kubernetes control plane"}},
+		{"the failpoint build of etcd fails", func(t *testing.T, bin, tree string) {
+			installed(bin)
+			stub(t, bin, "go", `case "$*" in version) echo stub;; *--failpoints*) exit 1;; esac`)
+		}, false, []string{"FAIL: could not build etcd v3.6.16 --failpoints"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code, made := runCI(t, func(bin, tree string) { tc.setup(t, bin, tree) })
@@ -136,7 +140,9 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 			}
 			// Static builds throughout (CGO_ENABLED=0): the control plane step's build of the dependencies is the
 			// tests' and the smoke suite's.
-			want := "go run ./cmd/chaosbench image kube CGO_ENABLED=0\n"
+			want := "go run ./cmd/chaosbench image kube CGO_ENABLED=0\n" +
+				"go run ./cmd/chaosbench image build --binary-only --etcd-version v3.5.35,v3.6.16 CGO_ENABLED=0\n" +
+				"go run ./cmd/chaosbench image build --binary-only --etcd-version v3.6.16 --failpoints CGO_ENABLED=0\n"
 			for _, target := range []string{"test", "test-long", "nightly-smoke"} {
 				want += target + " CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8 CGO_ENABLED=0\n"
 			}

@@ -45,14 +45,16 @@ var everyFault = []string{
 // cluster to settle after it.
 const everyFaultLoad = 27 * time.Second
 
-// TestTrafficUnderEveryFault: the full request mix against real etcd under every kind of fault the faults
+// TestLongTrafficUnderEveryFault: the full request mix against real etcd under every kind of fault the faults
 // package injects, scheduled, healed and recorded as chaosbench run does, must check clean. The test fails
 // when the run did not test what it claims: a fault that did not recover, no request that failed or timed
 // out during the faults (no uncertainty for the checker to resolve), a problem of the schedule (a fault
 // skipped, injecting nothing or left to the final sweep), a check that is not ok, or a member
 // process, mount or snapshot file left behind. CHAOS_RUNS sets how many runs (default 1; make
-// soak-checker runs more), each with its own seed.
-func TestTrafficUnderEveryFault(t *testing.T) {
+// soak-checker runs more), each with its own seed. A long test (make test-long): make test keeps
+// TestTrafficUnderFaults, and the faults package injects and heals each kind on its own.
+func TestLongTrafficUnderEveryFault(t *testing.T) {
+	testenv.Long(t, "27 s of traffic through twelve faults one after the other, on one 3-member cluster, then its check")
 	sched, err := faults.Parse(everyFault)
 	if err != nil {
 		t.Fatal(err)

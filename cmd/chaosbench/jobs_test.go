@@ -220,6 +220,7 @@ func TestJobOutcomes(t *testing.T) {
 	t.Run("report", func(t *testing.T) {
 		for _, k := range kinds {
 			t.Run(string(k), func(t *testing.T) {
+				t.Parallel() // a copy of the base run each
 				dir := recorded(t, base, k)
 				job(t, dir, "", "junit.xml", "report.html", "report", dir).agrees(t, k)
 			})
@@ -230,7 +231,8 @@ func TestJobOutcomes(t *testing.T) {
 
 // runRows drives `chaosbench run` itself to the outcomes a short real run can reach on its own: a pass, a
 // failed threshold, a fault that could not happen, an interrupt. A violation and a crashed member of a real
-// run are TestDivergedMemberExits4 and TestSuiteMemberPanicsByItself.
+// run are TestDivergedMemberExits4 and TestSuiteMemberPanicsByItself. The rows run two at a time: each has
+// its own cluster and directory, and none judges latency.
 func runRows(t *testing.T) {
 	common := []string{"run", "--workload", "put", "--members", "1", "--rate", "200", "--progress", "none", "--seed", "36"}
 	for _, row := range []struct {
@@ -244,12 +246,14 @@ func runRows(t *testing.T) {
 			"--faults", "kill:m2@3s+1s", "--fault-health-timeout", "300ms"}},
 	} {
 		t.Run(string(row.kind), func(t *testing.T) {
+			t.Parallel()
 			out := filepath.Join(t.TempDir(), "run")
 			args := append(append(append([]string{}, common...), row.args...), "--out", out)
 			job(t, out, results.SummaryFile, "junit.xml", "report.html", args...).agrees(t, row.kind)
 		})
 	}
 	t.Run(string(outcome.Incomplete), func(t *testing.T) {
+		t.Parallel()
 		out := filepath.Join(t.TempDir(), "run")
 		cmd := exec.Command(binary, append(common, "--duration", "30s", "--out", out)...)
 		var b strings.Builder

@@ -21,7 +21,9 @@ import (
 
 // TestOneOutcome drives each way a run can fail through a real run, and asserts that everything a user or a
 // CI system reads says the same: the exit code, the headline of report.html and report.md, JUnit's outcome
-// case and counts, summary.json's outcome and reasons, and the last lines the run printed.
+// case and counts, summary.json's outcome and reasons, and the last lines the run printed. The cases run
+// two at a time (t.Parallel): each has its own cluster, results directory and processes, none judges
+// latency, and each run at 150 requests/s leaves most of a 2-core machine idle.
 func TestOneOutcome(t *testing.T) {
 	load := []string{"--workload", "put", "--rate", "150", "--clients", "8", "--conns", "2", "--progress", "none"}
 	for _, tc := range []struct {
@@ -102,6 +104,7 @@ func TestOneOutcome(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			out := filepath.Join(t.TempDir(), "run")
 			args := append(append([]string{"run", "--out", out}, load...), tc.args...)
 			if tc.setup != nil {
