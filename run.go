@@ -122,6 +122,10 @@ type run struct {
 	runner    *workloads.Runner
 	clientLog *os.File
 	loadEnd   time.Duration
+	// during checks the history while the load runs (run_check.go); loadEnded is the wall time the load
+	// ended, from which the summary counts the wait for the verdict.
+	during    *lin.DuringLoad
+	loadEnded time.Time
 	loadCPU   time.Duration // the generator's CPU time during the load
 	liveHeap  int64         // the generator's live heap at the end of the load
 	wl        workloads.Workload
@@ -387,6 +391,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	// Consistency checks of the recorded history (run_check.go).
 	r.checkHistory(ctx, interrupted)
 	r.addMembersCheck()
+	if !r.loadEnded.IsZero() && s.CheckSeconds > 0 {
+		s.CheckAfterLoadSeconds = time.Since(r.loadEnded).Seconds()
+	}
 
 	o := r.decide(s, interrupted, loadErr, harnessErrs)
 	o = r.writeOutputs(s, o)

@@ -135,8 +135,12 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 	if r.env.LoadBegan != nil {
 		r.env.LoadBegan(ctx, r.cluster)
 	}
+	r.startCheckDuringLoad(ctx)
+	defer r.stopCheckDuringLoad()
 	cpuBefore := results.CPUTime()
 	err := wl.Run(ctx, r.runner)
+	r.loadEnded = time.Now()
+	r.stopCheckDuringLoad()
 	if r.env.LoadEnded != nil && err == nil {
 		r.env.LoadEnded(ctx, r.cluster)
 	}

@@ -1,8 +1,19 @@
 package linearizability
 
+import (
+	"context"
+	"time"
+)
+
 // WithPhaseHook returns opts with fn called as each phase of a check ends, and ten times during the
 // replay: the benchmarks measure the live heap there.
 func WithPhaseHook(opts Options, fn func(phase string)) Options {
 	opts.phaseDone = fn
 	return opts
+}
+
+// StartDuringLoadEvery is StartDuringLoad looking at the history every poll, checking it each time it has
+// grown by growth (and holds at least minBytes): the tests' histories grow in seconds.
+func StartDuringLoadEvery(ctx context.Context, dir string, opts Options, poll time.Duration, growth float64, minBytes int64) *DuringLoad {
+	return startDuringLoad(ctx, dir, opts, poll, growth, minBytes)
 }

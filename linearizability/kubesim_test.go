@@ -214,3 +214,65 @@ func sampleLiveHeap(peak *uint64) (stop func()) {
 		<-finished
 	}
 }
+
+// BenchmarkCheckAfterLoad measures what the checks during the load (DuringLoad) leave for after it, on
+// bench-checker's simulated kube history: the history is checked at half and four fifths of its files
+// (as the checks during the load find them, the last record torn; with the growth DuringLoad waits for,
+// its last check before the load's end covers about four fifths), then whole with the segments those
+// checks proved. It reports the offline check's wall time and live heap (offline-s, offline-live-MB), the
+// check after the load's (after-load-s, after-load-live-MB, the highest live heap at the end of each phase
+// as BenchmarkCheckDirPeakHeap measures it), the checks of the cut history's (during-s, during-live-MB),
+// and the share of the partitions that came proved. make bench-checker's 35-minute history takes minutes.
+func BenchmarkCheckAfterLoad(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+	}{{"10m", 10 * time.Minute}, {"35m", 35 * time.Minute}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if _, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: tc.d, Rate: 500}); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			check := func(dir string, proofs *lin.Proofs) (*lin.Report, float64, uint64) {
+				var live uint64
+				runtime.GC()
+				start := time.Now()
+				rep, _ := lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs}, func(string) {
+					live = max(live, liveHeap())
+				}))
+				if rep == nil {
+					b.Fatal("no report")
+				}
+				return rep, time.Since(start).Seconds(), live
+			}
+			var offS, afterS, duringS float64
+			var offLive, afterLive, duringLive uint64
+			var proved, parts int
+			for b.Loop() {
+				offline, s, live := check(dir, nil)
+				offS, offLive = s, live
+				proofs := lin.NewProofs()
+				duringS, duringLive = 0, 0
+				for _, frac := range []float64{0.5, 0.8} {
+					_, s, live := check(copyPrefixes(b, dir, frac), proofs)
+					duringS += s
+					duringLive = max(duringLive, live)
+				}
+				after, s, live := check(dir, proofs)
+				afterS, afterLive = s, live
+				if offline.Violated() || after.Violated() {
+					b.Fatalf("violations: %+v %+v", offline.Checks, after.Checks)
+				}
+				proved, parts = after.Stats.ProvedBefore, after.Stats.Partitions
+			}
+			b.ReportMetric(offS, "offline-s")
+			b.ReportMetric(afterS, "after-load-s")
+			b.ReportMetric(duringS, "during-s")
+			b.ReportMetric(float64(offLive)/(1<<20), "offline-live-MB")
+			b.ReportMetric(float64(afterLive)/(1<<20), "after-load-live-MB")
+			b.ReportMetric(float64(duringLive)/(1<<20), "during-live-MB")
+			b.ReportMetric(float64(proved)/float64(max(parts, 1)), "proved-share")
+		})
+	}
+}

@@ -1,0 +1,157 @@
+package linearizability_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
+	"github.com/etcd-chaosbench/chaosbench/linearizability/kubesim"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
+
+// sameFindings requires the check with proofs to say what the offline check said: every verdict with its
+// detail, every violation, the counts, the known issues, the partitions.
+func sameFindings(t *testing.T, offline, incremental *lin.Report) {
+	t.Helper()
+	if offline == nil || incremental == nil {
+		t.Fatalf("reports: offline %v, incremental %v", offline != nil, incremental != nil)
+	}
+	strip := func(r *lin.Report) lin.Report {
+		x := *r
+		x.Seconds, x.Stats.ProvedBefore = 0, 0
+		x.Checks = append(x.Checks[:0:0], r.Checks...)
+		for i := range x.Checks {
+			x.Checks[i].Seconds = 0
+		}
+		return x
+	}
+	a, b := strip(offline), strip(incremental)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("the check with proofs differs from the offline check:\noffline:     %+v\nincremental: %+v", a, b)
+	}
+}
+
+// copyPrefixes copies the first frac of each history file of dir into a new directory, as a check during
+// the load finds them: the last record may be cut short.
+func copyPrefixes(t testing.TB, dir string, frac float64) string {
+	t.Helper()
+	out := t.TempDir()
+	for _, name := range []string{history.HistoryFile, history.WatchFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, name), data[:int(float64(len(data))*frac)], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestProofsKeepVerdicts: checks of the history recorded so far (cut at a third, two thirds and nine
+// tenths, the last record torn), then the check of the whole history with the segments they proved, find
+// exactly what the offline check finds, on clean simulated kube histories with faults and on every way
+// the simulated etcd can misbehave (lost writes, stale reads, duplicate, dropped and reordered watch
+// events, ...); and on the clean ones, most segments come proved.
+func TestProofsKeepVerdicts(t *testing.T) {
+	cases := map[string]kubesim.Options{
+		"clean/seed-0": {Seed: 0, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second},
+		"clean/seed-1": {Seed: 1, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, Names: 150, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second},
+	}
+	for _, bug := range kubesim.Bugs {
+		cases["bug/"+bug] = kubesim.Options{Seed: 7, Duration: 30 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: -1, CompactEvery: 8 * time.Second, Bug: bug}
+	}
+	ctx := context.Background()
+	for name, o := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := kubesim.Write(dir, o); err != nil {
+				t.Fatal(err)
+			}
+			offline, _ := lin.CheckDir(ctx, dir, lin.Options{Timeout: time.Minute})
+			proofs := lin.NewProofs()
+			for _, frac := range []float64{0.33, 0.67, 0.9} {
+				// What a check of a prefix finds decides nothing: only its proofs are kept.
+				lin.CheckDir(ctx, copyPrefixes(t, dir, frac), lin.Options{Timeout: time.Minute, Proofs: proofs})
+			}
+			incremental, _ := lin.CheckDir(ctx, dir, lin.Options{Timeout: time.Minute, Proofs: proofs})
+			sameFindings(t, offline, incremental)
+			if o.Bug == "" {
+				requireVerdicts(t, incremental, allOK)
+			} else if !offline.Violated() {
+				t.Errorf("the offline check found no violation of %s", o.Bug)
+			}
+			if incremental.Stats.ProvedBefore == 0 || (o.Bug == "" && 2*incremental.Stats.ProvedBefore < incremental.Stats.Partitions) {
+				t.Errorf("%d of %d partitions came proved", incremental.Stats.ProvedBefore, incremental.Stats.Partitions)
+			}
+			t.Logf("%d of %d partitions came proved (%d proofs)", incremental.Stats.ProvedBefore, incremental.Stats.Partitions, proofs.Len())
+		})
+	}
+}
+
+// TestDuringLoadWhileWritten: the checks during the load read history files while they are appended to,
+// as a run writes them, and the check after the load with their proofs finds what the offline check finds,
+// for a clean history and for one with lost writes and one with dropped watch events.
+func TestDuringLoadWhileWritten(t *testing.T) {
+	for _, bug := range []string{"", "lost-write", "dropped-event"} {
+		t.Run("bug="+bug, func(t *testing.T) {
+			src, run := t.TempDir(), t.TempDir()
+			o := kubesim.Options{Seed: 3, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second, Bug: bug}
+			if bug != "" {
+				o.FaultEvery = -1
+			}
+			if _, err := kubesim.Write(src, o); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			offline, _ := lin.CheckDir(ctx, src, lin.Options{Timeout: time.Minute})
+
+			d := lin.StartDuringLoadEvery(ctx, run, lin.Options{Timeout: time.Minute}, 20*time.Millisecond, 1.2, 16<<10)
+			appendInSteps(t, src, run, 40, 100*time.Millisecond)
+			st := d.Stop()
+			if st.Checks == 0 || len(st.Errors) > 0 {
+				t.Fatalf("checks during the load: %+v", st)
+			}
+			incremental, _ := lin.CheckDir(ctx, run, lin.Options{Timeout: time.Minute, Proofs: d.Proofs()})
+			sameFindings(t, offline, incremental)
+			if incremental.Stats.ProvedBefore == 0 {
+				t.Errorf("no partition came proved (%+v)", st)
+			}
+			left, _ := filepath.Glob(filepath.Join(run, ".check-during-load-*"))
+			if len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
+			t.Logf("during the load: %+v; after: %d of %d partitions came proved", st, incremental.Stats.ProvedBefore, incremental.Stats.Partitions)
+		})
+	}
+}
+
+// appendInSteps writes src's history files into dir in steps, pausing between them, as a run appends them.
+func appendInSteps(t *testing.T, src, dir string, steps int, pause time.Duration) {
+	t.Helper()
+	var files [2]*os.File
+	var data [2][]byte
+	for i, name := range []string{history.HistoryFile, history.WatchFile} {
+		var err error
+		if data[i], err = os.ReadFile(filepath.Join(src, name)); err != nil {
+			t.Fatal(err)
+		}
+		if files[i], err = os.Create(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		defer files[i].Close()
+	}
+	for s := 1; s <= steps; s++ {
+		for i := range files {
+			from, to := len(data[i])*(s-1)/steps, len(data[i])*s/steps
+			if _, err := files[i].Write(data[i][from:to]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(pause)
+	}
+}
