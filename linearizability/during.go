@@ -144,6 +144,9 @@ func (d *DuringLoad) checkPrefix(ctx context.Context) (int, error) {
 	if _, err := check(ctx, ops, wl, opts); err != nil {
 		return 0, fmt.Errorf("check during the load: %w", err)
 	}
+	if ctx.Err() == nil {
+		d.proofs.prune() // the next check cuts its segments as this one did, or later
+	}
 	return ops.Len(), nil
 }
 

@@ -3,7 +3,6 @@ package linearizability
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"slices"
@@ -404,7 +403,7 @@ func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment
 	for range workers {
 		wg.Go(func() {
 			for i := range work {
-				var fp [sha256.Size]byte
+				var fp proof
 				if c.proofs != nil {
 					if fp = c.fingerprint(segs[i]); c.proofs.has(fp) {
 						mu.Lock()

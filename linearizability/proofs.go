@@ -27,14 +27,20 @@ import (
 // Only linearizable verdicts are remembered: a failing or undecided segment is always searched again,
 // for its report.
 //
-// Proofs is safe for concurrent use. It holds 32 bytes per proved segment.
+// Proofs is safe for concurrent use. It holds a fingerprint (the first 128 bits of the SHA-256) and a
+// generation per proved segment; DuringLoad keeps only those the last check of the history so far met
+// (prune): a later, longer history cuts its segments as that check did or later.
 type Proofs struct {
 	mu  sync.Mutex
-	set map[[sha256.Size]byte]struct{}
+	set map[proof]uint32 // the generation that met it last
+	gen uint32
 }
 
+// proof is a segment's fingerprint.
+type proof [16]byte
+
 // NewProofs returns an empty set of proofs.
-func NewProofs() *Proofs { return &Proofs{set: map[[sha256.Size]byte]struct{}{}} }
+func NewProofs() *Proofs { return &Proofs{set: map[proof]uint32{}} }
 
 // Len returns the number of segments proved.
 func (p *Proofs) Len() int {
@@ -43,21 +49,37 @@ func (p *Proofs) Len() int {
 	return len(p.set)
 }
 
-func (p *Proofs) has(f [sha256.Size]byte) bool {
+func (p *Proofs) has(f proof) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.set[f]
+	if ok {
+		p.set[f] = p.gen
+	}
 	return ok
 }
 
-func (p *Proofs) add(f [sha256.Size]byte) {
+func (p *Proofs) add(f proof) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.set[f] = struct{}{}
+	p.set[f] = p.gen
+}
+
+// prune forgets the proofs the check since the last prune did not meet: segments a longer history no
+// longer has. Forgetting a proof costs a search, never a verdict.
+func (p *Proofs) prune() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for f, g := range p.set {
+		if g != p.gen {
+			delete(p.set, f)
+		}
+	}
+	p.gen++
 }
 
 // fingerprint hashes everything porcupine's verdict on sg depends on (see Proofs).
-func (c *checker) fingerprint(sg segment) [sha256.Size]byte {
+func (c *checker) fingerprint(sg segment) proof {
 	f := fingerprinter{h: sha256.New()}
 	f.str(c.key(sg.rank))
 	f.int(int64(len(sg.init)))
@@ -84,9 +106,9 @@ func (c *checker) fingerprint(sg segment) [sha256.Size]byte {
 			f.int(l.minExpiry)
 		}
 	}
-	var out [sha256.Size]byte
-	f.h.Sum(out[:0])
-	return out
+	var sum [sha256.Size]byte
+	f.h.Sum(sum[:0])
+	return proof(sum[:16])
 }
 
 // fingerprinter writes values into a hash unambiguously: numbers fixed-size, strings with their length.
