@@ -17,3 +17,15 @@ func WithPhaseHook(opts Options, fn func(phase string)) Options {
 func StartDuringLoadEvery(ctx context.Context, dir string, opts Options, poll time.Duration, growth float64, minBytes int64) *DuringLoad {
 	return startDuringLoad(ctx, dir, opts, poll, growth, minBytes)
 }
+
+// CloneProofs returns a copy of p: a benchmark checks one history twice with the same proofs.
+func CloneProofs(p *Proofs) *Proofs {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := NewProofs()
+	for f, g := range p.set {
+		c.set[f] = g
+	}
+	c.gen = p.gen
+	return c
+}

@@ -219,10 +219,11 @@ func sampleLiveHeap(peak *uint64) (stop func()) {
 // bench-checker's simulated kube history: the history is checked at half and four fifths of its files
 // (as the checks during the load find them, the last record torn; with the growth DuringLoad waits for,
 // its last check before the load's end covers about four fifths), then whole with the segments those
-// checks proved. It reports the offline check's wall time and live heap (offline-s, offline-live-MB), the
-// check after the load's (after-load-s, after-load-live-MB, the highest live heap at the end of each phase
-// as BenchmarkCheckDirPeakHeap measures it), the checks of the cut history's (during-s, during-live-MB),
-// and the share of the partitions that came proved. make bench-checker's 35-minute history takes minutes.
+// checks proved. It reports the offline check's wall time, the per-key searches' share of it and its live
+// heap (offline-s, offline-perkey-s, offline-live-MB: the highest live heap at the end of each phase, as
+// BenchmarkCheckDirPeakHeap measures it, in a check of its own, since the collections take time), the
+// same of the check after the load (after-load-*), the checks of the cut history's (during-s,
+// during-live-MB), and the share of the partitions that came proved. The 35-minute history takes minutes.
 func BenchmarkCheckAfterLoad(b *testing.B) {
 	for _, tc := range []struct {
 		name string
@@ -234,45 +235,61 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			check := func(dir string, proofs *lin.Proofs) (*lin.Report, float64, uint64) {
-				var live uint64
+			type measured struct {
+				rep           *lin.Report
+				secs, perKeyS float64
+				live          uint64
+			}
+			// check checks dir twice with the proofs as they are (a copy for each): timed by phase, then
+			// with the live heap measured.
+			check := func(dir string, proofs func() *lin.Proofs) measured {
+				var m measured
 				runtime.GC()
 				start := time.Now()
-				rep, _ := lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs}, func(string) {
-					live = max(live, liveHeap())
+				last := start
+				rep, _ := lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs()}, func(phase string) {
+					if phase == "per-key" {
+						m.perKeyS = time.Since(last).Seconds()
+					}
+					last = time.Now()
 				}))
+				m.secs = time.Since(start).Seconds()
 				if rep == nil {
 					b.Fatal("no report")
 				}
-				return rep, time.Since(start).Seconds(), live
+				m.rep = rep
+				runtime.GC()
+				lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs()}, func(string) {
+					m.live = max(m.live, liveHeap())
+				}))
+				return m
 			}
-			var offS, afterS, duringS float64
-			var offLive, afterLive, duringLive uint64
-			var proved, parts int
+			var off, after measured
+			var duringS float64
+			var duringLive uint64
 			for b.Loop() {
-				offline, s, live := check(dir, nil)
-				offS, offLive = s, live
+				off = check(dir, func() *lin.Proofs { return nil })
 				proofs := lin.NewProofs()
 				duringS, duringLive = 0, 0
 				for _, frac := range []float64{0.5, 0.8} {
-					_, s, live := check(copyPrefixes(b, dir, frac), proofs)
-					duringS += s
-					duringLive = max(duringLive, live)
+					m := check(copyPrefixes(b, dir, frac), func() *lin.Proofs { return proofs })
+					duringS += m.secs
+					duringLive = max(duringLive, m.live)
 				}
-				after, s, live := check(dir, proofs)
-				afterS, afterLive = s, live
-				if offline.Violated() || after.Violated() {
-					b.Fatalf("violations: %+v %+v", offline.Checks, after.Checks)
+				after = check(dir, func() *lin.Proofs { return lin.CloneProofs(proofs) })
+				if off.rep.Violated() || after.rep.Violated() {
+					b.Fatalf("violations: %+v %+v", off.rep.Checks, after.rep.Checks)
 				}
-				proved, parts = after.Stats.ProvedBefore, after.Stats.Partitions
 			}
-			b.ReportMetric(offS, "offline-s")
-			b.ReportMetric(afterS, "after-load-s")
+			b.ReportMetric(off.secs, "offline-s")
+			b.ReportMetric(off.perKeyS, "offline-perkey-s")
+			b.ReportMetric(after.secs, "after-load-s")
+			b.ReportMetric(after.perKeyS, "after-load-perkey-s")
 			b.ReportMetric(duringS, "during-s")
-			b.ReportMetric(float64(offLive)/(1<<20), "offline-live-MB")
-			b.ReportMetric(float64(afterLive)/(1<<20), "after-load-live-MB")
+			b.ReportMetric(float64(off.live)/(1<<20), "offline-live-MB")
+			b.ReportMetric(float64(after.live)/(1<<20), "after-load-live-MB")
 			b.ReportMetric(float64(duringLive)/(1<<20), "during-live-MB")
-			b.ReportMetric(float64(proved)/float64(max(parts, 1)), "proved-share")
+			b.ReportMetric(float64(after.rep.Stats.ProvedBefore)/float64(max(after.rep.Stats.Partitions, 1)), "proved-share")
 		})
 	}
 }
