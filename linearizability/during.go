@@ -71,6 +71,9 @@ func (d *DuringLoad) Proofs() *Proofs { return d.proofs }
 func (d *DuringLoad) Stop() results.CheckDuringLoad {
 	d.cancel()
 	<-d.done
+	// Each finished check pruned what it did not meet; what the one cut short proved stays too. The
+	// check after the load only reads them.
+	d.proofs.freeze()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.stats
@@ -106,6 +109,9 @@ func (d *DuringLoad) loop(ctx context.Context) {
 		default:
 			d.stats.Checks++
 			d.stats.Operations = n
+		}
+		if ctx.Err() == nil && err == nil {
+			d.proofs.prune() // the next check cuts its segments as this one did, or later
 		}
 		d.mu.Unlock()
 	}
@@ -144,9 +150,7 @@ func (d *DuringLoad) checkPrefix(ctx context.Context) (int, error) {
 	if _, err := check(ctx, ops, wl, opts); err != nil {
 		return 0, fmt.Errorf("check during the load: %w", err)
 	}
-	if ctx.Err() == nil {
-		d.proofs.prune() // the next check cuts its segments as this one did, or later
-	}
+
 	return ops.Len(), nil
 }
 

@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -23,9 +24,14 @@ func CloneProofs(p *Proofs) *Proofs {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := NewProofs()
-	for f, g := range p.set {
-		c.set[f] = g
+	c.sorted, c.met, c.frozen = slices.Clone(p.sorted), slices.Clone(p.met), p.frozen
+	for f := range p.fresh {
+		c.fresh[f] = struct{}{}
 	}
-	c.gen = p.gen
 	return c
 }
+
+// PruneProofs forgets what the check since the last prune did not meet, and FreezeProofs makes p
+// read-only, as DuringLoad does after each check and at the load's end.
+func PruneProofs(p *Proofs)  { p.prune() }
+func FreezeProofs(p *Proofs) { p.freeze() }

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
@@ -27,56 +28,80 @@ import (
 // Only linearizable verdicts are remembered: a failing or undecided segment is always searched again,
 // for its report.
 //
-// Proofs is safe for concurrent use. It holds a fingerprint (the first 128 bits of the SHA-256) and a
-// generation per proved segment; DuringLoad keeps only those the last check of the history so far met
-// (prune): a later, longer history cuts its segments as that check did or later.
+// Proofs is safe for concurrent use. It holds a fingerprint per proved segment (the first 128 bits of
+// the SHA-256): those the last check during the load met in a sorted array, 16 bytes each, and those
+// proved since in a map. DuringLoad keeps only what its last check met (prune: a later, longer history
+// cuts its segments as that check did, or later), and freezes the proofs at the load's end, so that the
+// check after the load only reads them: it holds no more than the array beside what the offline check holds.
 type Proofs struct {
-	mu  sync.Mutex
-	set map[proof]uint32 // the generation that met it last
-	gen uint32
+	mu     sync.Mutex
+	sorted []proof // met by the check before the last prune
+	met    []bool  // by index of sorted: met since
+	fresh  map[proof]struct{}
+	frozen bool
 }
 
 // proof is a segment's fingerprint.
 type proof [16]byte
 
 // NewProofs returns an empty set of proofs.
-func NewProofs() *Proofs { return &Proofs{set: map[proof]uint32{}} }
+func NewProofs() *Proofs { return &Proofs{fresh: map[proof]struct{}{}} }
 
 // Len returns the number of segments proved.
 func (p *Proofs) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.set)
+	return len(p.sorted) + len(p.fresh)
 }
 
 func (p *Proofs) has(f proof) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.set[f]
-	if ok {
-		p.set[f] = p.gen
+	if i, ok := slices.BinarySearchFunc(p.sorted, f, compareProofs); ok {
+		if !p.frozen {
+			p.met[i] = true
+		}
+		return true
 	}
+	_, ok := p.fresh[f]
 	return ok
 }
 
 func (p *Proofs) add(f proof) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.set[f] = p.gen
+	if !p.frozen {
+		p.fresh[f] = struct{}{}
+	}
 }
 
-// prune forgets the proofs the check since the last prune did not meet: segments a longer history no
-// longer has. Forgetting a proof costs a search, never a verdict.
+// prune forgets the proofs the check since the last prune did not meet (segments a longer history no
+// longer has: forgetting one costs a search, never a verdict), and sorts the rest.
 func (p *Proofs) prune() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for f, g := range p.set {
-		if g != p.gen {
-			delete(p.set, f)
+	kept := make([]proof, 0, len(p.fresh)+len(p.sorted))
+	for i, f := range p.sorted {
+		if p.met[i] {
+			kept = append(kept, f)
 		}
 	}
-	p.gen++
+	for f := range p.fresh {
+		kept = append(kept, f)
+	}
+	slices.SortFunc(kept, compareProofs)
+	p.sorted, p.met, p.fresh = slices.Compact(kept), make([]bool, len(kept)), map[proof]struct{}{}
+	p.met = p.met[:len(p.sorted)]
 }
+
+// freeze makes the proofs read-only, as they are: what a check proves from now on is not kept.
+func (p *Proofs) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen, p.met = true, nil
+}
+
+func compareProofs(a, b proof) int { return bytes.Compare(a[:], b[:]) }
 
 // fingerprint hashes everything porcupine's verdict on sg depends on (see Proofs).
 func (c *checker) fingerprint(sg segment) proof {

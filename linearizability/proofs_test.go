@@ -90,8 +90,14 @@ func TestProofsKeepVerdicts(t *testing.T) {
 			for _, frac := range []float64{0.33, 0.67, 0.9} {
 				// What a check of a prefix finds decides nothing: only its proofs are kept.
 				lin.CheckDir(ctx, copyPrefixes(t, dir, frac), lin.Options{Timeout: time.Minute, Proofs: proofs})
+				lin.PruneProofs(proofs) // as DuringLoad does after each check
 			}
+			lin.FreezeProofs(proofs)
+			n := proofs.Len()
 			incremental, _ := lin.CheckDir(ctx, dir, lin.Options{Timeout: time.Minute, Proofs: proofs})
+			if proofs.Len() != n {
+				t.Errorf("frozen proofs grew from %d to %d", n, proofs.Len())
+			}
 			sameFindings(t, offline, incremental, dir, dir)
 			if o.Bug == "" {
 				requireVerdicts(t, incremental, allOK)
@@ -168,5 +174,35 @@ func appendInSteps(t *testing.T, src, dir string, steps int, pause time.Duration
 			}
 		}
 		time.Sleep(pause)
+	}
+}
+
+// TestProofsPrune: a prune keeps what the check since the last one met and what it proved, and forgets
+// the rest; a check of a longer history meets the proofs of the shorter one's closed segments.
+func TestProofsPrune(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := kubesim.Write(dir, kubesim.Options{Seed: 2, Duration: 30 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: -1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	proofs := lin.NewProofs()
+	first, _ := lin.CheckDir(ctx, copyPrefixes(t, dir, 0.5), lin.Options{Proofs: proofs})
+	if proofs.Len() == 0 || proofs.Len() > first.Stats.Partitions {
+		t.Fatalf("%d proofs after a check of %d partitions", proofs.Len(), first.Stats.Partitions)
+	}
+	lin.PruneProofs(proofs)
+	n := proofs.Len() // everything the first check proved: it met all of it
+	whole, _ := lin.CheckDir(ctx, dir, lin.Options{Proofs: proofs})
+	if whole.Stats.ProvedBefore == 0 || proofs.Len() <= n {
+		t.Fatalf("the whole history: %d of %d partitions came proved, proofs %d -> %d", whole.Stats.ProvedBefore, whole.Stats.Partitions, n, proofs.Len())
+	}
+	lin.PruneProofs(proofs)
+	// Now what the whole check met or proved: each of its partitions that porcupine proved, once.
+	if proofs.Len() > whole.Stats.Partitions {
+		t.Errorf("after the prune %d proofs, more than the %d partitions met", proofs.Len(), whole.Stats.Partitions)
+	}
+	again, _ := lin.CheckDir(ctx, dir, lin.Options{Proofs: proofs})
+	if again.Stats.ProvedBefore != again.Stats.Partitions {
+		t.Errorf("the same history again: %d of %d partitions came proved", again.Stats.ProvedBefore, again.Stats.Partitions)
 	}
 }
