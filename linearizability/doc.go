@@ -219,8 +219,16 @@
 // a starting state the full replay knows better, a later keep-alive) has another fingerprint and is
 // searched again; only linearizable verdicts are kept, so a failing segment is searched again for its
 // report. What a check of a cut history finds decides nothing: answers may show writes whose operations
-// were still in flight. The global passes still run over the whole history after the load; a sweep that
-// keeps only the open tail (above) would leave them behind too.
+// were still in flight. A proof is 16 bytes (128 bits of the fingerprint), kept sorted; after each check
+// during the load only those it met stay, and at the load's end they are frozen, so the check after the
+// load holds them and nothing more than the offline check. A key's segment still open at a cut (shorter
+// than segmentTarget, or with an operation of unknown outcome) changes at the next: keys that live all run
+// long come proved only segment by closed segment.
+//
+// What it does not do yet: the global passes (loading, the replay, the real-time order, the watch checks)
+// still run over the whole history after the load, and they are most of a check's time; the per-key
+// searches are the part left behind. The sweep that keeps only the open tail (above) would leave them
+// behind too.
 //
 // # Assumptions
 //
