@@ -390,6 +390,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	r.summarizeSchedule(s)
 	// Consistency checks of the recorded history (run_check.go).
 	r.checkHistory(ctx, interrupted)
+	if r.during != nil {
+		r.during.Proofs().Close() // the checks during the load proved them for this check alone
+	}
 	r.addMembersCheck()
 	if !r.loadEnded.IsZero() && s.CheckSeconds > 0 {
 		s.CheckAfterLoadSeconds = time.Since(r.loadEnded).Seconds()

@@ -63,7 +63,8 @@ func startDuringLoad(ctx context.Context, dir string, opts Options, poll time.Du
 	return d
 }
 
-// Proofs returns the segments proved so far: Options.Proofs of the check after the load.
+// Proofs returns the segments proved so far: Options.Proofs of the check after the load. Close them
+// after it.
 func (d *DuringLoad) Proofs() *Proofs { return d.proofs }
 
 // Stop ends the checks during the load, cutting the one under way short (it stops within a pass over a
@@ -73,7 +74,7 @@ func (d *DuringLoad) Stop() results.CheckDuringLoad {
 	<-d.done
 	// Each finished check pruned what it did not meet; what the one cut short proved stays too. The
 	// check after the load only reads them.
-	d.proofs.freeze()
+	d.proofs.freeze(d.dir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := d.stats

@@ -24,7 +24,7 @@ func CloneProofs(p *Proofs) *Proofs {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := NewProofs()
-	c.sorted, c.met, c.frozen = slices.Clone(p.sorted), slices.Clone(p.met), p.frozen
+	c.sorted, c.met = slices.Clone(p.sorted), slices.Clone(p.met)
 	for f := range p.fresh {
 		c.fresh[f] = struct{}{}
 	}
@@ -34,4 +34,4 @@ func CloneProofs(p *Proofs) *Proofs {
 // PruneProofs forgets what the check since the last prune did not meet, and FreezeProofs makes p
 // read-only, as DuringLoad does after each check and at the load's end.
 func PruneProofs(p *Proofs)  { p.prune() }
-func FreezeProofs(p *Proofs) { p.freeze() }
+func FreezeProofs(p *Proofs) { p.freeze("") }

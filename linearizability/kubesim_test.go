@@ -273,10 +273,21 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 				duringS, duringLive = 0, 0
 				for _, frac := range []float64{0.5, 0.8} {
 					m := check(copyPrefixes(b, dir, frac), func() *lin.Proofs { return proofs })
+					lin.PruneProofs(proofs) // as DuringLoad does after each check
 					duringS += m.secs
 					duringLive = max(duringLive, m.live)
 				}
-				after = check(dir, func() *lin.Proofs { return lin.CloneProofs(proofs) })
+				var frozen []*lin.Proofs
+				after = check(dir, func() *lin.Proofs {
+					// As DuringLoad leaves them at the load's end: frozen, mapped from a file.
+					p := lin.CloneProofs(proofs)
+					lin.FreezeProofs(p)
+					frozen = append(frozen, p)
+					return p
+				})
+				for _, p := range frozen {
+					p.Close()
+				}
 				if off.rep.Violated() || after.rep.Violated() {
 					b.Fatalf("violations: %+v %+v", off.rep.Checks, after.rep.Checks)
 				}

@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"os"
 	"slices"
+	"sort"
 	"sync"
+	"syscall"
 
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
@@ -31,14 +34,17 @@ import (
 // Proofs is safe for concurrent use. It holds a fingerprint per proved segment (the first 128 bits of
 // the SHA-256): those the last check during the load met in a sorted array, 16 bytes each, and those
 // proved since in a map. DuringLoad keeps only what its last check met (prune: a later, longer history
-// cuts its segments as that check did, or later), and freezes the proofs at the load's end, so that the
-// check after the load only reads them: it holds no more than the array beside what the offline check holds.
+// cuts its segments as that check did, or later), and freezes the proofs at the load's end: sorted into a
+// file without a name and mapped into memory, read only, so that the check after the load holds no more
+// on the heap than the offline check (the pages are the kernel's, read back from the file when needed).
 type Proofs struct {
 	mu     sync.Mutex
 	sorted []proof // met by the check before the last prune
 	met    []bool  // by index of sorted: met since
 	fresh  map[proof]struct{}
 	frozen bool
+	mapped []byte   // frozen: the sorted proofs, mapped from file
+	file   *os.File // the file mapped
 }
 
 // proof is a segment's fingerprint.
@@ -51,12 +57,19 @@ func NewProofs() *Proofs { return &Proofs{fresh: map[proof]struct{}{}} }
 func (p *Proofs) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.sorted) + len(p.fresh)
+	return len(p.sorted) + len(p.fresh) + len(p.mapped)/len(proof{})
 }
 
 func (p *Proofs) has(f proof) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.mapped != nil {
+		n := len(p.mapped) / len(f)
+		i := sort.Search(n, func(i int) bool { return bytes.Compare(p.mapped[i*len(f):(i+1)*len(f)], f[:]) >= 0 })
+		if i < n && bytes.Equal(p.mapped[i*len(f):(i+1)*len(f)], f[:]) {
+			return true
+		}
+	}
 	if i, ok := slices.BinarySearchFunc(p.sorted, f, compareProofs); ok {
 		if !p.frozen {
 			p.met[i] = true
@@ -80,6 +93,9 @@ func (p *Proofs) add(f proof) {
 func (p *Proofs) prune() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.frozen {
+		return
+	}
 	kept := make([]proof, 0, len(p.fresh)+len(p.sorted))
 	for i, f := range p.sorted {
 		if p.met[i] {
@@ -90,15 +106,63 @@ func (p *Proofs) prune() {
 		kept = append(kept, f)
 	}
 	slices.SortFunc(kept, compareProofs)
-	p.sorted, p.met, p.fresh = slices.Compact(kept), make([]bool, len(kept)), map[proof]struct{}{}
-	p.met = p.met[:len(p.sorted)]
+	p.sorted, p.fresh = slices.Compact(kept), map[proof]struct{}{}
+	p.met = make([]bool, len(p.sorted))
 }
 
-// freeze makes the proofs read-only, as they are: what a check proves from now on is not kept.
-func (p *Proofs) freeze() {
+// freeze makes the proofs read-only, as they are: what a check proves from now on is not kept. It moves
+// them into a file without a name in dir (or the temporary directory), mapped into memory; when that
+// fails they stay on the heap, which changes nothing but the memory.
+func (p *Proofs) freeze(dir string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.frozen {
+		return
+	}
 	p.frozen, p.met = true, nil
+	all := slices.Clone(p.sorted)
+	for f := range p.fresh {
+		all = append(all, f)
+	}
+	if len(all) == 0 {
+		return
+	}
+	slices.SortFunc(all, compareProofs)
+	all = slices.Compact(all)
+	f, err := history.SpillFile(dir, "proofs")
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 0, len(all)*len(proof{}))
+	for _, pr := range all {
+		buf = append(buf, pr[:]...)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return
+	}
+	mapped, err := syscall.Mmap(int(f.Fd()), 0, len(buf), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return
+	}
+	p.mapped, p.file, p.sorted, p.fresh = mapped, f, nil, map[proof]struct{}{}
+}
+
+// Close releases the proofs' file and mapping; they are empty after it.
+func (p *Proofs) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sorted, p.met, p.fresh = nil, nil, map[proof]struct{}{}
+	if p.mapped == nil {
+		return nil
+	}
+	err := syscall.Munmap(p.mapped)
+	p.mapped = nil
+	if cerr := p.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func compareProofs(a, b proof) int { return bytes.Compare(a[:], b[:]) }

@@ -93,6 +93,7 @@ func TestProofsKeepVerdicts(t *testing.T) {
 				lin.PruneProofs(proofs) // as DuringLoad does after each check
 			}
 			lin.FreezeProofs(proofs)
+			defer proofs.Close()
 			n := proofs.Len()
 			incremental, _ := lin.CheckDir(ctx, dir, lin.Options{Timeout: time.Minute, Proofs: proofs})
 			if proofs.Len() != n {
@@ -134,6 +135,7 @@ func TestDuringLoadWhileWritten(t *testing.T) {
 			d := lin.StartDuringLoadEvery(ctx, run, lin.Options{Timeout: time.Minute}, 20*time.Millisecond, 1.2, 16<<10)
 			appendInSteps(t, src, run, 40, 100*time.Millisecond)
 			st := d.Stop()
+			defer d.Proofs().Close()
 			if st.Checks == 0 || len(st.Errors) > 0 {
 				t.Fatalf("checks during the load: %+v", st)
 			}
