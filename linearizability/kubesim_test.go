@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,24 +237,25 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 			}
 			ctx := context.Background()
 			type measured struct {
-				rep           *lin.Report
-				secs, perKeyS float64
-				live          uint64
+				rep            *lin.Report
+				secs, perKeyS  float64
+				cpu, perKeyCPU float64 // CPU seconds: on a busy machine, steadier than the wall
+				live           uint64
 			}
 			// check checks dir twice with the proofs as they are (a copy for each): timed by phase, then
 			// with the live heap measured.
 			check := func(dir string, proofs func() *lin.Proofs) measured {
 				var m measured
 				runtime.GC()
-				start := time.Now()
-				last := start
+				start, cpu0 := time.Now(), cpuSeconds()
+				last, lastCPU := start, cpu0
 				rep, _ := lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs()}, func(phase string) {
 					if phase == "per-key" {
-						m.perKeyS = time.Since(last).Seconds()
+						m.perKeyS, m.perKeyCPU = time.Since(last).Seconds(), cpuSeconds()-lastCPU
 					}
-					last = time.Now()
+					last, lastCPU = time.Now(), cpuSeconds()
 				}))
-				m.secs = time.Since(start).Seconds()
+				m.secs, m.cpu = time.Since(start).Seconds(), cpuSeconds()-cpu0
 				if rep == nil {
 					b.Fatal("no report")
 				}
@@ -296,6 +298,10 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 			b.ReportMetric(off.perKeyS, "offline-perkey-s")
 			b.ReportMetric(after.secs, "after-load-s")
 			b.ReportMetric(after.perKeyS, "after-load-perkey-s")
+			b.ReportMetric(off.cpu, "offline-cpu-s")
+			b.ReportMetric(off.perKeyCPU, "offline-perkey-cpu-s")
+			b.ReportMetric(after.cpu, "after-load-cpu-s")
+			b.ReportMetric(after.perKeyCPU, "after-load-perkey-cpu-s")
 			b.ReportMetric(duringS, "during-s")
 			b.ReportMetric(float64(off.live)/(1<<20), "offline-live-MB")
 			b.ReportMetric(float64(after.live)/(1<<20), "after-load-live-MB")
@@ -303,4 +309,13 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 			b.ReportMetric(float64(after.rep.Stats.ProvedBefore)/float64(max(after.rep.Stats.Partitions, 1)), "proved-share")
 		})
 	}
+}
+
+// cpuSeconds returns the CPU time the process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
