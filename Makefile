@@ -13,12 +13,31 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
-## test: lint, then every test. Packages run one at a time: their integration tests start real etcd
-## clusters, and on a 2-core machine two packages' clusters would distort each other's timing assertions.
-## A test whose tool (FUSE, Docker, fio, Chromium, ...) is missing skips, saying why; with
+## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (under 15
+## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no etcd, no container, no browser, no timing)
+## run two at a time; then the others one at a time: their integration tests start real etcd clusters,
+## and on a 2-core machine two packages' clusters would distort each other's timing assertions (a new
+## package runs there unless it is added to LIGHT_PACKAGES). go vet ran in lint, so go test does not run
+## it again. A test whose tool (FUSE, Docker, fio, Chromium, ...) is missing skips, saying why; with
 ## CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails instead (internal/testenv).
+LIGHT_PACKAGES := ./ci ./clusters/kubebuild ./cmd/kubesim ./internal/testenv ./outcome ./results ./results/compare \
+	./results/history ./results/merge ./results/trend
 test: lint
-	$(GO) test -p 1 -count=1 -timeout 40m ./...
+	CHAOSBENCH_LONG= $(GO) test -p 2 -vet=off -count=1 -timeout 10m $(LIGHT_PACKAGES)
+	CHAOSBENCH_LONG= $(GO) test -p 1 -vet=off -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))")
+
+## test-long: the long tests only (testenv.Long: the tests named TestLongSomething, which make test skips):
+## the soak-like runs, the container upgrades and downgrades across releases, the comparison with etcdctl
+## check perf, the real control plane. CI runs it after make test, with the same CHAOSBENCH_REQUIRE, so
+## every promise is still checked on every CI run.
+.PHONY: test-long
+test-long: lint
+	CHAOSBENCH_LONG=1 $(GO) test -p 1 -vet=off -count=1 -timeout 40m -run '^TestLong[A-Z]' ./...
+
+## The tests build chaosbench static, as make build does (cmd/chaosbench's TestMain, the builtin image of
+## docker clusters): compiled static too, the tests share that one build of every dependency instead of
+## compiling them all twice, with and without cgo (minutes on 2 cores from a fresh clone).
+lint test test-long: export CGO_ENABLED := 0
 
 ## test-race: every test under the race detector (timing assertions skip themselves there).
 test-race:
@@ -45,6 +64,13 @@ bench-vs-etcd:
 .PHONY: bench-kube
 bench-kube:
 	ci/bench-kube.sh
+
+## bench-verdict: time to the verdict (issue 41): compare A/A and A/slow-disk with --rounds auto against
+## --rounds 6 (REPEATS, default 10), qualify small with and without --early-stop, and a kube run's seconds
+## from the load's end to its verdict (KUBE_DURATION, default 30m); PARTS=compare,qualify,kube picks parts.
+.PHONY: bench-verdict
+bench-verdict:
+	ci/bench-verdict.sh
 
 ## bench-scale: one load split over 1, 2 and 4 worker containers of half a CPU each against one docker
 ## cluster; prints the achieved total rate against the number of workers (needs Docker).

@@ -27,11 +27,15 @@ type CompareOptions struct {
 	// FlagSets are the variants' etcd settings on top of the scenario's: each "name=value name=value"
 	// ("" for none). With both Versions and FlagSets, every version runs with every flag set.
 	FlagSets []string
-	// Rounds runs every variant this many times (default 1), in ABBA order (A B, B A, A B, ...: each pair
-	// of rounds is balanced, so a linear drift of the machine over time favours no variant). Every variant
-	// of a round runs with the round's seed; each round has a new seed, derived from the scenario's, so
-	// that the rounds sample different schedules while the variants of a round see the same one.
+	// Rounds runs every variant this many times, in ABBA order (A B, B A, A B, ...: each pair of rounds
+	// is balanced, so a linear drift of the machine over time favours no variant). Every variant of a round
+	// runs with the round's seed; each round has a new seed, derived from the scenario's, so that the rounds
+	// sample different schedules while the variants of a round see the same one. 0 is auto (--rounds
+	// auto): rounds are added until the sequential rule (compare.Sequential) has decided every gated figure
+	// (without a gate, every headline figure), or MaxRounds are run.
 	Rounds int
+	// MaxRounds is auto's maximum (0: compare.DefaultMaxRounds).
+	MaxRounds int
 	// Cooldown is a pause between consecutive runs, for the machine (disk caches, thermal state) to settle.
 	Cooldown time.Duration
 	// MinEffect is the practical threshold of the verdicts (0.05 = 5%; 0: the default).
@@ -130,19 +134,79 @@ func Compare(ctx context.Context, opts CompareOptions, env Env) (*Comparison, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", dir, err)
 	}
-	fmt.Fprintf(env.Out, "comparing %d variants of %s, %d round(s), seed %d: %s\n", len(vs), s.DisplayName(), opts.Rounds, s.Seed, dir)
+	rounds := fmt.Sprintf("%d round(s)", opts.Rounds)
+	if opts.auto() {
+		rounds = fmt.Sprintf("rounds auto (%d to %d, until decided)", compare.DefaultMinRounds, opts.MaxRounds)
+	}
+	fmt.Fprintf(env.Out, "comparing %d variants of %s, %s, seed %d: %s\n", len(vs), s.DisplayName(), rounds, s.Seed, dir)
 
 	labels := make([]string, len(vs))
 	for i, v := range vs {
 		labels[i] = v.label
 	}
-	plan := roundPlan(labels, opts.Rounds, s.Seed)
-	runs, ran := opts.runRounds(ctx, vs, plan, env)
+	plan := roundPlan(labels, opts.planned(), s.Seed)
+	runs, ran, why := opts.runRounds(ctx, vs, plan, env)
+	plan = plan[:min(len(plan), (ran+len(vs)-1)/len(vs))]
 	var extra []outcome.Reason
 	if ctx.Err() != nil {
-		extra = append(extra, outcome.New(outcome.Incomplete, "the comparison was interrupted after %d of %d runs", ran, len(vs)*opts.Rounds))
+		extra = append(extra, outcome.New(outcome.Incomplete, "the comparison was interrupted after %d of %d runs", ran, len(vs)*opts.planned()))
 	}
-	return opts.finish(dir, runs, plan, env.Out, extra...)
+	return opts.finish(dir, runs, plan, env.Out, why, extra...)
+}
+
+// auto says the comparison adds rounds until it is decided (--rounds auto).
+func (o CompareOptions) auto() bool { return o.Rounds == 0 }
+
+// planned is the most rounds the comparison runs: its rounds, or auto's maximum.
+func (o CompareOptions) planned() int {
+	if o.auto() {
+		return o.MaxRounds
+	}
+	return o.Rounds
+}
+
+// rule is the sequential rule of --rounds auto, nil for a fixed number of rounds.
+func (o CompareOptions) rule() *compare.Sequential {
+	if !o.auto() {
+		return nil
+	}
+	return &compare.Sequential{MinRounds: compare.DefaultMinRounds, MaxRounds: o.MaxRounds}
+}
+
+// compareOptions are the comparison engine's options.
+func (o CompareOptions) compareOptions() compare.Options {
+	return compare.Options{MinEffect: o.MinEffect, AcrossHosts: o.AcrossHosts,
+		Gate: compare.NewGate(o.FailOnRegression, o.RegressionFigures), Sequential: o.rule()}
+}
+
+// decided says, after a round of --rounds auto, whether to stop and why: a run whose own outcome is not a
+// pass decides the comparison's outcome whatever more rounds find (undecided is never a pass, and a
+// violation is exit 4), and otherwise the sequential rule decides.
+func (o CompareOptions) decided(runs []VariantDirs) (bool, string) {
+	for _, v := range runs {
+		for i, dir := range v.Dirs {
+			var err error
+			if i < len(v.Errs) {
+				err = v.Errs[i]
+			}
+			run, rerr := compare.ReadRun(dir)
+			if run.Summary == nil && err == nil {
+				err = rerr
+			}
+			run.Err = err
+			if oc := run.Outcome(); !oc.Passed() {
+				return true, fmt.Sprintf("stopped after %d rounds: run %s, round %d: %s (more rounds cannot change the outcome)", len(v.Dirs), v.Label, i+1, oc.Kind)
+			}
+		}
+	}
+	cmp, err := CompareRuns(runs, o.compareOptions())
+	if err != nil {
+		return true, fmt.Sprintf("stopped: %v", err)
+	}
+	if sq := cmp.Effects.Sequential; sq != nil {
+		return sq.Stopped, sq.Why
+	}
+	return false, ""
 }
 
 // CompareDirs decides and writes the comparison of runs already made, as `chaosbench compare` does once its
@@ -158,16 +222,18 @@ func CompareDirs(dir string, runs []VariantDirs, opts CompareOptions, out io.Wri
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, outcome.Usagef("--out %s: %v", dir, err)
 	}
-	return opts.finish(dir, runs, nil, out)
+	return opts.finish(dir, runs, nil, out, "")
 }
 
 // finish decides the comparison of the runs with the gate and the comparison's own reasons (extra: an
 // interrupt), writes its files into dir and prints it: every exit path of a comparison whose runs are over.
-func (o CompareOptions) finish(dir string, runs []VariantDirs, plan []CompareRound, out io.Writer, extra ...outcome.Reason) (*Comparison, error) {
-	copts := compare.Options{MinEffect: o.MinEffect, AcrossHosts: o.AcrossHosts,
-		Gate: compare.NewGate(o.FailOnRegression, o.RegressionFigures)}
+func (o CompareOptions) finish(dir string, runs []VariantDirs, plan []CompareRound, out io.Writer, why string, extra ...outcome.Reason) (*Comparison, error) {
+	copts := o.compareOptions()
 	cmp, gateErr := CompareRuns(runs, copts)
 	cmp.Rounds = plan
+	if o.auto() && plan != nil {
+		cmp.Stopped = fmt.Sprintf("--rounds auto (%d to %d rounds): %d rounds; %s", compare.DefaultMinRounds, o.MaxRounds, len(plan), why)
+	}
 	cmp.addReasons(extra...)
 	if err := cmp.WriteHTML(dir, copts); err != nil {
 		cmp.addReasons(outcome.New(outcome.HarnessError, "%v", err))
@@ -178,6 +244,9 @@ func (o CompareOptions) finish(dir string, runs []VariantDirs, plan []CompareRou
 	fmt.Fprintf(out, "\n")
 	if err := cmp.WriteText(out); err != nil {
 		cmp.addReasons(outcome.New(outcome.HarnessError, "print the comparison: %v", err))
+	}
+	if cmp.Stopped != "" {
+		fmt.Fprintf(out, "rounds: %s\n", cmp.Stopped)
 	}
 	fmt.Fprintf(out, "comparison written to %s\n", filepath.Join(dir, ComparisonMarkdown))
 	v := cmp.Verdict()
@@ -206,11 +275,14 @@ func (o *CompareOptions) setDefaults() (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, ComparisonMarkdown)); err == nil {
 		return "", outcome.Usagef("--out %s: already holds a comparison; choose another directory", dir)
 	}
-	if o.Rounds == 0 {
-		o.Rounds = 1
-	}
 	if o.Rounds < 0 {
-		return "", outcome.Usagef("--rounds %d: at least 1", o.Rounds)
+		return "", outcome.Usagef("--rounds %d: auto or at least 1", o.Rounds)
+	}
+	if o.MaxRounds == 0 {
+		o.MaxRounds = compare.DefaultMaxRounds
+	}
+	if o.MaxRounds < compare.DefaultMinRounds {
+		return "", outcome.Usagef("--max-rounds %d: at least %d (the first look of --rounds auto)", o.MaxRounds, compare.DefaultMinRounds)
 	}
 	if o.Cooldown < 0 {
 		return "", outcome.Usagef("--cooldown %s: 0 or more", o.Cooldown)
@@ -242,24 +314,25 @@ func checkVariants(ctx context.Context, vs []variant, log io.Writer) error {
 // runRounds runs the variants of every round in the round's order and with its seed, each into a
 // directory of its own, pausing between runs when asked, and returns the runs and how many it started. A
 // variant that fails is recorded in its column (its error beside its directory) and the others still run;
-// an interrupt stops the rounds between runs.
-func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []CompareRound, env Env) ([]VariantDirs, int) {
+// an interrupt stops the rounds between runs. With --rounds auto, every round from the rule's first look
+// on is a look: the rounds stop when it says the comparison is decided, and why is returned.
+func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []CompareRound, env Env) ([]VariantDirs, int, string) {
 	runs := make([]VariantDirs, len(vs))
 	for i, v := range vs {
 		runs[i].Label = v.label
 	}
-	n := 0
+	n, total := 0, len(vs)*len(plan)
 	for round, rp := range plan {
 		for _, label := range rp.Order {
 			i := slices.IndexFunc(vs, func(v variant) bool { return v.label == label })
 			if ctx.Err() != nil {
-				return runs, n
+				return runs, n, ""
 			}
 			if n > 0 && o.Cooldown > 0 {
 				fmt.Fprintf(env.Out, "cooling down for %s\n", o.Cooldown)
 				select {
 				case <-ctx.Done():
-					return runs, n
+					return runs, n, ""
 				case <-time.After(o.Cooldown):
 				}
 			}
@@ -269,18 +342,29 @@ func (o CompareOptions) runRounds(ctx context.Context, vs []variant, plan []Comp
 			sc.Out = v.dir
 			sc.Seed = rp.Seed
 			what := v.label
-			if o.Rounds > 1 {
-				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
-				what = fmt.Sprintf("%s, round %d/%d, seed %d", v.label, round+1, o.Rounds, rp.Seed)
+			of := fmt.Sprint(len(plan))
+			if o.auto() {
+				of = fmt.Sprintf("at most %d", len(plan))
 			}
-			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, len(vs)*o.Rounds, what)
+			if len(plan) > 1 {
+				sc.Out = filepath.Join(v.dir, fmt.Sprintf("round-%d", round+1))
+				what = fmt.Sprintf("%s, round %d (%s), seed %d", v.label, round+1, of, rp.Seed)
+			}
+			fmt.Fprintf(env.Out, "\n=== run %d/%d: %s\n", n, total, what)
 			renv := env // the load's bar says which run this is and how many are left
-			renv.ProgressLabel = fmt.Sprintf("run %d/%d %s", n, len(vs)*o.Rounds, v.label)
+			renv.ProgressLabel = fmt.Sprintf("run %d/%d %s", n, total, v.label)
 			_, err := Run(ctx, sc, renv)
 			runs[i].Dirs, runs[i].Errs = append(runs[i].Dirs, sc.Out), append(runs[i].Errs, err)
 		}
+		if o.auto() && ctx.Err() == nil && round+1 >= compare.DefaultMinRounds {
+			stop, why := o.decided(runs)
+			fmt.Fprintf(env.Out, "\nrounds: %s\n", why)
+			if stop {
+				return runs, n, why
+			}
+		}
 	}
-	return runs, n
+	return runs, n, ""
 }
 
 // roundPlan returns the rounds of a comparison: the variants' order, ABBA (every other round reversed), and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 )
 
 // ComparePlan prints what Compare would run: the variants, the rounds in their order with their seeds, and
@@ -29,12 +31,18 @@ func ComparePlan(ctx context.Context, opts CompareOptions, env Env) error {
 	for i, v := range vs {
 		labels[i] = v.label
 	}
-	fmt.Fprintf(env.Out, "compare (dry run): %d variants of %s, %d round(s), %d runs; results would go to %s\n",
-		len(vs), opts.Scenario.DisplayName(), opts.Rounds, len(vs)*opts.Rounds, dir)
+	if opts.auto() {
+		fmt.Fprintf(env.Out, "compare (dry run): %d variants of %s, rounds auto: %d to %d rounds (%d to %d runs), stopping when every %s figure is decided; results would go to %s\n",
+			len(vs), opts.Scenario.DisplayName(), compare.DefaultMinRounds, opts.MaxRounds, len(vs)*compare.DefaultMinRounds, len(vs)*opts.MaxRounds,
+			map[bool]string{true: "gated", false: "headline"}[opts.FailOnRegression], dir)
+	} else {
+		fmt.Fprintf(env.Out, "compare (dry run): %d variants of %s, %d round(s), %d runs; results would go to %s\n",
+			len(vs), opts.Scenario.DisplayName(), opts.Rounds, len(vs)*opts.Rounds, dir)
+	}
 	for _, v := range vs {
 		fmt.Fprintf(env.Out, "  variant %s: %s\n", v.label, v.dir)
 	}
-	for i, r := range roundPlan(labels, opts.Rounds, opts.Scenario.Seed) {
+	for i, r := range roundPlan(labels, opts.planned(), opts.Scenario.Seed) {
 		fmt.Fprintf(env.Out, "  round %d, seed %d: %s\n", i+1, r.Seed, strings.Join(r.Order, ", "))
 	}
 	fmt.Fprintf(env.Out, "\neach run (variant %s shown):\n", vs[0].label)

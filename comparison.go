@@ -38,6 +38,8 @@ type Comparison struct {
 	Effects compare.Result `json:"effects"`
 	// Rounds says how the runs were made, one entry per round: its seed and the order of the variants.
 	Rounds []CompareRound `json:"rounds,omitempty"`
+	// Stopped says, for --rounds auto, how many rounds ran and why the comparison stopped there.
+	Stopped string `json:"rounds_stopped,omitempty"`
 }
 
 // CompareRound is one round of a comparison: every variant ran once, in Order, with Seed.
@@ -413,6 +415,9 @@ func (c *Comparison) WriteFiles(dir string) error {
 	}
 	for i, r := range c.Rounds {
 		fmt.Fprintf(&md, "\nRound %d: seed %d, order %s", i+1, r.Seed, mdEscape(strings.Join(r.Order, ", ")))
+	}
+	if c.Stopped != "" {
+		fmt.Fprintf(&md, "\n\nRounds: %s", mdEscape(c.Stopped))
 	}
 	md.WriteString("\n\nΔ columns say whether each variant's runs were described alike; the effects compare every figure with the first variant.\n\n")
 	if err := c.WriteMarkdown(&md); err != nil {

@@ -45,6 +45,11 @@ type QualifyOptions struct {
 	// StepDuration is each step's measured load; Warmup precedes it and is excluded.
 	StepDuration time.Duration
 	Warmup       time.Duration
+	// EarlyStop ends a step of the ladder once MinStep is measured and its verdict cannot change with 95%
+	// confidence (earlyRule: every limit far from its measured interval); the step records why
+	// (Step.EarlyStop) and is judged over the time it measured.
+	EarlyStop bool
+	MinStep   time.Duration
 	// DataRoot puts the members' data of an embedded cluster on this directory's disk (the disk under
 	// test), and is where the disk probe runs; default: the qualification directory's disk.
 	DataRoot string
@@ -77,7 +82,7 @@ type QualifyOptions struct {
 func DefaultQualifyOptions() QualifyOptions {
 	s := DefaultScenario()
 	return QualifyOptions{
-		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second,
+		Scenario: s, Class: "auto", StepDuration: 3 * time.Minute, Warmup: 30 * time.Second, EarlyStop: true, MinStep: 30 * time.Second,
 		DiskProbe: true, CompatDuration: 60 * time.Second, CompatLoad: "auto", Progress: live.ProgressAuto,
 	}
 }
@@ -108,6 +113,9 @@ func (o *QualifyOptions) validate() error {
 	}
 	if o.Warmup < 0 {
 		return outcome.Usagef("--warmup %s: must not be negative", o.Warmup)
+	}
+	if o.MinStep < 0 {
+		return outcome.Usagef("--min-step %s: must not be negative", o.MinStep)
 	}
 	if o.DataRoot != "" {
 		if o.Scenario.Cluster != "embed" {
@@ -409,6 +417,22 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	var clientRTT []ClientRTT
 	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }
 	s := o.stepScenario(class, stepDir, seed)
+	var early *EarlyStop
+	if o.EarlyStop && o.MinStep < o.StepDuration {
+		var planned float64
+		if cfg, err := s.Kube.Resolve(s.Duration); err == nil {
+			planned = kube.PlanTotal(cfg.Plan(s.endpointCount()))
+		}
+		rule := newEarlyRule(planned, o.StepDuration, o.MinStep)
+		env.EndLoadEvery = earlyEvery
+		env.EndLoad = func(v LoadView) (bool, string) {
+			stop, expected, why := rule.decide(v)
+			if stop {
+				early = &EarlyStop{AtSeconds: v.Measured.Seconds(), Expected: expected, Why: why}
+			}
+			return stop, why
+		}
+	}
 	sum, runErr := Run(ctx, s, env)
 	if sum == nil {
 		// Nothing ran: a usage error (validated before, so unexpected here) or a harness failure.
@@ -422,6 +446,9 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 	}
 	st := judgeStep(class, sum, disk)
 	st.Dir = "step-" + class
+	if sum.EndedEarly != "" {
+		st.EarlyStop = early
+	}
 	st.ClientRTT = clientRTT
 	return st, nil
 }

@@ -140,6 +140,10 @@ type Step struct {
 	Peers map[string]float64 `json:"peer_rtt_p99_ms_by_member,omitempty"`
 	// ClientRTT is the round trip to each member's client port, measured before the load.
 	ClientRTT []ClientRTT `json:"client_rtt,omitempty"`
+	// MeasuredSeconds is the load the step measured: the step's duration, or less when it ended early
+	// (EarlyStop says why).
+	MeasuredSeconds float64    `json:"measured_s"`
+	EarlyStop       *EarlyStop `json:"early_stop,omitempty"`
 }
 
 // Observed is the cluster as a step's run saw it (its summary.json): what a qualification states about the
@@ -186,7 +190,7 @@ func (st *Step) line() string {
 // else happened, an undecided check or a generator that fell behind leaves it undecided before any
 // threshold fails it.
 func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step {
-	st := &Step{Class: class, Nodes: classNodes(class), PlannedRate: s.Schedule.TargetRate, Observed: observe(s)}
+	st := &Step{Class: class, Nodes: classNodes(class), PlannedRate: s.Schedule.TargetRate, Observed: observe(s), MeasuredSeconds: s.MeasuredSeconds}
 	run := results.Decide(s)
 	st.RunOutcome = run.Kind
 	stepFigures(st, s)

@@ -43,6 +43,9 @@ func QualifyPlan(o QualifyOptions, w io.Writer) error {
 		fmt.Fprintf(w, "step %s: the kube workload for a %d-node cluster, %s after %s of warm-up, no faults, judged by %s\n",
 			c, classNodes(c), o.StepDuration, o.Warmup, strings.Join(stepThresholds, ", "))
 	}
+	if o.EarlyStop && o.MinStep < o.StepDuration {
+		fmt.Fprintf(w, "a step ends after %s measured once its verdict cannot change with 95%% confidence (--early-stop)\n", o.MinStep)
+	}
 	if o.Class == "auto" {
 		fmt.Fprintln(w, "the ladder stops at the first class that fails or cannot be decided")
 	}

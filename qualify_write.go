@@ -203,6 +203,9 @@ func (q *Qualification) writeTable(w io.Writer) {
 			fmt.Fprintf(w, "%s evidence (%s): %s\n", st.Class, st.Resource, e)
 		}
 	}
+	for _, line := range q.earlyLines() {
+		fmt.Fprintln(w, line)
+	}
 	if f := q.Faults; f != nil {
 		fmt.Fprintf(w, "faults: %s\n", f.text())
 	}
@@ -259,6 +262,12 @@ func (q *Qualification) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- figures: %s\n", st.Context)
 		}
 	}
+	if lines := q.earlyLines(); len(lines) > 0 {
+		fmt.Fprintln(w)
+		for _, line := range lines {
+			fmt.Fprintf(w, "- %s\n", line)
+		}
+	}
 	if d := q.Disk; d != nil {
 		fmt.Fprintf(w, "\n## Disk (%s)\n\n%s\n\n", d.Probe.Dir, d.Verdict)
 		fmt.Fprintln(w, "| pattern | writes | IOPS | MB/s | fdatasync p50 | p99 | p99.9 | max | commit p99 |")
@@ -294,4 +303,15 @@ func (q *Qualification) writeMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %g | %d | %.0f | %d | %.1f ms | %.1f ms | %s |\n", c.Load, c.Target, c.Clients, c.Throughput, c.Errors, c.SlowestMs, c.StdDevMs, v)
 		}
 	}
+}
+
+// earlyLines say which steps ended early and why, and which ran their full time (with --early-stop).
+func (q *Qualification) earlyLines() []string {
+	var out []string
+	for _, st := range q.Steps {
+		if e := st.EarlyStop; e != nil {
+			out = append(out, fmt.Sprintf("step %s ended early, after %.0f of %.0f s: %s", st.Class, e.AtSeconds, q.StepSeconds, e.Why))
+		}
+	}
+	return out
 }

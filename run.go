@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
 	"github.com/etcd-chaosbench/chaosbench/clusters/kubebuild"
@@ -75,6 +77,24 @@ type Env struct {
 	// WorkerCommand starts a worker process of a split load (workers.go); the default re-executes this
 	// binary's hidden split-worker command.
 	WorkerCommand []string
+	// EndLoad, when set, is asked every EndLoadEvery (default 5 s) while the load runs whether it may end
+	// before its duration, with what the load measured so far; it says why when it may (qualify ends a step
+	// whose verdict is decided). The load then ends as an interrupt would end it, but the run is complete:
+	// its figures cover the time it measured, and its summary says why it ended early (ended_early).
+	EndLoad      func(v LoadView) (bool, string)
+	EndLoadEvery time.Duration
+}
+
+// LoadView is what a running load measured so far, for Env.EndLoad.
+type LoadView struct {
+	// Measured is the time since the measured window began (0 during the warm-up).
+	Measured time.Duration
+	// Responses are each operation's response times over the measured window so far; Requests how many
+	// requests it holds, Lagged how many of them started late with clients free.
+	Responses        map[string]*hdr.Histogram
+	Requests, Lagged int64
+	// Server is etcd's own metrics over the measured window so far (nil when they are not scraped).
+	Server *results.ServerMetrics
 }
 
 // ExitCode maps the error of Run (and of every other command) to the process exit code (see outcome.Exit*).
@@ -122,6 +142,8 @@ type run struct {
 	runner    *workloads.Runner
 	clientLog *os.File
 	loadEnd   time.Duration
+	// endedEarly says why Env.EndLoad ended the load before its duration ("": it did not).
+	endedEarly string
 	// during checks the history while the load runs (run_check.go); loadEnded is the wall time the load
 	// ended, from which the summary counts the wait for the verdict.
 	during    *lin.DuringLoad
@@ -388,6 +410,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		harnessErrs = append(harnessErrs, err)
 	}
 	r.summarizeSchedule(s)
+	s.EndedEarly = r.endedEarly
 	// Consistency checks of the recorded history (run_check.go).
 	r.checkHistory(ctx, interrupted)
 	if r.during != nil {

@@ -3,10 +3,12 @@ package chaosbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -138,9 +140,14 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 	r.startCheckDuringLoad(ctx)
 	defer r.stopCheckDuringLoad()
 	cpuBefore := results.CPUTime()
-	err := wl.Run(ctx, r.runner)
+	loadCtx, stopWatching := r.watchLoad(ctx)
+	err := wl.Run(loadCtx, r.runner)
+	stopWatching()
 	r.loadEnded = time.Now()
 	r.stopCheckDuringLoad()
+	if r.endedEarly != "" && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		err = nil // the load was ended on purpose, not broken
+	}
 	if r.env.LoadEnded != nil && err == nil {
 		r.env.LoadEnded(ctx, r.cluster)
 	}
@@ -159,6 +166,54 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 		return fmt.Errorf("workload %s: %w", wl.Name(), err)
 	}
 	return nil
+}
+
+// watchLoad asks Env.EndLoad every EndLoadEvery whether the load may end early, and returns the load's
+// context, cancelled when it may (endedEarly says why), and what stops the watching. Without EndLoad the
+// load's context is ctx.
+func (r *run) watchLoad(ctx context.Context) (context.Context, func()) {
+	if r.env.EndLoad == nil {
+		return ctx, func() {}
+	}
+	every := r.env.EndLoadEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	loadCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-loadCtx.Done():
+				return
+			case <-tick.C:
+			}
+			v := LoadView{}
+			if from, ok := r.collector.MeasureFrom(); ok && r.rec.Now() > from {
+				v.Measured = r.rec.Now() - from
+			}
+			v.Responses, v.Requests, v.Lagged = r.collector.LiveTotals()
+			if r.scraper != nil {
+				v.Server = r.scraper.Live()
+			}
+			if stop, why := r.env.EndLoad(v); stop {
+				r.endedEarly = why
+				fmt.Fprintf(r.out, "ending the load early after %s measured: %s\n", v.Measured.Round(time.Second), why)
+				cancel()
+				return
+			}
+		}
+	})
+	return loadCtx, func() {
+		close(done)
+		wg.Wait()
+		cancel()
+	}
 }
 
 // startProgress shows the load's progress on Env.Progress, else on Out, and returns what stops it.

@@ -21,7 +21,7 @@ func stub(t *testing.T, dir, name, body string) {
 // runCI runs a copy of .ci/run in a tree of its own, with only the stubs of bin (and dirname) on its PATH:
 // a stand-in for go, apt-get, id, make, ci/etcd-tool.sh and the Debian tools, each as the case asks. It
 // returns the output, the exit code and what go run and make were called with, in order (one line per call:
-// its arguments, and for make the CHAOSBENCH_ variables it saw).
+// its arguments, for make the CHAOSBENCH_ variables it saw, and CGO_ENABLED).
 func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
@@ -49,9 +49,9 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 		t.Fatal(err)
 	}
 	calls := filepath.Join(tree, "calls")
-	stub(t, bin, "go", `case "$1" in version) echo "go version stub";; run) echo "go $*" >> "`+calls+`";; esac`)
+	stub(t, bin, "go", `case "$1" in version) echo "go version stub";; run) echo "go $* CGO_ENABLED=${CGO_ENABLED:-}" >> "`+calls+`";; esac`)
 	stub(t, bin, "id", "echo 0")
-	stub(t, bin, "make", `echo "$* CHAOSBENCH_REQUIRE=${CHAOSBENCH_REQUIRE:-} CHAOSBENCH_ETCDCTL=${CHAOSBENCH_ETCDCTL:-}" >> "`+calls+`"`)
+	stub(t, bin, "make", `echo "$* CHAOSBENCH_REQUIRE=${CHAOSBENCH_REQUIRE:-} CHAOSBENCH_ETCDCTL=${CHAOSBENCH_ETCDCTL:-} CGO_ENABLED=${CGO_ENABLED:-}" >> "`+calls+`"`)
 	stub(t, filepath.Join(tree, "ci"), "etcd-tool.sh", `echo /cache/etcdctl-v3.6.8`)
 	setup(bin, tree)
 	cmd := exec.Command(bash, filepath.Join(tree, ".ci", "run"))
@@ -70,9 +70,10 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 	return out.String(), code, string(made)
 }
 
-// TestCIRunRequiresEveryTool: .ci/run provides every tool and then runs make test with CHAOSBENCH_REQUIRE=all,
-// so that a promise test that finds its tool missing fails there; an install or a build that fails stops
-// it at once, naming what failed, before make test could pass by skipping.
+// TestCIRunRequiresEveryTool: .ci/run provides every tool and then runs make test, make test-long (the long
+// tests make test skips) and make nightly-smoke with CHAOSBENCH_REQUIRE=all, so that a promise test that
+// finds its tool missing fails there; an install or a build that fails stops it at once, naming what
+// failed, before make test could pass by skipping.
 func TestCIRunRequiresEveryTool(t *testing.T) {
 	debian := []string{"fio", "chromium", "prometheus", "strace", "python3"}
 	installed := func(bin string) {
@@ -87,7 +88,8 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 		says  []string
 	}{
 		{"everything there", func(t *testing.T, bin, tree string) { installed(bin) }, true,
-			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in"}},
+			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in",
+				"ci: make test in", "ci: make test-long in", "ci: make nightly-smoke in"}},
 		{"installed by apt-get", func(t *testing.T, bin, tree string) {
 			chmod, err := exec.LookPath("chmod")
 			if err != nil {
@@ -132,7 +134,12 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 				}
 				return
 			}
-			want := "go run ./cmd/chaosbench image kube\ntest CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\nnightly-smoke CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8\n"
+			// Static builds throughout (CGO_ENABLED=0): the control plane step's build of the dependencies is the
+			// tests' and the smoke suite's.
+			want := "go run ./cmd/chaosbench image kube CGO_ENABLED=0\n"
+			for _, target := range []string{"test", "test-long", "nightly-smoke"} {
+				want += target + " CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8 CGO_ENABLED=0\n"
+			}
 			if made != want {
 				t.Errorf("go run and make were called so:\n%s\nwant:\n%s", made, want)
 			}

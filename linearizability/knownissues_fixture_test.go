@@ -79,6 +79,7 @@ func TestKnownIssueInRecordedHistory(t *testing.T) {
 			"also 1 finding(s) attributed by their evidence to known issues, first: known issue etcd-io/etcd#18424", outcome.ExitViolation, outcome.ExitViolation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case rewrites and checks its own copy of the fixture; nothing is timed
 			dir := rewriteHistory(t, fixture, func(i int, op *history.Operation) {
 				if tc.attempts != nil {
 					op.AttemptsRecorded = true

@@ -2,6 +2,7 @@ package linearizability_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"runtime/metrics"
 	"syscall"
@@ -28,14 +29,17 @@ func simulate(tb testing.TB, o kubesim.Options) *lin.Report {
 }
 
 // TestSimulatedKubeHistoriesPass: histories of a correct simulated etcd under kube-shaped load, faults and
-// all, check clean, for several seeds.
+// all, check clean, for several seeds (in parallel: nothing is timed).
 func TestSimulatedKubeHistoriesPass(t *testing.T) {
 	for seed := range int64(4) {
-		rep := simulate(t, kubesim.Options{Seed: seed, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second})
-		requireVerdicts(t, rep, allOK)
-		if t.Failed() {
-			t.Fatalf("seed %d: %+v", seed, rep.Violations[:min(len(rep.Violations), 5)])
-		}
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
+			t.Parallel()
+			rep := simulate(t, kubesim.Options{Seed: seed, Duration: 40 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: 10 * time.Second, CompactEvery: 8 * time.Second})
+			requireVerdicts(t, rep, allOK)
+			if t.Failed() {
+				t.Fatalf("seed %d: %+v", seed, rep.Violations[:min(len(rep.Violations), 5)])
+			}
+		})
 	}
 }
 
@@ -79,10 +83,11 @@ var bugChecks = map[string]string{
 }
 
 // TestSimulatedBugsAreCaught: every way the simulated etcd can misbehave is reported by the right check,
-// and only by checks that can see it.
+// and only by checks that can see it. The cases run in parallel: nothing is timed.
 func TestSimulatedBugsAreCaught(t *testing.T) {
 	for _, bug := range kubesim.Bugs {
 		t.Run(bug, func(t *testing.T) {
+			t.Parallel()
 			want, ok := bugChecks[bug]
 			if !ok {
 				t.Fatalf("no expectation for bug %s", bug)

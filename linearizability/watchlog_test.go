@@ -16,10 +16,12 @@ import (
 // watch records from memory (Check) or the watch file pass by pass (CheckDir), each watcher compared with
 // the replay as its events arrive or from its records held; the operations from memory or from a store
 // that decodes each when asked (CheckDir). The simulated histories with bugs make every check find
-// something, out-of-order events included.
+// something, out-of-order events included. The histories are simulated and checked in memory, nothing is
+// timed: the cases run in parallel.
 func TestWatchLogWaysAgree(t *testing.T) {
 	for _, bug := range append([]string{""}, kubesim.Bugs...) {
 		t.Run("bug="+bug, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			o := kubesim.Options{Seed: 7, Duration: 20 * time.Second, Rate: 150, Nodes: 20, Pods: 200, FaultEvery: -1, CompactEvery: 8 * time.Second, Bug: bug}
 			if _, err := kubesim.Write(dir, o); err != nil {

@@ -408,6 +408,23 @@ func (c *Collector) Close(end time.Duration) error {
 	return nil
 }
 
+// LiveTotals returns a copy of every operation's response histogram over the measured window folded so
+// far (the current interval is not in it yet), and how many of its requests started late with clients free
+// (lag): what a job that may end a load early (qualify) judges while it runs.
+func (c *Collector) LiveTotals() (responses map[string]*hdr.Histogram, requests, lagged int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	responses = map[string]*hdr.Histogram{}
+	c.ops.Range(func(k, v any) bool {
+		st := v.(*opState)
+		responses[k.(string)] = st.total.response.Clone()
+		requests += st.total.count
+		lagged += st.total.lag
+		return true
+	})
+	return responses, requests, lagged
+}
+
 // Histograms returns copies of an operation's total service and response histograms (nil when the
 // operation has no records).
 func (c *Collector) Histograms(op string) (service, response *hdr.Histogram) {

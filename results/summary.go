@@ -34,25 +34,28 @@ type Summary struct {
 	Reasons []outcome.Reason `json:"reasons,omitempty"`
 	// Interrupted says the run was stopped by a signal; Incomplete that its load did not run to the end
 	// (interrupted, or stopped by an error).
-	Interrupted      bool                  `json:"interrupted,omitempty"`
-	Command          []string              `json:"command,omitempty"`
-	Incomplete       bool                  `json:"incomplete"`
-	IncompleteReason string                `json:"incomplete_reason,omitempty"`
-	Seed             int64                 `json:"seed"`
-	Versions         Versions              `json:"versions"`
-	Cluster          ClusterInfo           `json:"cluster"`
-	Config           json.RawMessage       `json:"config,omitempty"`
-	Start            time.Time             `json:"start"`
-	End              time.Time             `json:"end"`
-	DurationSeconds  float64               `json:"duration_s"`
-	WarmupSeconds    float64               `json:"warmup_s"`
-	MeasuredSeconds  float64               `json:"measured_s"`
-	Schedule         Schedule              `json:"schedule"`
-	Total            Total                 `json:"total"`
-	Operations       map[string]*Operation `json:"operations"`
-	Faults           []FaultWindow         `json:"faults,omitempty"`
-	Phases           map[string]*Phase     `json:"phases,omitempty"`
-	Checks           []Check               `json:"checks,omitempty"`
+	Interrupted      bool     `json:"interrupted,omitempty"`
+	Command          []string `json:"command,omitempty"`
+	Incomplete       bool     `json:"incomplete"`
+	IncompleteReason string   `json:"incomplete_reason,omitempty"`
+	// EndedEarly says why the load ended before its duration on purpose, complete (qualify's early
+	// stop of a decided step): its figures cover MeasuredSeconds.
+	EndedEarly      string                `json:"ended_early,omitempty"`
+	Seed            int64                 `json:"seed"`
+	Versions        Versions              `json:"versions"`
+	Cluster         ClusterInfo           `json:"cluster"`
+	Config          json.RawMessage       `json:"config,omitempty"`
+	Start           time.Time             `json:"start"`
+	End             time.Time             `json:"end"`
+	DurationSeconds float64               `json:"duration_s"`
+	WarmupSeconds   float64               `json:"warmup_s"`
+	MeasuredSeconds float64               `json:"measured_s"`
+	Schedule        Schedule              `json:"schedule"`
+	Total           Total                 `json:"total"`
+	Operations      map[string]*Operation `json:"operations"`
+	Faults          []FaultWindow         `json:"faults,omitempty"`
+	Phases          map[string]*Phase     `json:"phases,omitempty"`
+	Checks          []Check               `json:"checks,omitempty"`
 	// CheckAfterLoadSeconds is how long the run kept its user waiting for the verdict after the load: from
 	// the load's end, through the teardown and the checks of the history, to the outcome. CheckSeconds is
 	// the checks' share of it, and CheckDuringLoad says what the checks while the load ran (which make the

@@ -42,12 +42,14 @@ func TestControlPlaneBadVersion(t *testing.T) {
 	}
 }
 
-// TestControlPlaneSmoke is the CI-sized run of the real control plane: one kube-apiserver, the
+// TestLongControlPlaneSmoke is the CI-sized run of the real control plane: one kube-apiserver, the
 // controller-manager, the scheduler and KWOK with 20 nodes against a single-member cluster for 60 s. The
 // workload's requests are recorded, the apiservers' request and etcd metrics and every component's usage
 // are in controlplane.json, and no process is left. It needs the build cache (`chaosbench image kube`,
-// which .ci/run runs); without it the test skips.
-func TestControlPlaneSmoke(t *testing.T) {
+// which .ci/run runs); without it the test skips. It runs in make test-long; make test starts a real
+// kube-apiserver too (TestKubeRenderServerDryRun, and clusters/controlplane's tests).
+func TestLongControlPlaneSmoke(t *testing.T) {
+	testenv.Long(t, "the whole control plane and KWOK start, then 60 s of load")
 	r, _ := kubebuild.Parse(kubebuild.DefaultVersion)
 	if _, ok := kubebuild.Cached(r, kubebuild.Options{}); !ok {
 		testenv.Missing(t, testenv.Kube, "Kubernetes %s and KWOK are not in the build cache: `chaosbench image kube` builds them (about 5 minutes; .ci/run does)", kubebuild.DefaultVersion)

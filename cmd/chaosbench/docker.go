@@ -3,10 +3,12 @@ package main
 import (
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/results/compare"
 
 	"github.com/spf13/cobra"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -111,7 +113,8 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	s := chaosbench.DefaultScenario()
 	var config string
 	var flagSets []string
-	rounds := 1
+	rounds := "auto"
+	maxRounds := compare.DefaultMaxRounds
 	var gate string
 	var cooldown time.Duration
 	var acrossHosts bool
@@ -150,8 +153,12 @@ exits 3, one that is undecided exits 1; figures that are not gated are informati
 				*code = outcome.ExitUsage
 				return err
 			}
-			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: rounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
-			var err error
+			n, err := parseRounds(rounds)
+			if err != nil {
+				*code = outcome.ExitUsage
+				return err
+			}
+			opts := chaosbench.CompareOptions{Scenario: s, FlagSets: flagSets, Rounds: n, MaxRounds: maxRounds, MinEffect: minEffect / 100, Cooldown: cooldown, AcrossHosts: acrossHosts}
 			if opts.FailOnRegression, opts.RegressionFigures, err = chaosbench.ParseGate(gate); err != nil {
 				*code = outcome.ExitUsage
 				return err
@@ -179,10 +186,23 @@ exits 3, one that is undecided exits 1; figures that are not gated are informati
 		"one variant's members separated by +, e.g. v3.5.35+v3.5.35+v3.6.16"
 	cmd.Flags().Lookup("dry-run").Usage = "print the variants, the rounds with their seeds and a run's plan, and start (and build) nothing"
 	cmd.Flags().StringArrayVar(&flagSets, "etcd-flag-set", nil, `a variant's etcd settings, space-separated name=value (repeatable; "" for etcd's defaults); with --etcd-version, every version runs with every set`)
-	cmd.Flags().IntVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own; 3 or more give intervals between runs")
+	cmd.Flags().StringVar(&rounds, "rounds", rounds, "runs per variant, in ABBA order (A B, B A, ...), each round with a seed of its own: a number, or auto to add rounds until every gated figure (without a gate, every headline figure) is decided by the sequential rule (docs/compare.md), from 3 to --max-rounds")
+	cmd.Flags().IntVar(&maxRounds, "max-rounds", maxRounds, "the most rounds --rounds auto runs")
 	cmd.Flags().DurationVar(&cooldown, "cooldown", 0, "pause between consecutive runs, for the machine to settle (e.g. 30s)")
 	bindGateFlags(cmd.Flags(), &gate, &minEffect)
 	cmd.Flags().BoolVar(&acrossHosts, "across-hosts", false, "the variants run on different machines on purpose: note it instead of warning")
 	cmd.Flags().SortFlags = false
 	return cmd
+}
+
+// parseRounds reads --rounds: "auto" (0) or a number of rounds, at least 1.
+func parseRounds(s string) (int, error) {
+	if s == "auto" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, outcome.Usagef("--rounds %s: auto or at least 1", s)
+	}
+	return n, nil
 }

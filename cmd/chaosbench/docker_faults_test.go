@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 	"github.com/etcd-chaosbench/chaosbench/faults"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -23,11 +24,12 @@ const (
 	dockerFaultsNodes    = "30"
 )
 
-// TestDockerFaultsMixedUpgrade: a mixed-version container cluster (two 3.5 members, one 3.6) serves a
+// TestLongDockerFaultsMixedUpgrade: a mixed-version container cluster (two 3.5 members, one 3.6) serves a
 // load through a leader kill, a leader partition, a paused follower, delayed and reset peer links and a
 // slowed disk, and then a rolling upgrade of the 3.5 members to 3.6; every window recovers, the history
 // checks clean, every member runs 3.6 at the end, and nothing is left behind.
-func TestDockerFaultsMixedUpgrade(t *testing.T) {
+func TestLongDockerFaultsMixedUpgrade(t *testing.T) {
+	testenv.Long(t, "48 s of load on a mixed-version container cluster, six faults and a rolling upgrade")
 	d := requireDocker(t)
 	specs := []string{
 		"kill:leader@2s+2s",
@@ -64,10 +66,11 @@ func TestDockerFaultsMixedUpgrade(t *testing.T) {
 	}
 }
 
-// TestDockerFaultsDowngrade: a 3.6 container cluster goes through a leader kill (losing its unsynced
+// TestLongDockerFaultsDowngrade: a 3.6 container cluster goes through a leader kill (losing its unsynced
 // writes, where slowfs works) and a refusing leader partition, then a rolling downgrade to 3.5 under load (etcd's downgrade enable first); every window
 // recovers, the history checks clean, every member runs 3.5 at the end, and nothing is left behind.
-func TestDockerFaultsDowngrade(t *testing.T) {
+func TestLongDockerFaultsDowngrade(t *testing.T) {
+	testenv.Long(t, "46 s of load on a container cluster, three faults and a rolling downgrade across releases")
 	d := requireDocker(t)
 	kill := "kill:leader@2s+2s"
 	if dockerSlowFS() {

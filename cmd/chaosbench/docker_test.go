@@ -114,7 +114,7 @@ func TestDockerCompareVersions(t *testing.T) {
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := exec.Command(binary, "compare", "--cluster", "docker", "--etcd-version", "v3.5.35,v3.6.16",
-		"--workload", "txn-mixed", "--rate", "200", "--duration", "3s", "--out", out, "--progress", "none")
+		"--workload", "txn-mixed", "--rate", "200", "--duration", "3s", "--rounds", "1", "--out", out, "--progress", "none")
 	output, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("chaosbench compare: %v\n%s", err, output)

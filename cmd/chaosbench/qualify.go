@@ -84,6 +84,8 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs.StringVar(&o.Out, "out", "", "qualification directory (default results/<time>-qualify); each step's run directory is inside it")
 	fs.StringVar(&o.Class, "class", o.Class, "the class to qualify: small, medium, large, xlarge, or auto (climb from small until one fails)")
 	fs.DurationVar(&o.StepDuration, "step-duration", o.StepDuration, "measured load of each step (warm-up excluded)")
+	fs.BoolVar(&o.EarlyStop, "early-stop", o.EarlyStop, "end a step after --min-step once its verdict cannot change with 95% confidence (every limit far from its measured interval); the report says which steps ended early and why")
+	fs.DurationVar(&o.MinStep, "min-step", o.MinStep, "the least load a step measures before --early-stop may end it")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "warm-up before each step's measured load")
 	fs.StringVar(&o.DataRoot, "data-root", "", "embed: keep the members' data on this directory's disk (the disk under test) and probe it (default: the --out directory's disk)")
 	fs.BoolVar(&o.DiskProbe, "disk-probe", o.DiskProbe, "probe the members' disk first (embed: the data root, from here; docker: from a container, on the directory the members' data is bind-mounted from)")

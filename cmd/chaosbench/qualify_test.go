@@ -161,6 +161,20 @@ func TestQualifySlowDisk(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(fs.Mountpoint(), "members")); err == nil {
 		t.Errorf("member data left on the data root")
 	}
+
+	// A two-minute step on the same disk ends early (--early-stop, after --min-step 5s): its WAL fsyncs
+	// are far over the limit, which more load cannot undo. The judge still decides the step, from the
+	// time it measured: small fails for the disk; the step and the report say it ended early and why.
+	code, out, q = qualify(t, "--class", "small", "--members", "1", "--step-duration", "2m", "--warmup", "2s", "--min-step", "5s",
+		"--disk-probe=false", "--data-root", fs.Mountpoint())
+	if code != outcome.ExitThresholds || len(q.Steps) != 1 || q.Steps[0].Resource != "disk" {
+		t.Fatalf("early stop: exit %d, steps %+v", code, q.Steps)
+	}
+	st := q.Steps[0]
+	if st.EarlyStop == nil || st.EarlyStop.Expected != chaosbench.StepFail || !strings.Contains(st.EarlyStop.Why, "WAL fsync p90") ||
+		st.MeasuredSeconds >= 60 || !strings.Contains(out, "step small ended early, after") {
+		t.Fatalf("early stop %+v, measured %.1f s; want a step ended early by its WAL fsyncs", st.EarlyStop, st.MeasuredSeconds)
+	}
 }
 
 // TestQualifyBadInput: bad input is one line, exit 2, and starts nothing.
@@ -193,11 +207,13 @@ func TestQualifyBadInput(t *testing.T) {
 	}
 }
 
-// TestEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
+// TestLongEtcdctlCompatAgreesWithCheckPerf runs `etcdctl check perf --load s` and `qualify --etcdctl-compat
 // --compat-load s` against the same single-member cluster: both must reach the same verdict, and the
 // throughputs must lie within 10% of each other. check perf always runs 60 s, so this takes over two
-// minutes: it runs when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh etcdctl builds one).
-func TestEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+// minutes: it runs in make test-long, when CHAOSBENCH_ETCDCTL names an etcdctl binary (ci/etcd-tool.sh
+// etcdctl builds one).
+func TestLongEtcdctlCompatAgreesWithCheckPerf(t *testing.T) {
+	testenv.Long(t, "etcdctl check perf runs 60 s, and qualify's compatible load 60 s more")
 	etcdctl := os.Getenv("CHAOSBENCH_ETCDCTL")
 	if etcdctl == "" {
 		testenv.Missing(t, testenv.Etcdctl, "CHAOSBENCH_ETCDCTL is not set: build etcdctl with ci/etcd-tool.sh etcdctl and point it there to compare with check perf (takes over 2 minutes)")

@@ -15,6 +15,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -103,4 +104,40 @@ func Missing(t testing.TB, tool Tool, format string, args ...any) {
 		t.Fatalf("%s is required here (%s=%s), and missing: %s", tool, Env, value, why)
 	}
 	t.Skip(why)
+}
+
+// LongEnv is the variable that lets the long tests run: `make test-long` sets it to 1; `make test` leaves it
+// unset, and the long tests skip there, saying that they run in make test-long. CI runs both targets, so
+// a long test still proves its promise on every CI run; it only stays out of the target developers run
+// after each change.
+const LongEnv = "CHAOSBENCH_LONG"
+
+// LongPattern matches the name of every long test (TestLong, then a capital letter: TestLongestGap is not
+// one): `make test-long` selects them by it (go test -run '^TestLong[A-Z]'), so a long test named
+// otherwise would run in neither target.
+const LongPattern = "^TestLong[A-Z]"
+
+var longName = regexp.MustCompile(LongPattern)
+
+// IsLongName reports whether a test of that name (a top-level test, or a subtest of one) is selected by
+// make test-long.
+func IsLongName(name string) bool { return longName.MatchString(name) }
+
+// Long is what a long test calls first: a soak-like run, a version matrix, a downgrade across releases, a
+// failpoint build, anything that would make `make test` slow. why says what makes it long. Unless LongEnv
+// is 1 the test skips, saying that it runs in make test-long; a LongEnv of another value, or a test whose
+// name LongPattern does not match (make test-long would never select it), fails.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if !IsLongName(t.Name()) {
+		t.Fatalf("%s calls testenv.Long, so its name must match %s (TestLongSomething): make test-long selects the long tests by it", t.Name(), LongPattern)
+	}
+	switch value := os.Getenv(LongEnv); value {
+	case "1":
+		return
+	case "":
+		t.Skipf("long test (%s): runs in make test-long (%s=1)", why, LongEnv)
+	default:
+		t.Fatalf("%s=%s: expected 1 (run the long tests) or unset (skip them)", LongEnv, value)
+	}
 }

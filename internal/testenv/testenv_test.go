@@ -92,3 +92,78 @@ func TestRequired(t *testing.T) {
 		}
 	}
 }
+
+// TestLongSubject is what TestLong runs in a child process: a long test. Run directly, without subjectEnv,
+// it does nothing.
+func TestLongSubject(t *testing.T) {
+	if os.Getenv(subjectEnv) == "" {
+		return
+	}
+	Long(t, "a 10-minute soak")
+	t.Log("the long test ran")
+}
+
+// TestMisnamedLongSubject is a long test whose name make test-long would not select.
+func TestMisnamedLongSubject(t *testing.T) {
+	if os.Getenv(subjectEnv) == "" {
+		return
+	}
+	Long(t, "a 10-minute soak")
+	t.Log("the long test ran")
+}
+
+// TestLong runs a long test, in a child process, under each value of CHAOSBENCH_LONG: it skips saying
+// that it runs in make test-long unless the value is 1, and then it runs; another value fails it, and so
+// does a name make test-long would not select, whatever the value.
+func TestLong(t *testing.T) {
+	for _, tc := range []struct {
+		name, subject, long string
+		fail, ran           bool
+		says                []string
+	}{
+		{"not set: skips", "TestLongSubject", "", false, false,
+			[]string{"--- SKIP: TestLongSubject", "long test (a 10-minute soak): runs in make test-long (CHAOSBENCH_LONG=1)"}},
+		{"1: runs", "TestLongSubject", "1", false, true, []string{"--- PASS: TestLongSubject"}},
+		{"another value: fails", "TestLongSubject", "yes", true, false,
+			[]string{"--- FAIL: TestLongSubject", "CHAOSBENCH_LONG=yes: expected 1"}},
+		{"misnamed: fails in make test", "TestMisnamedLongSubject", "", true, false,
+			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must match ^TestLong[A-Z]"}},
+		{"misnamed: fails in make test-long", "TestMisnamedLongSubject", "1", true, false,
+			[]string{"--- FAIL: TestMisnamedLongSubject", "its name must match ^TestLong[A-Z]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^"+tc.subject+"$", "-test.v", "-test.count=1")
+			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, LongEnv+"=") }),
+				subjectEnv+"=1", LongEnv+"="+tc.long)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				t.Fatalf("cannot run the test binary: %v", err)
+			}
+			if failed := err != nil; failed != tc.fail {
+				t.Errorf("failed %v (%v), want %v:\n%s", failed, err, tc.fail, out.String())
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("the output does not say %q:\n%s", s, out.String())
+				}
+			}
+			if ran := strings.Contains(out.String(), "the long test ran"); ran != tc.ran {
+				t.Errorf("the long test ran: %v, want %v:\n%s", ran, tc.ran, out.String())
+			}
+		})
+	}
+}
+
+func TestIsLongName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"TestLongSoak": true, "TestLongSoak/3.5": true, "TestLong2Runs": false, "TestLongestGap": false,
+		"TestLong": false, "TestSoakLong": false, "ExampleLongSoak": false,
+	} {
+		if got := IsLongName(name); got != want {
+			t.Errorf("IsLongName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -210,6 +210,9 @@ type Result struct {
 	// Gate is the figures that decide the comparison's outcome besides its runs' (nil: none; every effect
 	// is informational).
 	Gate *Gate `json:"gate,omitempty"`
+	// Sequential is how a comparison with --rounds auto stopped, and what its rule decided (nil: a fixed
+	// number of rounds). The watched figures' effects carry its verdicts.
+	Sequential *SequentialResult `json:"sequential,omitempty"`
 }
 
 // Options tune a comparison.
@@ -220,6 +223,9 @@ type Options struct {
 	AcrossHosts bool
 	// Gate marks the effects that decide the outcome (nil: none).
 	Gate *Gate
+	// Sequential, when set, decides the watched figures by the sequential rule (--rounds auto) instead of
+	// a fixed-rounds test.
+	Sequential *Sequential
 }
 
 // Runs compares runs of variants, the first being the baseline: the figures of their summaries and time
@@ -253,6 +259,9 @@ func Compare(metrics []Metric, variants []Figures, opts Options) Result {
 			decide(&ve.Effects[i], family)
 		}
 		res.Variants = append(res.Variants, ve)
+	}
+	if opts.Sequential != nil {
+		res.applySequential(opts.Sequential.Decide(metrics, variants, opts.Gate, opts.MinEffect))
 	}
 	opts.Gate.mark(&res)
 	return res

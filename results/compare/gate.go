@@ -164,8 +164,12 @@ func (r Result) gateReasons(what string) []outcome.Reason {
 			}
 			switch e.Verdict {
 			case Worse:
-				out = append(out, outcome.New(outcome.ThresholdFailed, "regression: %s%s %s%s against %s (Holm-adjusted p %.2g, beyond --min-effect %s)",
-					name, e.Metric.ID, e.ChangeText(), on, r.Baseline, e.PAdjusted, percent(r.MinEffect)))
+				why := fmt.Sprintf("Holm-adjusted p %.2g", e.PAdjusted)
+				if e.Method == MethodSequential {
+					why = e.Note
+				}
+				out = append(out, outcome.New(outcome.ThresholdFailed, "regression: %s%s %s%s against %s (%s, beyond --min-effect %s)",
+					name, e.Metric.ID, e.ChangeText(), on, r.Baseline, why, percent(r.MinEffect)))
 			case Undecided:
 				undecided = append(undecided, e.Metric.ID+" "+undecidedWhy(e))
 			}

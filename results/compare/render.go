@@ -146,6 +146,8 @@ func methodShort(e Effect) string {
 		return fmt.Sprintf("%d rounds", e.N)
 	case MethodIntervals:
 		return fmt.Sprintf("%d intervals, 1 run", e.N)
+	case MethodSequential:
+		return fmt.Sprintf("sequential, %d rounds", e.N)
 	}
 	return "-"
 }

@@ -227,6 +227,14 @@ func (s *Scraper) write(sample results.ServerSample) {
 	s.ioErr = err
 }
 
+// Live returns the measured window's figures so far (the summary Stop would return now, without a last
+// scrape).
+func (s *Scraper) Live() *results.ServerMetrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.summary()
+}
+
 // Stop stops the background scrapes, takes a last scrape of every member (so that the measured window's
 // end is covered), closes the files and returns the summary. Call it before the cluster stops.
 func (s *Scraper) Stop(ctx context.Context) (*results.ServerMetrics, error) {
