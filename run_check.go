@@ -74,7 +74,7 @@ func (r *run) startCheckDuringLoad(ctx context.Context) {
 	if !r.s.History || !r.s.Check || !r.s.CheckDuringLoad || r.split != nil || r.history == nil {
 		return
 	}
-	r.during = lin.StartDuringLoad(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions})
+	r.during = lin.StartDuringLoad(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions}, r.history.Flush)
 }
 
 // stopCheckDuringLoad ends the checks during the load, at the load's end (and on every way out of it),

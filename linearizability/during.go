@@ -31,6 +31,7 @@ type DuringLoad struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	flush    func() error  // writes out what the history writer holds (nil: nothing)
 	poll     time.Duration // how often the history's size is looked at
 	growth   float64       // how much it must have grown since the last check began
 	minBytes int64         // and how big it must be for the first
@@ -51,14 +52,19 @@ const (
 // StartDuringLoad starts checking the history recorded into run directory dir in the background, until
 // Stop. opts are the check's options (Timeout bounds each check; Faults and the visualization are not
 // used).
-func StartDuringLoad(ctx context.Context, dir string, opts Options) *DuringLoad {
-	return startDuringLoad(ctx, dir, opts, duringLoadPoll, duringLoadGrowth, duringLoadMinBytes)
+//
+// flush, when set, is the history writer's Flush: called before each copy, it puts both files at one
+// instant of the run, so that the copy's watch events and operations agree as far as operations in flight
+// let them (a watch event whose write is not recorded yet makes the cut history's segments of its key
+// differ from the final ones, which costs their proofs).
+func StartDuringLoad(ctx context.Context, dir string, opts Options, flush func() error) *DuringLoad {
+	return startDuringLoad(ctx, dir, opts, flush, duringLoadPoll, duringLoadGrowth, duringLoadMinBytes)
 }
 
-func startDuringLoad(ctx context.Context, dir string, opts Options, poll time.Duration, growth float64, minBytes int64) *DuringLoad {
+func startDuringLoad(ctx context.Context, dir string, opts Options, flush func() error, poll time.Duration, growth float64, minBytes int64) *DuringLoad {
 	ctx, cancel := context.WithCancel(ctx)
 	d := &DuringLoad{dir: dir, opts: opts, proofs: NewProofs(), cancel: cancel, done: make(chan struct{}),
-		poll: poll, growth: growth, minBytes: minBytes}
+		flush: flush, poll: poll, growth: growth, minBytes: minBytes}
 	go d.loop(ctx)
 	return d
 }
@@ -126,17 +132,35 @@ func (d *DuringLoad) checkPrefix(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("check during the load: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	// The operations first: a watch event may then show a write whose operation is not in the copy (its
-	// segment differs from the final one, and is checked again), but never the other way round more
-	// than the load's own concurrency allows.
-	if err := copyPrefix(filepath.Join(d.dir, history.HistoryFile), filepath.Join(tmp, history.HistoryFile)); err != nil {
-		return 0, err
+	// Both files as they were at one instant: flushed together, then each copied up to the size it had
+	// right after.
+	if d.flush != nil {
+		if err := d.flush(); err != nil {
+			return 0, fmt.Errorf("check during the load: %w", err)
+		}
+	}
+	var sizes [2]int64
+	names := [2]string{history.HistoryFile, history.WatchFile}
+	for i, name := range names {
+		if fi, err := os.Stat(filepath.Join(d.dir, name)); err == nil {
+			sizes[i] = fi.Size()
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("check during the load: %w", err)
+		} else {
+			sizes[i] = -1
+		}
+	}
+	for i, name := range names {
+		if sizes[i] < 0 {
+			continue
+		}
+		if err := copyPrefix(filepath.Join(d.dir, name), filepath.Join(tmp, name), sizes[i]); err != nil {
+			return 0, err
+		}
 	}
 	wl := watchLog{}
-	if err := copyPrefix(filepath.Join(d.dir, history.WatchFile), filepath.Join(tmp, history.WatchFile)); err == nil {
+	if sizes[1] >= 0 {
 		wl.path = filepath.Join(tmp, history.WatchFile)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, err
 	}
 	ops, err := history.LoadOperationStore(tmp)
 	if err != nil {
@@ -155,23 +179,19 @@ func (d *DuringLoad) checkPrefix(ctx context.Context) (int, error) {
 	return ops.Len(), nil
 }
 
-// copyPrefix copies what file from holds now into to. A record the writer is still appending may be cut
-// short at the end: the history's readers end a file there.
-func copyPrefix(from, to string) error {
+// copyPrefix copies the first size bytes of file from into to. A record the writer was still appending
+// may be cut short at the end: the history's readers end a file there.
+func copyPrefix(from, to string, size int64) error {
 	src, err := os.Open(from)
 	if err != nil {
-		return err
+		return fmt.Errorf("check during the load: %w", err)
 	}
 	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return err
-	}
 	dst, err := os.Create(to)
 	if err != nil {
 		return fmt.Errorf("check during the load: %w", err)
 	}
-	_, err = io.CopyN(dst, src, fi.Size())
+	_, err = io.CopyN(dst, src, size)
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}

@@ -16,7 +16,7 @@ func WithPhaseHook(opts Options, fn func(phase string)) Options {
 // StartDuringLoadEvery is StartDuringLoad looking at the history every poll, checking it each time it has
 // grown by growth (and holds at least minBytes): the tests' histories grow in seconds.
 func StartDuringLoadEvery(ctx context.Context, dir string, opts Options, poll time.Duration, growth float64, minBytes int64) *DuringLoad {
-	return startDuringLoad(ctx, dir, opts, poll, growth, minBytes)
+	return startDuringLoad(ctx, dir, opts, nil, poll, growth, minBytes)
 }
 
 // CloneProofs returns a copy of p: a benchmark checks one history twice with the same proofs.

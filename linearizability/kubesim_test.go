@@ -222,10 +222,10 @@ func sampleLiveHeap(peak *uint64) (stop func()) {
 }
 
 // BenchmarkCheckAfterLoad measures what the checks during the load (DuringLoad) leave for after it, on
-// bench-checker's simulated kube history: the history is checked at half and four fifths of its files
-// (as the checks during the load find them, the last record torn; with the growth DuringLoad waits for,
-// its last check before the load's end covers about four fifths), then whole with the segments those
-// checks proved. It reports the offline check's wall time, the per-key searches' share of it and its live
+// bench-checker's simulated kube history: the history is checked as it was at half and four fifths of the
+// run (what had been recorded by then, as the checks during the load find it; with the growth DuringLoad
+// waits for, its last check before the load's end covers about four fifths), then whole with the
+// segments those checks proved. It reports the offline check's wall time, the per-key searches' share of it and its live
 // heap (offline-s, offline-perkey-s, offline-live-MB: the highest live heap at the end of each phase, as
 // BenchmarkCheckDirPeakHeap measures it, in a check of its own, since the collections take time), the
 // same of the check after the load (after-load-*), the checks of the cut history's (during-s,
@@ -279,7 +279,7 @@ func BenchmarkCheckAfterLoad(b *testing.B) {
 				proofs := lin.NewProofs()
 				duringS, duringLive = 0, 0
 				for _, frac := range []float64{0.5, 0.8} {
-					m := check(copyPrefixes(b, dir, frac), func() *lin.Proofs { return proofs })
+					m := check(cutAtTime(b, dir, frac), func() *lin.Proofs { return proofs })
 					lin.PruneProofs(proofs) // as DuringLoad does after each check
 					duringS += m.secs
 					duringLive = max(duringLive, m.live)

@@ -65,8 +65,8 @@ func copyPrefixes(t testing.TB, dir string, frac float64) string {
 	return out
 }
 
-// TestProofsKeepVerdicts: checks of the history recorded so far (cut at a third, two thirds and nine
-// tenths, the last record torn), then the check of the whole history with the segments they proved, find
+// TestProofsKeepVerdicts: checks of the history recorded so far (its files cut at a third and two thirds,
+// the last record torn, then what was recorded by nine tenths of the run), then the check of the whole history with the segments they proved, find
 // exactly what the offline check finds, on clean simulated kube histories with faults and on every way
 // the simulated etcd can misbehave (lost writes, stale reads, duplicate, dropped and reordered watch
 // events, ...); and on the clean one whose keys come and go, most segments come proved.
@@ -87,9 +87,9 @@ func TestProofsKeepVerdicts(t *testing.T) {
 			}
 			offline, _ := lin.CheckDir(ctx, dir, lin.Options{Timeout: time.Minute})
 			proofs := lin.NewProofs()
-			for _, frac := range []float64{0.33, 0.67, 0.9} {
+			for _, cut := range []string{copyPrefixes(t, dir, 0.33), copyPrefixes(t, dir, 0.67), cutAtTime(t, dir, 0.9)} {
 				// What a check of a prefix finds decides nothing: only its proofs are kept.
-				lin.CheckDir(ctx, copyPrefixes(t, dir, frac), lin.Options{Timeout: time.Minute, Proofs: proofs})
+				lin.CheckDir(ctx, cut, lin.Options{Timeout: time.Minute, Proofs: proofs})
 				lin.PruneProofs(proofs) // as DuringLoad does after each check
 			}
 			lin.FreezeProofs(proofs)
@@ -207,4 +207,44 @@ func TestProofsPrune(t *testing.T) {
 	if again.Stats.ProvedBefore != again.Stats.Partitions {
 		t.Errorf("the same history again: %d of %d partitions came proved", again.Stats.ProvedBefore, again.Stats.Partitions)
 	}
+}
+
+// cutAtTime writes what a run had recorded at frac of its duration into a new directory: the operations
+// that had returned (in their order) and the watch records that had arrived, as the checks during the
+// load find the files once the writer has flushed them.
+func cutAtTime(tb testing.TB, dir string, frac float64) string {
+	tb.Helper()
+	var end int64
+	if err := history.ReadOperations(filepath.Join(dir, history.HistoryFile), func(op *history.Operation) error {
+		end = max(end, op.Return)
+		return nil
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	cut := int64(float64(end) * frac)
+	out := tb.TempDir()
+	w, err := history.NewWriter(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := history.ReadOperations(filepath.Join(dir, history.HistoryFile), func(op *history.Operation) error {
+		if op.Return <= cut {
+			w.Operation(op)
+		}
+		return nil
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := history.ReadWatches(filepath.Join(dir, history.WatchFile), func(r *history.WatchResponse) error {
+		if r.Time <= cut {
+			w.Watch(r)
+		}
+		return nil
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
