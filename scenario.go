@@ -83,8 +83,8 @@ type Scenario struct {
 	CheckTimeout time.Duration `json:"check-timeout"`
 	// CheckDuringLoad checks the history recorded so far while the load runs (on up to one CPU), so that
 	// the check after the load searches only the per-key segments the load's last stretch changed. Off by
-	// default: the passes before the searches still run after the load, so it saves little of the wait
-	// for the cost of a CPU during the load (docs/checks.md).
+	// default: the other passes still run after the load and are nearly all of its time, so it saves
+	// nothing measurable of the wait yet, for the cost of a CPU during the load (docs/checks.md).
 	CheckDuringLoad bool `json:"check-during-load"`
 	// KnownIssues is what a finding attributed by its evidence to a known upstream issue does to the
 	// outcome: report (name it and pass) or fail (a violation).
