@@ -81,6 +81,7 @@ func TestProofsKeepVerdicts(t *testing.T) {
 	ctx := context.Background()
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // pure CPU, nothing timed
 			dir := t.TempDir()
 			if _, err := kubesim.Write(dir, o); err != nil {
 				t.Fatal(err)
