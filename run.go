@@ -144,9 +144,13 @@ type run struct {
 	loadEnd   time.Duration
 	// endedEarly says why Env.EndLoad ended the load before its duration ("": it did not).
 	endedEarly string
-	loadCPU    time.Duration // the generator's CPU time during the load
-	liveHeap   int64         // the generator's live heap at the end of the load
-	wl         workloads.Workload
+	// during checks the history while the load runs (run_check.go); loadEnded is the wall time the load
+	// ended, from which the summary counts the wait for the verdict.
+	during    *lin.DuringLoad
+	loadEnded time.Time
+	loadCPU   time.Duration // the generator's CPU time during the load
+	liveHeap  int64         // the generator's live heap at the end of the load
+	wl        workloads.Workload
 	// live exports the run as Prometheus metrics while it runs (run_live.go); nil without --metrics-addr
 	// or --prometheus-remote-write.
 	live        *live.Exporter
@@ -409,7 +413,13 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	s.EndedEarly = r.endedEarly
 	// Consistency checks of the recorded history (run_check.go).
 	r.checkHistory(ctx, interrupted)
+	if r.during != nil {
+		r.during.Proofs().Close() // the checks during the load proved them for this check alone
+	}
 	r.addMembersCheck()
+	if !r.loadEnded.IsZero() && s.CheckSeconds > 0 {
+		s.CheckAfterLoadSeconds = time.Since(r.loadEnded).Seconds()
+	}
 
 	o := r.decide(s, interrupted, loadErr, harnessErrs)
 	o = r.writeOutputs(s, o)

@@ -3,6 +3,7 @@ package chaosbench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
@@ -32,7 +33,18 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 	}
 	fmt.Fprintf(r.out, "checking the history (linearizability, watches, serializable reads)...\n")
 	defer checkMemory()()
-	rep, err := lin.CheckDir(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions})
+	opts := lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions}
+	if r.during != nil {
+		opts.Proofs = r.during.Proofs()
+	}
+	start := time.Now()
+	rep, err := lin.CheckDir(ctx, r.dir, opts)
+	r.summary.CheckSeconds = time.Since(start).Seconds()
+	if d := r.summary.CheckDuringLoad; d != nil && rep != nil {
+		d.ReusedPartitions, d.Partitions = rep.Stats.ProvedBefore, rep.Stats.Partitions
+		fmt.Fprintf(r.out, "checked in %.1fs after the load: %d of its %d per-key segments were proved during the load (%d checks of the history so far, the last of %d operations)\n",
+			r.summary.CheckSeconds, d.ReusedPartitions, d.Partitions, d.Checks, d.Operations)
+	}
 	if rep == nil {
 		// The checks could not even start (an unreadable history): undecided, never a pass.
 		r.summary.Checks = []results.Check{{Name: lin.CheckLinearizability, Verdict: results.VerdictUnknown,
@@ -53,4 +65,24 @@ func (r *run) printChecks() {
 		lin.WriteVerdicts(r.out, r.checkReport)
 	}
 	r.members.print(r.out)
+}
+
+// startCheckDuringLoad starts checking the history while the load runs, when the run will check it after
+// the load (--check-during-load): the check after the load then searches only the per-key segments the
+// checks during the load did not prove. A split run's worker checks nothing (the merge does).
+func (r *run) startCheckDuringLoad(ctx context.Context) {
+	if !r.s.History || !r.s.Check || !r.s.CheckDuringLoad || r.split != nil || r.history == nil {
+		return
+	}
+	r.during = lin.StartDuringLoad(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions}, r.history.Flush)
+}
+
+// stopCheckDuringLoad ends the checks during the load, at the load's end (and on every way out of it),
+// and keeps what they did for the summary. Their proofs stay for the check after the load.
+func (r *run) stopCheckDuringLoad() {
+	if r.during == nil || r.summary.CheckDuringLoad != nil {
+		return
+	}
+	st := r.during.Stop()
+	r.summary.CheckDuringLoad = &st
 }

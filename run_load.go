@@ -137,10 +137,14 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 	if r.env.LoadBegan != nil {
 		r.env.LoadBegan(ctx, r.cluster)
 	}
+	r.startCheckDuringLoad(ctx)
+	defer r.stopCheckDuringLoad()
 	cpuBefore := results.CPUTime()
 	loadCtx, stopWatching := r.watchLoad(ctx)
 	err := wl.Run(loadCtx, r.runner)
 	stopWatching()
+	r.loadEnded = time.Now()
+	r.stopCheckDuringLoad()
 	if r.endedEarly != "" && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 		err = nil // the load was ended on purpose, not broken
 	}

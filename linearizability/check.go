@@ -39,6 +39,17 @@ type Options struct {
 	Catalog  *Catalog
 	Versions results.Versions
 
+	// Proofs, when set, holds per-key segments an earlier check of the same run's history proved
+	// linearizable: they are not searched again (Stats.ProvedBefore counts them), and the segments this
+	// check proves are added to it. See Proofs for why that is as good as searching them.
+	Proofs *Proofs
+
+	// stop, when set, is asked now and then during the passes (every few thousand records read): true
+	// ends the check, with context.Canceled. The passes before porcupine do not watch the context.
+	stop func() bool
+	// workers bounds porcupine's goroutines (0: one per CPU); the checks during the load take one, to
+	// leave the load its CPUs.
+	workers int
 	// paging puts the check's large arrays in files in pageDir ("": the temporary directory), with at most
 	// pageBudget bytes of each in memory (0: pageBudget), in pages of about pageBytes (0: pageBytes).
 	// CheckDir pages, next to the history; the tests take tiny pages, to read them back all the time.
@@ -159,6 +170,10 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Report, erro
 func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep *Report, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if r == errStopped {
+				rep, err = nil, context.Canceled
+				return
+			}
 			rb, ok := r.(*history.ReadBackError) // an operation, or a page of the checker's arrays
 			if !ok {
 				panic(r)
@@ -179,7 +194,11 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes, phaseDone: opts.phaseDone}
+	if opts.stop != nil {
+		ops = &stoppable{operations: ops, stop: opts.stop}
+	}
+	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes, phaseDone: opts.phaseDone,
+		proofs: opts.Proofs, workers: opts.workers, stop: opts.stop}
 	defer func() {
 		for _, close := range c.paged {
 			close()
@@ -235,4 +254,33 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 		return nil, c.readErr
 	}
 	return rep, nil
+}
+
+// errStopped is what a check stopped by Options.stop panics with, to leave every pass at once; check
+// recovers it.
+var errStopped = errors.New("check stopped")
+
+// stoppable asks stop every few thousand operations read.
+type stoppable struct {
+	operations
+	stop  func() bool
+	reads int
+}
+
+func (s *stoppable) poll() {
+	if s.reads++; s.reads&4095 == 0 && s.stop() {
+		panic(errStopped)
+	}
+}
+
+func (s *stoppable) At(i int) *history.Operation {
+	s.poll()
+	return s.operations.At(i)
+}
+
+func (s *stoppable) Scan(fn func(i int, op *history.Operation)) {
+	s.operations.Scan(func(i int, op *history.Operation) {
+		s.poll()
+		fn(i, op)
+	})
 }

@@ -206,6 +206,30 @@
 // the start of each key's open porcupine segment). Failed writes of unknown outcome and revisions no
 // answered operation wrote would stay.
 //
+// # Checks while the load runs
+//
+// DuringLoad checks the history a run has recorded so far, again each time it has grown by a quarter,
+// and keeps in Proofs every per-key segment porcupine proved linearizable, by a SHA-256 fingerprint of
+// all porcupine's verdict depends on: the key, the states the segment starts from, each operation's every
+// field the model reads, and what the check knows of the expiry of each lease the segment names. The
+// check after the load (Options.Proofs) runs every pass as the offline check does and searches only the
+// segments whose fingerprints were not proved. Porcupine's verdict on one segment is a function of those
+// inputs, so a proved fingerprint is as good as the search, and the report is the offline check's,
+// violation for violation: a segment the rest of the history changed (an operation in flight at the cut,
+// a starting state the full replay knows better, a later keep-alive) has another fingerprint and is
+// searched again; only linearizable verdicts are kept, so a failing segment is searched again for its
+// report. What a check of a cut history finds decides nothing: answers may show writes whose operations
+// were still in flight. A proof is 16 bytes (128 bits of the fingerprint), kept sorted; after each check
+// during the load only those it met stay, and at the load's end they are frozen, so the check after the
+// load holds them and nothing more than the offline check. A key's segment still open at a cut (shorter
+// than segmentTarget, or with an operation of unknown outcome) changes at the next: keys that live all run
+// long come proved only segment by closed segment.
+//
+// What it does not do yet: the global passes (loading, the replay, the real-time order, the watch checks)
+// still run over the whole history after the load, and they are most of a check's time; the per-key
+// searches are the part left behind. The sweep that keeps only the open tail (above) would leave them
+// behind too.
+//
 // # Assumptions
 //
 // The run owns its keys: nobody else writes them while it runs (other keys may change; their revisions

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,4 +219,108 @@ func sampleLiveHeap(peak *uint64) (stop func()) {
 		close(done)
 		<-finished
 	}
+}
+
+// BenchmarkCheckAfterLoad measures what the checks during the load (DuringLoad) leave for after it, on
+// bench-checker's simulated kube history: the history is checked as it was at half and four fifths of the
+// run (what had been recorded by then, as the checks during the load find it; with the growth DuringLoad
+// waits for, its last check before the load's end covers about four fifths), then whole with the
+// segments those checks proved. It reports the offline check's wall time, the per-key searches' share of it and its live
+// heap (offline-s, offline-perkey-s, offline-live-MB: the highest live heap at the end of each phase, as
+// BenchmarkCheckDirPeakHeap measures it, in a check of its own, since the collections take time), the
+// same of the check after the load (after-load-*), the checks of the cut history's (during-s,
+// during-live-MB), and the share of the partitions that came proved. The 35-minute history takes minutes.
+func BenchmarkCheckAfterLoad(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+	}{{"10m", 10 * time.Minute}, {"35m", 35 * time.Minute}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if _, err := kubesim.Write(dir, kubesim.Options{Seed: 7, Duration: tc.d, Rate: 500}); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			type measured struct {
+				rep            *lin.Report
+				secs, perKeyS  float64
+				cpu, perKeyCPU float64 // CPU seconds: on a busy machine, steadier than the wall
+				live           uint64
+			}
+			// check checks dir twice with the proofs as they are (a copy for each): timed by phase, then
+			// with the live heap measured.
+			check := func(dir string, proofs func() *lin.Proofs) measured {
+				var m measured
+				runtime.GC()
+				start, cpu0 := time.Now(), cpuSeconds()
+				last, lastCPU := start, cpu0
+				rep, _ := lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs()}, func(phase string) {
+					if phase == "per-key" {
+						m.perKeyS, m.perKeyCPU = time.Since(last).Seconds(), cpuSeconds()-lastCPU
+					}
+					last, lastCPU = time.Now(), cpuSeconds()
+				}))
+				m.secs, m.cpu = time.Since(start).Seconds(), cpuSeconds()-cpu0
+				if rep == nil {
+					b.Fatal("no report")
+				}
+				m.rep = rep
+				runtime.GC()
+				lin.CheckDir(ctx, dir, lin.WithPhaseHook(lin.Options{Proofs: proofs()}, func(string) {
+					m.live = max(m.live, liveHeap())
+				}))
+				return m
+			}
+			var off, after measured
+			var duringS float64
+			var duringLive uint64
+			for b.Loop() {
+				off = check(dir, func() *lin.Proofs { return nil })
+				proofs := lin.NewProofs()
+				duringS, duringLive = 0, 0
+				for _, frac := range []float64{0.5, 0.8} {
+					m := check(cutAtTime(b, dir, frac), func() *lin.Proofs { return proofs })
+					lin.PruneProofs(proofs) // as DuringLoad does after each check
+					duringS += m.secs
+					duringLive = max(duringLive, m.live)
+				}
+				var frozen []*lin.Proofs
+				after = check(dir, func() *lin.Proofs {
+					// As DuringLoad leaves them at the load's end: frozen, mapped from a file.
+					p := lin.CloneProofs(proofs)
+					lin.FreezeProofs(p)
+					frozen = append(frozen, p)
+					return p
+				})
+				for _, p := range frozen {
+					p.Close()
+				}
+				if off.rep.Violated() || after.rep.Violated() {
+					b.Fatalf("violations: %+v %+v", off.rep.Checks, after.rep.Checks)
+				}
+			}
+			b.ReportMetric(off.secs, "offline-s")
+			b.ReportMetric(off.perKeyS, "offline-perkey-s")
+			b.ReportMetric(after.secs, "after-load-s")
+			b.ReportMetric(after.perKeyS, "after-load-perkey-s")
+			b.ReportMetric(off.cpu, "offline-cpu-s")
+			b.ReportMetric(off.perKeyCPU, "offline-perkey-cpu-s")
+			b.ReportMetric(after.cpu, "after-load-cpu-s")
+			b.ReportMetric(after.perKeyCPU, "after-load-perkey-cpu-s")
+			b.ReportMetric(duringS, "during-s")
+			b.ReportMetric(float64(off.live)/(1<<20), "offline-live-MB")
+			b.ReportMetric(float64(after.live)/(1<<20), "after-load-live-MB")
+			b.ReportMetric(float64(duringLive)/(1<<20), "during-live-MB")
+			b.ReportMetric(float64(after.rep.Stats.ProvedBefore)/float64(max(after.rep.Stats.Partitions, 1)), "proved-share")
+		})
+	}
+}
+
+// cpuSeconds returns the CPU time the process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

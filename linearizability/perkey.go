@@ -396,10 +396,26 @@ func (c *checker) checkSegments(ctx context.Context, m *keyModel, segs []segment
 	var mu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	workers := runtime.GOMAXPROCS(0)
+	if c.workers > 0 {
+		workers = min(workers, c.workers)
+	}
+	for range workers {
 		wg.Go(func() {
 			for i := range work {
+				var fp proof
+				if c.proofs != nil {
+					if fp = c.fingerprint(segs[i]); c.proofs.has(fp) {
+						mu.Lock()
+						c.stats.ProvedBefore++
+						mu.Unlock()
+						continue
+					}
+				}
 				r := checkSegment(ctx, m, segs[i])
+				if r == porcupine.Ok && c.proofs != nil {
+					c.proofs.add(fp)
+				}
 				mu.Lock()
 				switch r {
 				case porcupine.Illegal:

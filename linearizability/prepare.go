@@ -56,6 +56,9 @@ type checker struct {
 	pageBytes  int      // bytes per page of a paged array (0: pageBytes)
 	paged      []func() // closes the paged arrays' files
 	phaseDone  func(phase string)
+	proofs     *Proofs // segments proved linearizable before, and the place to remember those proved now
+	workers    int     // porcupine's goroutines (0: one per CPU)
+	stop       func() bool
 }
 
 // Stats counts what a check covered and what it could only check in part.
@@ -75,6 +78,9 @@ type Stats struct {
 	Uncertain        int `json:"uncertain_observations"`
 	Partitions       int `json:"partitions"`
 	LongestPartition int `json:"longest_partition"`
+	// ProvedBefore counts the partitions (of Partitions) found among Options.Proofs, proved linearizable
+	// by an earlier check of the same run's history (DuringLoad), and not searched again.
+	ProvedBefore int `json:"proved_before,omitempty"`
 }
 
 // phase tells Options.phaseDone, when set, that a phase of the check ended.

@@ -37,6 +37,9 @@ func (c *checker) eachWatch(fn func(i int32, r *history.WatchResponse)) {
 	}
 	var i int32
 	err := history.ReadWatches(c.wl.path, func(r *history.WatchResponse) error {
+		if c.stop != nil && i&4095 == 0 && c.stop() {
+			panic(errStopped)
+		}
 		fn(i, r)
 		i++
 		return nil

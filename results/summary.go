@@ -56,8 +56,15 @@ type Summary struct {
 	Faults          []FaultWindow         `json:"faults,omitempty"`
 	Phases          map[string]*Phase     `json:"phases,omitempty"`
 	Checks          []Check               `json:"checks,omitempty"`
-	Kube            *Kube                 `json:"kube,omitempty"`
-	GeneratorLoad   *GeneratorLoad        `json:"generator_load,omitempty"`
+	// CheckAfterLoadSeconds is how long the run kept its user waiting for the verdict after the load: from
+	// the load's end, through the teardown and the checks of the history, to the outcome. CheckSeconds is
+	// the checks' share of it, and CheckDuringLoad says what the checks while the load ran (which make the
+	// checks after it shorter) did. Zero and nil when the run did not check its history.
+	CheckAfterLoadSeconds float64          `json:"check_after_load_seconds,omitempty"`
+	CheckSeconds          float64          `json:"check_seconds,omitempty"`
+	CheckDuringLoad       *CheckDuringLoad `json:"check_during_load,omitempty"`
+	Kube                  *Kube            `json:"kube,omitempty"`
+	GeneratorLoad         *GeneratorLoad   `json:"generator_load,omitempty"`
 	// Split is set on a run whose load was split over several generators: on each worker's run, its
 	// share and clock; on the merged run, every worker's.
 	Split *Split `json:"split,omitempty"`
@@ -448,4 +455,25 @@ type SplitWorker struct {
 	Requests      int64          `json:"requests"`
 	Throughput    float64        `json:"throughput"`
 	GeneratorLoad *GeneratorLoad `json:"generator_load,omitempty"`
+}
+
+// CheckDuringLoad says what the checks of the history run while the load ran did (--check-during-load):
+// each checked the history recorded so far and remembered the per-key segments it proved linearizable, so
+// that the check after the load did not search them again.
+type CheckDuringLoad struct {
+	// Checks counts the checks of the history so far that finished; Stopped those the load's end cut short.
+	Checks  int `json:"checks"`
+	Stopped int `json:"stopped,omitempty"`
+	// Operations is the number of operations the last finished check covered.
+	Operations int `json:"operations"`
+	// ProvedPartitions is the number of per-key segments proved linearizable during the load;
+	// ReusedPartitions how many of the check after the load's Partitions were among them.
+	ProvedPartitions int `json:"proved_partitions"`
+	ReusedPartitions int `json:"reused_partitions"`
+	Partitions       int `json:"partitions"`
+	// Seconds is the wall time the checks during the load took, in all.
+	Seconds float64 `json:"seconds"`
+	// Errors are the checks that failed (a copy or a read that failed): they proved nothing, which costs
+	// the check after the load time, not its verdict.
+	Errors []string `json:"errors,omitempty"`
 }

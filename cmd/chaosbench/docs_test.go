@@ -187,7 +187,7 @@ func takesValue(flag string) bool {
 	switch flag {
 	case "--tls", "--dry-run", "--failpoints", "--binary-only", "--list", "--retry-harness", "--redact",
 		"--with-faults", "--etcdctl-compat", "--watches", "--all", "--images", "--cache", "--prev-kv",
-		"--across-hosts", "--worker-containers", "--fail-on-regression", "--check", "--help":
+		"--across-hosts", "--worker-containers", "--fail-on-regression", "--check", "--check-during-load", "--help":
 		return false
 	}
 	return true

@@ -171,7 +171,11 @@ func TestRunPut(t *testing.T) {
 	for _, members := range []string{"1", "5"} {
 		t.Run(members+" members", func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
-			cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "4s", "--members", members, "--out", out)
+			args := []string{"run", "--workload", "put", "--duration", "4s", "--members", members, "--out", out}
+			if members == "5" {
+				args = append(args, "--check-during-load")
+			}
+			cmd := exec.Command(binary, args...)
 			output, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("chaosbench run: %v\n%s", err, output)
@@ -213,6 +217,15 @@ func TestRunPut(t *testing.T) {
 				want["members-agree"] = results.VerdictOK
 			}
 			requireChecks(t, s.Checks, want)
+			// It says how long the verdict took after the load and the checks' share, and with
+			// --check-during-load what the checks during the load did (a 4-second history is too short for
+			// one: they start at 256 KB), and left no copy of the history behind.
+			if s.CheckSeconds <= 0 || s.CheckAfterLoadSeconds < s.CheckSeconds || (s.CheckDuringLoad != nil) != (members == "5") {
+				t.Errorf("check timing: after the load %.2fs, checks %.2fs, during the load %+v", s.CheckAfterLoadSeconds, s.CheckSeconds, s.CheckDuringLoad)
+			}
+			if left, _ := filepath.Glob(filepath.Join(out, ".check-during-load-*")); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
 			if !strings.Contains(string(output), "linearizability      OK") || !strings.Contains(string(output), "watch                NOTHING TO CHECK") {
 				t.Errorf("verdicts not printed:\n%s", output)
 			}
