@@ -71,6 +71,9 @@ type Options struct {
 	// ObjectSizes overrides value size distributions, resource=size or resource=min-max, comma-separated
 	// (e.g. pods=4k-16k,events=1k); see DefaultSizes.
 	ObjectSizes string `json:"object-sizes,omitempty"`
+	// Label names where the options came from when no preset did (a profile at a scale), in
+	// descriptions only.
+	Label string `json:"label,omitempty"`
 	// Actors selects the actors to run (empty: all); SkipActors turns some off.
 	Actors     []string `json:"actors,omitempty"`
 	SkipActors []string `json:"skip-actors,omitempty"`
@@ -190,8 +193,11 @@ func (o Options) Pods() int { return o.Nodes * o.PodsPerNode }
 // String describes the emulated cluster in one line.
 func (c Config) String() string {
 	s := fmt.Sprintf("%d nodes, %d pods in %d namespaces, churn %g pods/s, %d apiservers", c.Nodes, c.Pods(), c.Namespaces, c.Churn, c.Apiservers)
-	if c.Preset != "" {
+	switch {
+	case c.Preset != "":
 		s = c.Preset + ": " + s
+	case c.Label != "":
+		s = c.Label + ": " + s
 	}
 	return s
 }
