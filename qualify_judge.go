@@ -49,11 +49,11 @@ type Qualification struct {
 	outcome.Outcome
 	// Requested is the class asked for, or "auto"; Qualified the largest class that passed ("" for none).
 	// CompatLoad is the --etcdctl-compat load asked for ("auto" or a load; "" for the ladder).
-	Requested  string           `json:"requested"`
+	Requested string `json:"requested"`
 	// Profile is the kube workload profile a growth ladder climbs, and Ladder its rungs (growth factors,
 	// "1x", "1.5x", ...); both empty for the preset classes.
-	Profile string   `json:"profile,omitempty"`
-	Ladder  []string `json:"ladder,omitempty"`
+	Profile    string           `json:"profile,omitempty"`
+	Ladder     []string         `json:"ladder,omitempty"`
 	CompatLoad string           `json:"compat_load,omitempty"`
 	Qualified  string           `json:"qualified_class"`
 	ExitCode   int              `json:"exit_code"`
