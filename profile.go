@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube/profile"
 )
 
@@ -22,6 +23,8 @@ type ProfileOptions struct {
 	Etcd       [][]string
 	// Run is a controlplane run's directory: its MetricsDir holds every process's scrapes.
 	Run string
+	// Preset writes the profile of a kube preset from its plan instead (no metrics).
+	Preset string
 	// Interval, when set, is the time between consecutive scrapes (else each file's own).
 	Interval time.Duration
 	// Name names the profile.
@@ -34,6 +37,20 @@ type ProfileOptions struct {
 // when that is "" or "-" (the profile's own assumptions and notes are in it; written to a file, they are
 // printed on out too). Bad input is a usage error (exit 2) and writes nothing.
 func Profile(opts ProfileOptions, out io.Writer) (*profile.Profile, error) {
+	if opts.Preset != "" {
+		if opts.Run != "" || len(opts.Apiservers) > 0 || len(opts.Etcd) > 0 {
+			return nil, outcome.Usagef("--preset writes a preset's profile from its plan: not with --run, --apiserver or --etcd")
+		}
+		cfg, err := kube.Options{Preset: opts.Preset}.Resolve(0)
+		if err != nil {
+			return nil, err
+		}
+		name := opts.Name
+		if name == "" {
+			name = opts.Preset
+		}
+		return writeProfile(profile.FromConfig(name, cfg, 1), opts.Out, out)
+	}
 	if opts.Run != "" {
 		if len(opts.Apiservers) > 0 || len(opts.Etcd) > 0 {
 			return nil, outcome.Usagef("--run takes a controlplane run's scrapes: not with --apiserver or --etcd")
@@ -73,18 +90,23 @@ func Profile(opts ProfileOptions, out io.Writer) (*profile.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	return writeProfile(p, opts.Out, out)
+}
+
+// writeProfile writes p to the file path, or to out when path is "" or "-".
+func writeProfile(p *profile.Profile, path string, out io.Writer) (*profile.Profile, error) {
 	data, err := p.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	if opts.Out == "" || opts.Out == "-" {
+	if path == "" || path == "-" {
 		_, err = out.Write(data)
 		return p, err
 	}
-	if err := os.WriteFile(opts.Out, data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return nil, outcome.Usagef("--out: %v", err)
 	}
-	fmt.Fprintf(out, "profile %s written to %s\n", p.Describe(), opts.Out)
+	fmt.Fprintf(out, "profile %s written to %s\n", p.Describe(), path)
 	for _, a := range p.Assumptions {
 		fmt.Fprintf(out, "  assumed %s = %g: %s\n", a.Figure, a.Assumed, a.Why)
 	}

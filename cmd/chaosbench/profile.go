@@ -45,6 +45,7 @@ etcd-0.1.prom', then again minutes later (.2.prom). The files' modification time
 	f := cmd.Flags()
 	f.StringArrayVar(&apiservers, "apiserver", nil, "one kube-apiserver's scrapes, comma-separated in time order (repeat per apiserver)")
 	f.StringArrayVar(&etcd, "etcd", nil, "one etcd member's scrapes, comma-separated in time order (repeat per member)")
+	f.StringVar(&opts.Preset, "preset", "", "write a kube preset's profile from its plan (small, medium, large, xlarge) instead of reading metrics")
 	f.StringVar(&opts.Run, "run", "", "a controlplane run's directory: read the scrapes it saved in metrics/")
 	f.DurationVar(&opts.Interval, "interval", 0, "time between consecutive scrapes (default: each file's header or modification time)")
 	f.StringVar(&opts.Name, "name", "", "the profile's name")

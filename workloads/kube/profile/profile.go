@@ -65,7 +65,7 @@ type Source struct {
 // Resource is one API resource's traffic, as the apiservers saw it.
 type Resource struct {
 	// Objects stored (apiserver_storage_objects).
-	Objects float64 `yaml:"objects"`
+	Objects float64 `yaml:"objects,omitempty"`
 	// MeanBytes is the mean size of an object as watchers received it (apiserver_watch_events_sizes).
 	MeanBytes float64 `yaml:"mean_bytes,omitempty"`
 	// EtcdRequests are the apiservers' etcd requests per second by operation (etcd_requests_total, or

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
 
 // series reads testdata's scrapes of one process: NAME.1.prom, NAME.2.prom.
@@ -246,4 +248,45 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestPresetProfiles checks that every preset's profile drives the preset's own plan at 1x: a preset and
+// its profile are one description of traffic.
+func TestPresetProfiles(t *testing.T) {
+	for _, preset := range kube.Presets {
+		t.Run(preset, func(t *testing.T) {
+			cfg, err := kube.Options{Preset: preset}.Resolve(3 * time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := FromConfig(preset, cfg, 1).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Parse(preset, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := p.Options(Scale{Factor: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := o.Resolve(3 * time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, have := cfg.Plan(1), got.Plan(1)
+			if len(want) != len(have) {
+				t.Fatalf("plan of %d operations from the profile, %d from the preset", len(have), len(want))
+			}
+			for i := range want {
+				if want[i].Op != have[i].Op || math.Abs(want[i].Rate-have[i].Rate) > 1e-3*want[i].Rate {
+					t.Errorf("%s: %s at %g/s from the profile, %s at %g/s from the preset", want[i].Actor, have[i].Op, have[i].Rate, want[i].Op, want[i].Rate)
+				}
+			}
+			if got.Nodes != cfg.Nodes || got.Pods() != cfg.Pods() || got.Namespaces != cfg.Namespaces || got.Sizes[kube.ResPods].Mean() != cfg.Sizes[kube.ResPods].Mean() {
+				t.Errorf("profile's cluster %s, preset's %s", got, cfg)
+			}
+		})
+	}
 }
