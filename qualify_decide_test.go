@@ -39,7 +39,7 @@ func observedSummary() *results.Summary {
 }
 
 var (
-	pass        = func(*results.Summary) {}
+	pass = func(*results.Summary) {}
 	// grown is a step of a growth ladder: the kube workload of a profile emulating nodes nodes.
 	grown = func(nodes int) func(s *results.Summary) {
 		return func(s *results.Summary) {
