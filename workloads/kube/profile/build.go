@@ -124,111 +124,46 @@ func (s *Series) check(interval time.Duration) error {
 	return nil
 }
 
+// listTotals are the storage lists' counters added up over apiservers, per resource.
+type listTotals struct {
+	lists, fetched, evaluated, returned map[string]float64
+	// sizes and lifetime are the watch events' count and bytes over the window and since the start.
+	sizes, lifetime map[string][2]float64
+}
+
+// res returns the profile's resource r, adding it.
+func (p *Profile) res(r string) *Resource {
+	x := p.Resources[r]
+	if x == nil {
+		x = &Resource{}
+		p.Resources[r] = x
+	}
+	return x
+}
+
 // readApiservers fills the resources from the apiservers' scrapes: counts at the last scrape (the largest
 // any apiserver reports: they share the storage), rates added up over apiservers.
 func (p *Profile) readApiservers(apiservers []Series) {
-	res := func(name string) *Resource {
-		r := p.Resources[name]
-		if r == nil {
-			r = &Resource{}
-			p.Resources[name] = r
-		}
-		return r
-	}
-	perSecond := func(s Series, v float64) float64 { return v / s.seconds() }
-	sizes := map[string][2]float64{} // resource -> increase of count, sum
-	lifetime := map[string][2]float64{}
-	fetched, evaluated, returned, lists := map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	t := &listTotals{lists: map[string]float64{}, fetched: map[string]float64{}, evaluated: map[string]float64{},
+		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}}
 	for _, s := range apiservers {
-		last := s.last()
-		objects := last.sum(mObjects, resourceKey)
-		if len(objects) == 0 {
-			objects = last.sum(mObjectsOld, resourceKey)
-		}
-		for r, n := range objects {
-			if r != "" && n >= 0 {
-				res(r).Objects = math.Max(res(r).Objects, n)
-			}
-		}
-		reqs := s.increase(mEtcdRequests, opResourceKey)
-		if len(reqs) == 0 {
-			reqs = s.increase(mEtcdDuration, opResourceKey)
-		}
-		for k, v := range reqs {
-			op, r, _ := strings.Cut(k, "\x00")
-			if r == "" || v <= 0 {
-				continue
-			}
-			if res(r).EtcdRequests == nil {
-				res(r).EtcdRequests = map[string]float64{}
-			}
-			res(r).EtcdRequests[op] += perSecond(s, v)
-		}
-		for r, v := range s.increase(mListTotal, resourceKey) {
-			lists[r] += v
-		}
-		for r, v := range s.increase(mListFetched, resourceKey) {
-			fetched[r] += v
-		}
-		for r, v := range s.increase(mListEvaluated, resourceKey) {
-			evaluated[r] += v
-		}
-		for r, v := range s.increase(mListReturned, resourceKey) {
-			returned[r] += v
-		}
-		for r, v := range s.increase(mCacheLists, resourceKey) {
-			if r != "" && v > 0 {
-				res(r).CacheLists += perSecond(s, v)
-			}
-		}
-		for r, v := range s.increase(mCacheInits, resourceKey) {
-			if r != "" && v > 0 {
-				res(r).CacheInitializations += v
-			}
-		}
-		for r, v := range s.increase(mWatchEvents, resourceKey) {
-			if r != "" && v > 0 {
-				res(r).WatchEvents += perSecond(s, v)
-			}
-		}
-		counts, sums := s.increase(mWatchSizesCount, resourceKey), s.increase(mWatchSizesSum, resourceKey)
-		lastCounts, lastSums := last.sum(mWatchSizesCount, resourceKey), last.sum(mWatchSizesSum, resourceKey)
-		for r := range lastCounts {
-			sizes[r] = [2]float64{sizes[r][0] + counts[r], sizes[r][1] + sums[r]}
-			lifetime[r] = [2]float64{lifetime[r][0] + lastCounts[r], lifetime[r][1] + lastSums[r]}
-		}
-		watches := map[string]float64{}
-		for _, smp := range last.Samples {
-			if smp.Name == mLongRunning && smp.Labels["verb"] == "WATCH" {
-				watches[resourceKey(smp.Labels)] += smp.Value
-			}
-		}
-		if len(watches) == 0 {
-			watches = last.sum(mRegisteredWatch, resourceKey)
-		}
-		for r, v := range watches {
-			if r != "" && v > 0 {
-				res(r).Watchers += v
-			}
-		}
+		p.readApiserver(s, t)
 	}
-	for r, n := range lists {
+	for r, n := range t.lists {
 		if r == "" || n <= 0 {
 			continue
 		}
-		res(r).Lists = &Lists{PerSecond: round(n/apiservers[0].seconds(), 4), FetchedPerList: round(fetched[r]/n, 1),
-			EvaluatedPerList: round(evaluated[r]/n, 1), ReturnedPerList: round(returned[r]/n, 1)}
+		p.res(r).Lists = &Lists{PerSecond: round(n/apiservers[0].seconds(), 4), FetchedPerList: round(t.fetched[r]/n, 1),
+			EvaluatedPerList: round(t.evaluated[r]/n, 1), ReturnedPerList: round(t.returned[r]/n, 1)}
 	}
-	for r, sz := range sizes {
-		if r == "" {
-			continue
-		}
+	for r, sz := range t.sizes {
 		switch {
+		case r == "":
 		case sz[0] > 0:
-			res(r).MeanBytes = round(sz[1]/sz[0], 0)
-		case lifetime[r][0] > 0:
+			p.res(r).MeanBytes = round(sz[1]/sz[0], 0)
+		case t.lifetime[r][0] > 0:
 			// No event in the window: the apiservers' lifetime mean stands in, and says so.
-			p.Assumptions = append(p.Assumptions, Assumption{Figure: "resources." + r + ".mean_bytes", Assumed: round(lifetime[r][1]/lifetime[r][0], 0),
+			p.Assumptions = append(p.Assumptions, Assumption{Figure: "resources." + r + ".mean_bytes", Assumed: round(t.lifetime[r][1]/t.lifetime[r][0], 0),
 				Why: "no watch event of " + r + " in the window: the mean size of every event since the apiservers started"})
 		}
 	}
@@ -237,6 +172,73 @@ func (p *Profile) readApiservers(apiservers []Series) {
 			r.EtcdRequests[op] = round(v, 4)
 		}
 		r.CacheLists, r.WatchEvents = round(r.CacheLists, 4), round(r.WatchEvents, 4)
+	}
+}
+
+// readApiserver adds one apiserver's figures.
+func (p *Profile) readApiserver(s Series, t *listTotals) {
+	perSecond := func(v float64) float64 { return v / s.seconds() }
+	last := s.last()
+	objects := last.sum(mObjects, resourceKey)
+	if len(objects) == 0 {
+		objects = last.sum(mObjectsOld, resourceKey)
+	}
+	for r, n := range objects {
+		if r != "" && n >= 0 {
+			p.res(r).Objects = math.Max(p.res(r).Objects, n)
+		}
+	}
+	reqs := s.increase(mEtcdRequests, opResourceKey)
+	if len(reqs) == 0 {
+		reqs = s.increase(mEtcdDuration, opResourceKey)
+	}
+	for k, v := range reqs {
+		op, r, _ := strings.Cut(k, "\x00")
+		if r == "" || v <= 0 {
+			continue
+		}
+		if p.res(r).EtcdRequests == nil {
+			p.res(r).EtcdRequests = map[string]float64{}
+		}
+		p.res(r).EtcdRequests[op] += perSecond(v)
+	}
+	for name, into := range map[string]map[string]float64{mListTotal: t.lists, mListFetched: t.fetched, mListEvaluated: t.evaluated, mListReturned: t.returned} {
+		for r, v := range s.increase(name, resourceKey) {
+			into[r] += v
+		}
+	}
+	add := func(name string, into func(*Resource) *float64, rate bool) {
+		for r, v := range s.increase(name, resourceKey) {
+			if r != "" && v > 0 {
+				if rate {
+					v = perSecond(v)
+				}
+				*into(p.res(r)) += v
+			}
+		}
+	}
+	add(mCacheLists, func(r *Resource) *float64 { return &r.CacheLists }, true)
+	add(mCacheInits, func(r *Resource) *float64 { return &r.CacheInitializations }, false)
+	add(mWatchEvents, func(r *Resource) *float64 { return &r.WatchEvents }, true)
+	counts, sums := s.increase(mWatchSizesCount, resourceKey), s.increase(mWatchSizesSum, resourceKey)
+	lastCounts, lastSums := last.sum(mWatchSizesCount, resourceKey), last.sum(mWatchSizesSum, resourceKey)
+	for r := range lastCounts {
+		t.sizes[r] = [2]float64{t.sizes[r][0] + counts[r], t.sizes[r][1] + sums[r]}
+		t.lifetime[r] = [2]float64{t.lifetime[r][0] + lastCounts[r], t.lifetime[r][1] + lastSums[r]}
+	}
+	watches := map[string]float64{}
+	for _, smp := range last.Samples {
+		if smp.Name == mLongRunning && smp.Labels["verb"] == "WATCH" {
+			watches[resourceKey(smp.Labels)] += smp.Value
+		}
+	}
+	if len(watches) == 0 {
+		watches = last.sum(mRegisteredWatch, resourceKey)
+	}
+	for r, v := range watches {
+		if r != "" && v > 0 {
+			p.res(r).Watchers += v
+		}
 	}
 }
 
