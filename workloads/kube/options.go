@@ -71,6 +71,11 @@ type Options struct {
 	// ObjectSizes overrides value size distributions, resource=size or resource=min-max, comma-separated
 	// (e.g. pods=4k-16k,events=1k); see DefaultSizes.
 	ObjectSizes string `json:"object-sizes,omitempty"`
+	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 3) of a pod's life on
+	// average, pods alternating between the whole numbers around them (0: 5 events, 2.5 updates); a
+	// profile sets them from a cluster's own events and pod updates per pod created.
+	EventsPerPod float64 `json:"events-per-pod,omitempty"`
+	StatusPerPod float64 `json:"status-per-pod,omitempty"`
 	// Label names where the options came from when no preset did (a profile at a scale), in
 	// descriptions only.
 	Label string `json:"label,omitempty"`
@@ -125,6 +130,8 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		return Config{}, outcome.Usagef("--namespaces %d: must not be negative", o.Namespaces)
 	case o.Churn < 0:
 		return Config{}, outcome.Usagef("--churn %v: must not be negative", o.Churn)
+	case o.EventsPerPod < 0 || o.EventsPerPod > float64(len(eventsAfter)) || o.StatusPerPod < 0 || o.StatusPerPod > float64(len(statusAfter)):
+		return Config{}, outcome.Usagef("events per pod %g and status updates per pod %g: between 0 and %d, and 0 and %d", o.EventsPerPod, o.StatusPerPod, len(eventsAfter), len(statusAfter))
 	case o.EventTTL < 0 || o.CompactionInterval < 0:
 		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:

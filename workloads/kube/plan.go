@@ -106,13 +106,13 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 
 	churn := c.Churn
 	add(ActorChurn, "create/"+ResPods, churn)
-	add(ActorChurn, "update/"+ResPods, churn*updatesPerPod)
+	add(ActorChurn, "update/"+ResPods, churn*c.updatesPerPod())
 	add(ActorChurn, "delete/"+ResPods, churn)
 	add(ActorChurn, "get/"+ResPods, churn*deleteCalls)
-	add(ActorChurn, "create/"+ResEvents, churn*eventsPerPod)
+	add(ActorChurn, "create/"+ResEvents, churn*c.eventsPerPod())
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
 	if c.Active[ActorChurn] {
-		writes[ResPods] += churn * (1 + updatesPerPod)
+		writes[ResPods] += churn * (1 + c.updatesPerPod())
 	}
 
 	add(ActorElection, "update/"+ResLeases, comps/electionRetryPeriod.Seconds())
@@ -170,7 +170,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 func (c Config) eventGrantRate() float64 {
 	ttl := c.EventTTL
 	reuse := min(time.Duration(leaseReuseFraction*float64(ttl)), leaseReuseMax)
-	perApiserver := c.Churn * eventsPerPod / float64(c.Apiservers)
+	perApiserver := c.Churn * c.eventsPerPod() / float64(c.Apiservers)
 	return float64(c.Apiservers) * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
 }
 

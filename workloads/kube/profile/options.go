@@ -11,6 +11,12 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
 )
 
+// maxEventsPerPod and maxStatusPerPod are what the kube workload's pod life holds.
+const (
+	maxEventsPerPod = 5
+	maxStatusPerPod = 3
+)
+
 // systemNamespaces are the namespaces every cluster has besides its workloads'.
 const systemNamespaces = 4 // default, kube-system, kube-public, kube-node-lease
 
@@ -93,6 +99,18 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		o.ListRate = pages * f / float64(pagesPer(o))
 	} else {
 		o.ListRate = -1
+	}
+	// A pod's life: its events and status updates per pod created (a pod's updates less its binding and
+	// the two of its deletion), within what the workload's pod life holds.
+	if creates := res("pods").EtcdRequests["create"]; creates > 0 {
+		if ev := res("events").EtcdRequests["create"]; ev > 0 {
+			o.EventsPerPod = math.Min(maxEventsPerPod, ev/creates)
+		} else {
+			o.EventsPerPod = 1e-6 // none: zero would be the default
+		}
+		if up := res("pods").EtcdRequests["update"]; up > 0 {
+			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
+		}
 	}
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c
