@@ -12,6 +12,9 @@ import (
 // The apiserver's metrics a profile reads (the names of Kubernetes 1.30 and later, with the older names
 // they replaced where a release renamed one).
 const (
+	mResourceObjects  = "apiserver_resource_objects"
+	mSizeEstimate     = "apiserver_resource_size_estimate_bytes"
+	mBookmarks        = "etcd_bookmark_total"
 	mObjects          = "apiserver_storage_objects"
 	mObjectsOld       = "etcd_object_counts"
 	mEtcdRequests     = "etcd_requests_total"
@@ -67,7 +70,7 @@ func Build(apiservers, members []Series, opts Options) (*Profile, error) {
 	}
 	for _, s := range apiservers {
 		for _, sc := range s.Scrapes {
-			if !sc.has(mObjects, mObjectsOld, mEtcdRequests, mEtcdDuration, "apiserver_request_total") {
+			if !sc.has(mResourceObjects, mObjects, mObjectsOld, mEtcdRequests, mEtcdDuration, "apiserver_request_total") {
 				return nil, outcome.Usagef("profile: %s: not a kube-apiserver's metrics (no apiserver_storage_objects, etcd_requests_total or apiserver_request_total)", sc.Source)
 			}
 		}
@@ -127,8 +130,9 @@ func (s *Series) check(interval time.Duration) error {
 // listTotals are the storage lists' counters added up over apiservers, per resource.
 type listTotals struct {
 	lists, fetched, evaluated, returned map[string]float64
-	// sizes and lifetime are the watch events' count and bytes over the window and since the start.
-	sizes, lifetime map[string][2]float64
+	// sizes and lifetime are the watch events' count and bytes over the window and since the start;
+	// stored the objects' count and estimated bytes (apiserver_resource_size_estimate_bytes).
+	sizes, lifetime, stored map[string][2]float64
 }
 
 // res returns the profile's resource r, adding it.
@@ -145,7 +149,7 @@ func (p *Profile) res(r string) *Resource {
 // any apiserver reports: they share the storage), rates added up over apiservers.
 func (p *Profile) readApiservers(apiservers []Series) {
 	t := &listTotals{lists: map[string]float64{}, fetched: map[string]float64{}, evaluated: map[string]float64{},
-		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}}
+		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}, stored: map[string][2]float64{}}
 	for _, s := range apiservers {
 		p.readApiserver(s, t)
 	}
@@ -156,9 +160,14 @@ func (p *Profile) readApiservers(apiservers []Series) {
 		p.res(r).Lists = &Lists{PerSecond: round(n/apiservers[0].seconds(), 4), FetchedPerList: round(t.fetched[r]/n, 1),
 			EvaluatedPerList: round(t.evaluated[r]/n, 1), ReturnedPerList: round(t.returned[r]/n, 1)}
 	}
+	for r, st := range t.stored {
+		if r != "" && st[0] > 0 && st[1] > 0 {
+			p.res(r).MeanBytes = round(st[1]/st[0], 0) // the objects as stored, the best measure of etcd's values
+		}
+	}
 	for r, sz := range t.sizes {
 		switch {
-		case r == "":
+		case r == "" || (p.Resources[r] != nil && p.Resources[r].MeanBytes > 0):
 		case sz[0] > 0:
 			p.res(r).MeanBytes = round(sz[1]/sz[0], 0)
 		case t.lifetime[r][0] > 0:
@@ -171,7 +180,7 @@ func (p *Profile) readApiservers(apiservers []Series) {
 		for op, v := range r.EtcdRequests {
 			r.EtcdRequests[op] = round(v, 4)
 		}
-		r.CacheLists, r.WatchEvents = round(r.CacheLists, 4), round(r.WatchEvents, 4)
+		r.CacheLists, r.WatchEvents, r.Bookmarks = round(r.CacheLists, 4), round(r.WatchEvents, 4), round(r.Bookmarks, 4)
 	}
 }
 
@@ -179,13 +188,24 @@ func (p *Profile) readApiservers(apiservers []Series) {
 func (p *Profile) readApiserver(s Series, t *listTotals) {
 	perSecond := func(v float64) float64 { return v / s.seconds() }
 	last := s.last()
-	objects := last.sum(mObjects, resourceKey)
-	if len(objects) == 0 {
-		objects = last.sum(mObjectsOld, resourceKey)
+	// Kubernetes 1.34 deprecated apiserver_storage_objects for apiserver_resource_objects; older
+	// releases had etcd_object_counts. A count of -1 is a failed count.
+	objects := last.sum(mResourceObjects, resourceKey)
+	for _, older := range []string{mObjects, mObjectsOld} {
+		for r, n := range last.sum(older, resourceKey) {
+			if _, ok := objects[r]; !ok {
+				objects[r] = n
+			}
+		}
 	}
 	for r, n := range objects {
 		if r != "" && n >= 0 {
 			p.res(r).Objects = math.Max(p.res(r).Objects, n)
+		}
+	}
+	for r, b := range last.sum(mSizeEstimate, resourceKey) {
+		if n := objects[r]; r != "" && b > 0 && n > 0 {
+			t.stored[r] = [2]float64{t.stored[r][0] + n, t.stored[r][1] + b}
 		}
 	}
 	reqs := s.increase(mEtcdRequests, opResourceKey)
@@ -220,6 +240,7 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 	add(mCacheLists, func(r *Resource) *float64 { return &r.CacheLists }, true)
 	add(mCacheInits, func(r *Resource) *float64 { return &r.CacheInitializations }, false)
 	add(mWatchEvents, func(r *Resource) *float64 { return &r.WatchEvents }, true)
+	add(mBookmarks, func(r *Resource) *float64 { return &r.Bookmarks }, true)
 	counts, sums := s.increase(mWatchSizesCount, resourceKey), s.increase(mWatchSizesSum, resourceKey)
 	lastCounts, lastSums := last.sum(mWatchSizesCount, resourceKey), last.sum(mWatchSizesSum, resourceKey)
 	for r := range lastCounts {

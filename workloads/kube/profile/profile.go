@@ -66,7 +66,8 @@ type Source struct {
 type Resource struct {
 	// Objects stored (apiserver_storage_objects).
 	Objects float64 `yaml:"objects,omitempty"`
-	// MeanBytes is the mean size of an object as watchers received it (apiserver_watch_events_sizes).
+	// MeanBytes is the mean size of an object: as stored (apiserver_resource_size_estimate_bytes over
+	// the objects), else as watchers received it (apiserver_watch_events_sizes).
 	MeanBytes float64 `yaml:"mean_bytes,omitempty"`
 	// EtcdRequests are the apiservers' etcd requests per second by operation (etcd_requests_total, or
 	// etcd_request_duration_seconds_count): create, update, delete, get, list (a page each),
@@ -81,6 +82,9 @@ type Resource struct {
 	CacheInitializations float64 `yaml:"cache_initializations,omitempty"`
 	// WatchEvents per second sent to watchers (apiserver_watch_events_total).
 	WatchEvents float64 `yaml:"watch_events_per_second,omitempty"`
+	// Bookmarks per second are the progress notifications etcd sent the watch cache
+	// (etcd_bookmark_total).
+	Bookmarks float64 `yaml:"bookmarks_per_second,omitempty"`
 	// Watchers are the open watches of clients (apiserver_longrunning_requests{verb="WATCH"}).
 	Watchers float64 `yaml:"watchers,omitempty"`
 }

@@ -59,6 +59,13 @@ func TestBuildFigures(t *testing.T) {
 		// apiserver_watch_events_sizes: (1,260,000 + 1,280,000) bytes in (600 + 600) events.
 		{"pods mean bytes", pods.MeanBytes, 2117},
 		{"pods watch events/s", pods.WatchEvents, 1200.0 / 120},
+		// etcd_bookmark_total: 12 bookmarks in 120 s, apiserver 0 only.
+		{"pods bookmarks/s", pods.Bookmarks, 0.1},
+		// apiserver_resource_objects (Kubernetes 1.34 and later) with the size estimate of the stored
+		// objects: 24000 bytes over 12 configmaps; nodes' estimate over apiserver_storage_objects' 50.
+		{"configmaps objects", p.Resources["configmaps"].Objects, 12},
+		{"configmaps mean bytes", p.Resources["configmaps"].MeanBytes, 2000},
+		{"nodes mean bytes", p.Resources["nodes"].MeanBytes, 5250},
 		// apiserver_longrunning_requests{verb="WATCH"}: 3 + 2; the LIST series do not count.
 		{"pods watchers", pods.Watchers, 5},
 		// apiserver_storage_list_*: 30 lists fetched 45000 and returned 9000 objects.
@@ -86,6 +93,9 @@ func TestBuildFigures(t *testing.T) {
 	// Leases had no watch event in the window: the lifetime mean (1,200,000 / 3000) stands in, stated.
 	if v, ok := p.assumed("resources.leases.mean_bytes"); !ok || v != 400 {
 		t.Errorf("leases mean bytes assumption = %v, %v; want 400", v, ok)
+	}
+	if _, ok := p.assumed("resources.nodes.mean_bytes"); ok {
+		t.Error("nodes mean bytes was measured (the size estimate), yet assumed")
 	}
 	if v, ok := p.assumed("resources.events.mean_bytes"); !ok || v != 700 {
 		t.Errorf("events mean bytes assumption = %v, %v; want the workload's default 700", v, ok)
