@@ -574,6 +574,6 @@ func profileRealRun(opts FidelityOptions, real *fidelitySide, log io.Writer) err
 	if real == nil {
 		return errors.New("the real run did not run")
 	}
-	_, err := Profile(ProfileOptions{Run: real.dir, Name: "controlplane-" + opts.Preset, Out: filepath.Join(opts.Out, ProfileFile)}, log)
+	_, err := Profile(context.Background(), ProfileOptions{Run: real.dir, Name: "controlplane-" + opts.Preset, Out: filepath.Join(opts.Out, ProfileFile)}, log)
 	return err
 }

@@ -1,6 +1,7 @@
 package chaosbench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,10 @@ type ProfileOptions struct {
 	Run string
 	// Preset writes the profile of a kube preset from its plan instead (no metrics).
 	Preset string
+	// Prometheus is a Prometheus server's URL to read every scraped apiserver and etcd member from, at
+	// Start and End (RFC 3339, or a duration before now: "15m").
+	Prometheus string
+	Start, End string
 	// Interval, when set, is the time between consecutive scrapes (else each file's own).
 	Interval time.Duration
 	// Name names the profile.
@@ -36,7 +41,7 @@ type ProfileOptions struct {
 // Profile reads a kube workload profile from a live cluster's metrics and writes it to opts.Out, or to out
 // when that is "" or "-" (the profile's own assumptions and notes are in it; written to a file, they are
 // printed on out too). Bad input is a usage error (exit 2) and writes nothing.
-func Profile(opts ProfileOptions, out io.Writer) (*profile.Profile, error) {
+func Profile(ctx context.Context, opts ProfileOptions, out io.Writer) (*profile.Profile, error) {
 	if opts.Preset != "" {
 		if opts.Run != "" || len(opts.Apiservers) > 0 || len(opts.Etcd) > 0 {
 			return nil, outcome.Usagef("--preset writes a preset's profile from its plan: not with --run, --apiserver or --etcd")
@@ -50,6 +55,29 @@ func Profile(opts ProfileOptions, out io.Writer) (*profile.Profile, error) {
 			name = opts.Preset
 		}
 		return writeProfile(profile.FromConfig(name, cfg, 1), opts.Out, out)
+	}
+	if opts.Prometheus != "" {
+		if opts.Run != "" || len(opts.Apiservers) > 0 || len(opts.Etcd) > 0 {
+			return nil, outcome.Usagef("--prometheus reads every process from the server: not with --run, --apiserver or --etcd")
+		}
+		now := time.Now()
+		start, err := parseWhen("--start", opts.Start, now)
+		if err != nil {
+			return nil, err
+		}
+		end, err := parseWhen("--end", opts.End, now)
+		if err != nil {
+			return nil, err
+		}
+		as, es, err := profile.FromPrometheus(ctx, opts.Prometheus, []time.Time{start, end})
+		if err != nil {
+			return nil, err
+		}
+		p, err := profile.Build(as, es, profile.Options{Name: opts.Name})
+		if err != nil {
+			return nil, err
+		}
+		return writeProfile(p, opts.Out, out)
 	}
 	if opts.Run != "" {
 		if len(opts.Apiservers) > 0 || len(opts.Etcd) > 0 {
@@ -169,4 +197,19 @@ func runScrapes(dir string) (apiservers, etcd [][]string, err error) {
 		return nil, nil, outcome.Usagef("--run %s: no kube-apiserver scrapes in %s/", dir, MetricsDir)
 	}
 	return apiservers, etcd, nil
+}
+
+// parseWhen reads a time: RFC 3339, or a duration before now ("15m"); "" is now.
+func parseWhen(flag, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return now, nil
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(v, "-")); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, outcome.Usagef("%s %q: an RFC 3339 time or a duration before now (15m)", flag, v)
+	}
+	return t, nil
 }

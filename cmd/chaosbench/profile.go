@@ -11,7 +11,7 @@ import (
 )
 
 // profileCommand reads a kube workload profile from a live cluster's metrics.
-func profileCommand(stdout io.Writer, code *int) *cobra.Command {
+func profileCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var opts chaosbench.ProfileOptions
 	var apiservers, etcd []string
 	cmd := &cobra.Command{
@@ -28,7 +28,8 @@ Run it with 'chaosbench run --profile FILE [--scale X]' or qualify hardware for 
 Save scrapes with 'kubectl get --raw /metrics > apiserver-0.1.prom' and 'curl -s http://ETCD:2379/metrics >
 etcd-0.1.prom', then again minutes later (.2.prom). The files' modification times time them, or --interval.`,
 		Example: `  chaosbench profile --apiserver a0.1.prom,a0.2.prom --apiserver a1.1.prom,a1.2.prom --etcd e0.1.prom,e0.2.prom --out my.yaml
-  chaosbench profile --run results/20261128-controlplane --out small.yaml`,
+  chaosbench profile --run results/20261128-controlplane --out small.yaml
+  chaosbench profile --prometheus http://prometheus:9090 --start 30m --out mine.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			for _, a := range apiservers {
@@ -37,7 +38,9 @@ etcd-0.1.prom', then again minutes later (.2.prom). The files' modification time
 			for _, e := range etcd {
 				opts.Etcd = append(opts.Etcd, splitFiles(e))
 			}
-			_, err := chaosbench.Profile(opts, stdout)
+			ctx, cancel := interruptible(stderr, "stopping")
+			defer cancel()
+			_, err := chaosbench.Profile(ctx, opts, stdout)
 			*code = outcome.Code(err)
 			return err
 		},
@@ -46,6 +49,9 @@ etcd-0.1.prom', then again minutes later (.2.prom). The files' modification time
 	f.StringArrayVar(&apiservers, "apiserver", nil, "one kube-apiserver's scrapes, comma-separated in time order (repeat per apiserver)")
 	f.StringArrayVar(&etcd, "etcd", nil, "one etcd member's scrapes, comma-separated in time order (repeat per member)")
 	f.StringVar(&opts.Preset, "preset", "", "write a kube preset's profile from its plan (small, medium, large, xlarge) instead of reading metrics")
+	f.StringVar(&opts.Prometheus, "prometheus", "", "read every kube-apiserver and etcd member from a Prometheus server's HTTP API (URL) at --start and --end")
+	f.StringVar(&opts.Start, "start", "15m", "--prometheus: the window's start, RFC 3339 or a duration before now")
+	f.StringVar(&opts.End, "end", "", "--prometheus: the window's end, RFC 3339 or a duration before now (default now)")
 	f.StringVar(&opts.Run, "run", "", "a controlplane run's directory: read the scrapes it saved in metrics/")
 	f.DurationVar(&opts.Interval, "interval", 0, "time between consecutive scrapes (default: each file's header or modification time)")
 	f.StringVar(&opts.Name, "name", "", "the profile's name")
