@@ -149,7 +149,7 @@ func (w *Workload) lists(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.stream(ctx, "list-from-cache", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		w.stream(ctx, "list-from-cache", w.cfg.CacheListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(len(w.apiservers)))
 			if !w.owns(i) {
 				return

@@ -61,6 +61,10 @@ type Options struct {
 	// label-selector lists) and as many consistent lists served from the watch cache (0: one per 200 nodes;
 	// negative: none).
 	ListRate float64 `json:"list-rate"`
+	// CacheListRate is the consistent lists of pods served from the watch cache per second (0: as many as
+	// ListRate; negative: none): a profile sets it apart, as Kubernetes 1.34+ serves most lists from the
+	// cache and pages few from etcd.
+	CacheListRate float64 `json:"cache-list-rate,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).
@@ -151,6 +155,12 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 	}
 	if o.ListRate < 0 {
 		o.ListRate = 0
+	}
+	if o.CacheListRate == 0 {
+		o.CacheListRate = o.ListRate
+	}
+	if o.CacheListRate < 0 {
+		o.CacheListRate = 0
 	}
 	if o.EventTTL == 0 {
 		o.EventTTL = time.Hour

@@ -135,9 +135,9 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	}
 
 	add(ActorLists, "list/"+ResPods, c.ListRate*float64(c.pagesPerNamespaceList()))
-	add(ActorLists, "current-rv/"+ResPods, c.ListRate)
+	add(ActorLists, "current-rv/"+ResPods, c.CacheListRate)
 	if c.Active[ActorWatchCache] {
-		add(ActorLists, "cache-sync/"+ResPods, c.ListRate)
+		add(ActorLists, "cache-sync/"+ResPods, c.CacheListRate)
 	}
 
 	for _, res := range countedResources {

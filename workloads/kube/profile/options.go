@@ -112,6 +112,12 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
 		}
 	}
+	// Consistent lists of pods from the watch cache, apart from the pages read from etcd.
+	if cl := res("pods").CacheLists; cl > 0 {
+		o.CacheListRate = cl * f
+	} else if pages > 0 {
+		o.CacheListRate = -1
+	}
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c
 	}

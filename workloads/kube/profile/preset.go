@@ -26,6 +26,7 @@ func FromConfig(name string, cfg kube.Config, endpoints int) *Profile {
 	res("nodes").Objects = float64(cfg.Nodes)
 	res("pods").Objects = float64(cfg.Pods())
 	res("namespaces").Objects = float64(cfg.Namespaces + systemNamespaces)
+	res("pods").CacheLists = round(cfg.CacheListRate, 4)
 	for _, op := range cfg.Plan(endpoints) {
 		verb, kres, ok := strings.Cut(op.Op, "/")
 		r, known := emulated[kres]

@@ -117,6 +117,10 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.Apiservers != 2 || o.Nodes != 50 || o.PodsPerNode != 30 || o.Namespaces != 5 || o.Churn != 2 || o.ListRate != 0.25 || o.CompactionInterval != 30*time.Second {
 		t.Errorf("1x options = %+v", o)
 	}
+	// apiserver_cache_list_total: one consistent list of pods a second from the watch caches.
+	if o.CacheListRate != 1 {
+		t.Errorf("cache list rate %v, want 1", o.CacheListRate)
+	}
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
 		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
 	}
