@@ -87,6 +87,9 @@ func Build(apiservers, members []Series, opts Options) (*Profile, error) {
 		Source: Source{Apiservers: len(apiservers), EtcdMembers: len(members), Scrapes: len(first.Scrapes),
 			WindowSeconds: round(first.seconds(), 1),
 			From:          first.Scrapes[0].At.UTC().Format(time.RFC3339), To: first.last().At.UTC().Format(time.RFC3339)}}
+	if opts.Interval == 0 && !first.Scrapes[0].AtKnown {
+		p.Source.Notes = append(p.Source.Notes, "the scrapes are timed by their files' modification times (no chaosbench header, no --interval)")
+	}
 	for _, s := range apiservers {
 		p.Source.Notes = append(p.Source.Notes, s.resets(apiserverCounters)...)
 	}

@@ -122,7 +122,7 @@ func (s Scrape) has(names ...string) bool {
 	return false
 }
 
-// sum adds the series of a name per key(labels); series for which key returns "" ... are kept under "".
+// sum adds up the series of a name per key(labels).
 func (s Scrape) sum(name string, key func(map[string]string) string) map[string]float64 {
 	out := map[string]float64{}
 	for _, smp := range s.Samples {
