@@ -75,6 +75,9 @@ type Options struct {
 	// ObjectSizes overrides value size distributions, resource=size or resource=min-max, comma-separated
 	// (e.g. pods=4k-16k,events=1k); see DefaultSizes.
 	ObjectSizes string `json:"object-sizes,omitempty"`
+	// StatusRate is the Maintenance.Status requests per second, all apiservers together (0: each
+	// apiserver polls every endpoint every 30 s; negative: none).
+	StatusRate float64 `json:"status-rate,omitempty"`
 	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 3) of a pod's life on
 	// average, pods alternating between the whole numbers around them (0: 5 events, 2.5 updates); a
 	// profile sets them from a cluster's own events and pod updates per pod created.

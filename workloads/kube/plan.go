@@ -152,7 +152,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
 		}
 	}
-	add(ActorPolls, "status", a*float64(endpoints)/statusPollPeriod.Seconds())
+	add(ActorPolls, "status", c.statusRate(endpoints))
 	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
 
 	interval := c.CompactionInterval.Seconds()
@@ -268,4 +268,17 @@ func MergeSummaries(cfg Config, parts []*results.Kube, ops map[string]*results.O
 	}
 	k.SLO, k.SLOPass = results.JudgeSLO(ops)
 	return k
+}
+
+// statusRate is the rate of Maintenance.Status requests: every apiserver's of every endpoint every 30 s,
+// unless the options set it (a profile: Kubernetes 1.37 reads the database size when its metrics are
+// scraped).
+func (c Config) statusRate(endpoints int) float64 {
+	switch {
+	case c.StatusRate > 0:
+		return c.StatusRate
+	case c.StatusRate < 0:
+		return 0
+	}
+	return float64(c.Apiservers*endpoints) / statusPollPeriod.Seconds()
 }

@@ -118,6 +118,14 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	} else if pages > 0 {
 		o.CacheListRate = -1
 	}
+	// Status: what the cluster's etcd served (1.37 apiservers read the database size when scraped).
+	if p.Etcd != nil {
+		if st := p.Etcd.GRPCRequests["Status"]; st > 0 {
+			o.StatusRate = st // the scrapes' pace, not the cluster's size
+		} else {
+			o.StatusRate = -1
+		}
+	}
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c
 	}

@@ -121,6 +121,10 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.CacheListRate != 1 {
 		t.Errorf("cache list rate %v, want 1", o.CacheListRate)
 	}
+	// etcd served no Status in the window: the emulation sends none.
+	if o.StatusRate != -1 {
+		t.Errorf("status rate %v, want none (-1)", o.StatusRate)
+	}
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
 		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
 	}
