@@ -67,3 +67,36 @@ func TestProfileFromRun(t *testing.T) {
 		t.Errorf("--run of a directory without scrapes: %v, want a usage error", err)
 	}
 }
+
+// TestGrowthLadderAtPreset: qualify --profile with a preset's profile (ci/profiles) runs, at 1x, the
+// preset class's own step: the same plan, so the two ladders agree where a profile equals a preset.
+func TestGrowthLadderAtPreset(t *testing.T) {
+	for _, preset := range kube.Presets {
+		o := DefaultQualifyOptions()
+		o.Profile = filepath.Join("ci", "profiles", preset+".yaml")
+		grown := o.stepScenario("1x", "", 1)
+		opts, err := grown.kubeOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := opts.Resolve(grown.Duration)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Profile = ""
+		class := o.stepScenario(preset, "", 1)
+		want, err := class.Kube.Resolve(class.Duration)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := got.Plan(1), want.Plan(1)
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d planned operations at 1x, %d in the class's step", preset, len(a), len(b))
+		}
+		for i := range a {
+			if a[i].Op != b[i].Op || a[i].Rate < 0.999*b[i].Rate || a[i].Rate > 1.001*b[i].Rate {
+				t.Errorf("%s: %s %g/s at 1x, %s %g/s in the class's step", preset, a[i].Op, a[i].Rate, b[i].Op, b[i].Rate)
+			}
+		}
+	}
+}
