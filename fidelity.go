@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -39,7 +40,13 @@ type FidelityOptions struct {
 	Out string
 	// Seed seeds both runs.
 	Seed int64
+	// FromProfile runs the real control plane first, profiles it from its own metrics (ProfileFile in
+	// Out) and runs the emulation from that profile instead of the preset.
+	FromProfile bool
 }
+
+// ProfileFile is the profile `fidelity --profile` reads from the real run and drives the emulation with.
+const ProfileFile = "profile.yaml"
 
 // FidelityRow is one quantity measured at etcd in both runs, per second unless it says otherwise. Rows
 // are informational: whether a quantity matches is reported, and decides nothing (fidelity has no gate).
@@ -86,7 +93,20 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 	var sides [2]*fidelitySide
 	var runs [2]fidelityRun
 	var extra []outcome.Reason
-	for i, wl := range []string{"kube", kubeapi.Name} {
+	workloadNames := []string{"kube", kubeapi.Name}
+	order := []int{0, 1}
+	if opts.FromProfile {
+		order = []int{1, 0} // the emulation runs from the real run's profile
+	}
+	for n, i := range order {
+		wl := workloadNames[i]
+		if wl == "kube" && opts.FromProfile {
+			if err := profileRealRun(opts, sides[1], env.Out); err != nil {
+				extra = append(extra, outcome.New(outcome.HarnessError, "fidelity: no profile of the real run: %v", err))
+				runs[i] = fidelityRun{workload: wl, skipped: true}
+				break
+			}
+		}
 		side, err := runFidelitySide(ctx, opts, env, wl)
 		if outcome.IsUsage(err) {
 			return nil, err
@@ -94,8 +114,8 @@ func Fidelity(ctx context.Context, opts FidelityOptions, env Env) (*FidelityRepo
 		sides[i], runs[i] = side, fidelityRun{workload: wl, dir: side.dir, err: err}
 		if ctx.Err() != nil {
 			extra = append(extra, outcome.New(outcome.Incomplete, "fidelity was interrupted during the %s run", wl))
-			if i == 0 {
-				runs[1] = fidelityRun{workload: kubeapi.Name, skipped: true}
+			if n == 0 {
+				runs[order[1]] = fidelityRun{workload: workloadNames[order[1]], skipped: true}
 			}
 			break
 		}
@@ -175,11 +195,14 @@ func (opts *FidelityOptions) setDefaults() {
 	}
 }
 
-// fidelityScenario is the run of one side of the comparison: workload wl at the preset, on a fresh
-// cluster, without faults or a history to check.
+// fidelityScenario is the run of one side of the comparison: workload wl at the preset (with FromProfile,
+// the emulation at the real run's profile), on a fresh cluster, without faults or a history to check.
 func fidelityScenario(opts FidelityOptions, wl string) Scenario {
 	s := DefaultScenario()
 	s.Workload, s.Kube.Preset, s.Members, s.Duration, s.Seed = wl, opts.Preset, opts.Members, opts.Duration, opts.Seed
+	if opts.FromProfile && wl == "kube" {
+		s.Kube.Preset, s.Profile = "", filepath.Join(opts.Out, ProfileFile)
+	}
 	s.KubeVersion = opts.KubeVersion
 	s.Faults.Schedule = []string{"none"}
 	s.History, s.Check = false, false
@@ -544,4 +567,13 @@ func readShapes(dir string) (map[string]int64, error) {
 		return nil, fmt.Errorf("fidelity: %s: %w", ShapesFile, err)
 	}
 	return counts, nil
+}
+
+// profileRealRun writes the profile of the real run (its saved scrapes) that the emulation then runs from.
+func profileRealRun(opts FidelityOptions, real *fidelitySide, log io.Writer) error {
+	if real == nil {
+		return errors.New("the real run did not run")
+	}
+	_, err := Profile(context.Background(), ProfileOptions{Run: real.dir, Name: "controlplane-" + opts.Preset, Out: filepath.Join(opts.Out, ProfileFile)}, log)
+	return err
 }

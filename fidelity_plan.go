@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
@@ -22,6 +23,10 @@ func FidelityPlan(ctx context.Context, opts FidelityOptions, env Env) error {
 		opts.Preset, opts.Duration, opts.Members, opts.Out)
 	for _, wl := range []string{"kube", kubeapi.Name} {
 		fmt.Fprintf(env.Out, "\n=== %s\n", wl)
+		if opts.FromProfile && wl == "kube" {
+			fmt.Fprintf(env.Out, "after the control plane: the kube workload from its profile (%s), read from its own metrics\n", filepath.Join(opts.Out, ProfileFile))
+			continue
+		}
 		s := fidelityScenario(opts, wl)
 		s.DryRun = true
 		if _, err := Run(ctx, s, env); err != nil {

@@ -40,8 +40,14 @@ type QualifyOptions struct {
 	// Out is the qualification directory (default results/<time>-qualify); each step's run directory is
 	// inside it.
 	Out string
-	// Class is the one class to qualify, or "auto" to climb small -> xlarge until one fails.
+	// Class is the one class to qualify, or "auto" to climb small -> xlarge until one fails; with Profile,
+	// a growth factor ("2x") or "auto" to climb the growth factors.
 	Class string
+	// Profile, when set, replaces the preset classes by a kube workload profile grown by each of Growth
+	// (default DefaultGrowth) in turn; ScaleRates grows its request rates alone.
+	Profile    string
+	Growth     []float64
+	ScaleRates bool
 	// StepDuration is each step's measured load; Warmup precedes it and is excluded.
 	StepDuration time.Duration
 	Warmup       time.Duration
@@ -88,7 +94,10 @@ func DefaultQualifyOptions() QualifyOptions {
 }
 
 func (o *QualifyOptions) validate() error {
-	if o.Class != "auto" && !slices.Contains(Classes, o.Class) {
+	if err := o.validateGrowth(); err != nil {
+		return err
+	}
+	if o.Class != "auto" && !o.isLadderClass(o.Class) {
 		if s := outcome.Suggest(o.Class, append([]string{"auto"}, Classes...)); s != "" {
 			return outcome.Usagef("--class %q: auto or %s (did you mean %s?)", o.Class, strings.Join(Classes, ", "), s)
 		}
@@ -164,6 +173,9 @@ func (o *QualifyOptions) validate() error {
 
 // classes are the classes the ladder climbs.
 func (o *QualifyOptions) classes() []string {
+	if o.Class == "auto" && o.Profile != "" {
+		return o.growthClasses()
+	}
 	if o.Class == "auto" {
 		return Classes
 	}
@@ -179,12 +191,30 @@ func (o *QualifyOptions) stepScenario(class, dir string, seed int64) Scenario {
 	s.Seed = seed
 	s.Workload = "kube"
 	s.Kube = kube.Options{Preset: class}
+	if f, ok := growthFactor(class); ok && o.Profile != "" {
+		s.Kube = kube.Options{}
+		s.Profile, s.Scale, s.ScaleRates = o.Profile, f, o.ScaleRates
+	}
 	s.Duration = o.StepDuration + o.Warmup
 	s.Warmup = o.Warmup
 	s.Thresholds = append(slices.Clone(o.Scenario.Thresholds), stepThresholds...)
 	s.Faults.Schedule = []string{"none"}
 	s.Progress = o.Progress
 	return s
+}
+
+// nodes is the node count of a step: its preset's, or its profile's at its growth factor.
+func (o *QualifyOptions) nodes(class string) int {
+	s := o.stepScenario(class, "", 0)
+	opts, err := s.kubeOptions()
+	if err != nil {
+		return 0
+	}
+	cfg, err := opts.Resolve(s.Duration)
+	if err != nil {
+		return 0
+	}
+	return cfg.Nodes
 }
 
 // classNodes is the node count of a class's preset.
@@ -272,7 +302,7 @@ func (o *QualifyOptions) begin() (*Qualification, string, error) {
 		return nil, "", outcome.Usagef("--out %s: %v", dir, err)
 	}
 	q := &Qualification{
-		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start,
+		Schema: QualificationSchema, Requested: o.Class, Seed: o.Scenario.Seed, Start: start, Profile: o.Profile,
 		// Members, versions and the machine are what the steps observe (decide), never the flags' defaults.
 		Cluster: QualifiedCluster{
 			Backend: o.Scenario.Cluster, EtcdFlags: o.Scenario.EtcdFlags,
@@ -280,6 +310,9 @@ func (o *QualifyOptions) begin() (*Qualification, string, error) {
 			DataRoot: o.DataRoot,
 		},
 		StepSeconds: o.StepDuration.Seconds(), WarmupSeconds: o.Warmup.Seconds(),
+	}
+	if o.Profile != "" {
+		q.Ladder = o.growthClasses()
 	}
 	if o.EtcdctlCompat {
 		q.CompatLoad = o.CompatLoad
@@ -412,7 +445,7 @@ func (o *QualifyOptions) runStep(ctx context.Context, dir, class string, seed in
 		return nil, fmt.Errorf("step %s: %w", class, err)
 	}
 	defer log.Close()
-	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, classNodes(class), o.StepDuration, o.Warmup, log.Name())
+	fmt.Fprintf(o.Log, "step %s (%d nodes): %s of kube load (plus %s warm-up), log %s\n", class, o.nodes(class), o.StepDuration, o.Warmup, log.Name())
 	env := o.stepEnv(log, fmt.Sprintf("step %d/%d %s", slices.Index(o.classes(), class)+1, len(o.classes()), class))
 	var clientRTT []ClientRTT
 	env.ClusterReady = func(ctx context.Context, c clusters.Cluster) { clientRTT = measureClientRTT(ctx, c) }

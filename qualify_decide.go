@@ -126,7 +126,7 @@ func (q *Qualification) ownReasons() []outcome.Reason {
 // smallest.
 func (q *Qualification) target() string {
 	if q.Requested == "auto" || q.Requested == "" {
-		return Classes[0]
+		return q.ladder()[0]
 	}
 	return q.Requested
 }
@@ -178,7 +178,10 @@ func (q *Qualification) ladderAnswer() string {
 		last := passed[len(passed)-1]
 		q.Qualified = last.Class
 		head = fmt.Sprintf("qualified for %s (%d nodes)", last.Class, last.Nodes)
-		if q.Requested == "auto" && last.Class == Classes[len(Classes)-1] {
+		if q.Profile != "" {
+			head = fmt.Sprintf("qualified for %s this cluster's traffic (%d nodes)", last.Class, last.Nodes)
+		}
+		if ladder := q.ladder(); q.Requested == "auto" && last.Class == ladder[len(ladder)-1] {
 			head += ", the largest class"
 		}
 	}
@@ -288,7 +291,7 @@ func (q *Qualification) observe() {
 // stepNotRun is a ladder step whose run left no summary: nothing of the hardware was measured, a harness
 // error.
 func stepNotRun(class, why string) *Step {
-	return &Step{Class: class, Nodes: classNodes(class), Dir: "step-" + class, Verdict: StepUndecided, Resource: "harness",
+	return &Step{Class: class, Nodes: stepNodes(class, nil), Dir: "step-" + class, Verdict: StepUndecided, Resource: "harness",
 		Reasons: []string{why}, Outcome: outcome.Decide(outcome.New(outcome.HarnessError, "%s", why))}
 }
 
@@ -318,7 +321,7 @@ func DecideQualificationDir(dir, requested string) (*Qualification, error) {
 	if requested != "" {
 		q.Requested = requested
 	}
-	if q.Requested != "auto" && !slices.Contains(Classes, q.Requested) {
+	if _, growth := growthFactor(q.Requested); q.Requested != "auto" && !slices.Contains(q.ladder(), q.Requested) && !growth {
 		return nil, outcome.Usagef("class %q: auto or %s", q.Requested, strings.Join(Classes, ", "))
 	}
 	if q.CompatLoad != "" {
@@ -334,7 +337,7 @@ func DecideQualificationDir(dir, requested string) (*Qualification, error) {
 
 // readLadder judges the ladder's step directories in dir, smallest class first, and the fault step's.
 func (q *Qualification) readLadder(dir string, recorded map[string]Step) error {
-	classes := Classes
+	classes := q.ladder()
 	if q.Requested != "auto" {
 		classes = []string{q.Requested}
 	}
@@ -357,7 +360,7 @@ func (q *Qualification) readLadder(dir string, recorded map[string]Step) error {
 		st.Dir, st.ClientRTT = "step-"+class, recorded[class].ClientRTT
 		q.Steps = append(q.Steps, *st)
 	}
-	for _, class := range Classes {
+	for _, class := range q.ladder() {
 		s, ok, err := readStepSummary(dir, "faults-"+class)
 		if err != nil || !ok {
 			if err != nil {

@@ -39,7 +39,13 @@ func observedSummary() *results.Summary {
 }
 
 var (
-	pass        = func(*results.Summary) {}
+	pass = func(*results.Summary) {}
+	// grown is a step of a growth ladder: the kube workload of a profile emulating nodes nodes.
+	grown = func(nodes int) func(s *results.Summary) {
+		return func(s *results.Summary) {
+			s.Kube = &results.Kube{Cluster: fmt.Sprintf("profile mine at some growth: %d nodes, %d pods in 5 namespaces", nodes, 30*nodes)}
+		}
+	}
 	overLatency = func(s *results.Summary) {
 		s.Thresholds = []results.ThresholdResult{{Expr: "get/*:p99<=1s", Set: "k8s-slo", Verdict: results.ThresholdFail, Observed: "3s", Detail: "get p99 3s > 1s"}}
 		s.Diagnosis = []results.Finding{{Severity: results.SeverityProblem, Topic: "disk", Message: "WAL fsync p99 50ms on m1 > 10.0ms"}}
@@ -187,6 +193,22 @@ func TestDecideQualification(t *testing.T) {
 			name: "etcdctl-compat: a member crashes", recorded: &Qualification{Requested: "auto", CompatLoad: "auto"},
 			steps: []recordedStep{{"compat-s", func(s *results.Summary) { putsAt(150, 20)(s); threeMembers(0)(s); crashed(s) }}},
 			kind:  outcome.MemberCrashed, verdict: "FAIL (member-crashed): etcdctl check perf's rule: load s (150 writes/s, 50 clients) PASS", names: "; etcdctl-compat s: member m1 crashed (exit status 2): panic: boom",
+		},
+		{
+			// qualify --profile: the rungs are growth factors of the profile, judged as the classes are.
+			name: "growth: 1.5x passes, 2x over its thresholds", recorded: &Qualification{Requested: "auto", Profile: "mine.yaml", Ladder: []string{"1x", "1.5x", "2x", "3x"}},
+			steps: []recordedStep{{"step-1x", grown(50)}, {"step-1.5x", grown(75)}, {"step-2x", func(s *results.Summary) { grown(100)(s); overLatency(s) }}},
+			kind:  outcome.OK, verdict: "PASS (ok): qualified for 1.5x this cluster's traffic (75 nodes); not 2x: threshold get/*:p99<=1s failed", names: "at the 100-node load (disk: ", qualified: "1.5x",
+		},
+		{
+			name: "growth: 1x over its thresholds", recorded: &Qualification{Requested: "auto", Profile: "mine.yaml", Ladder: []string{"1x", "2x"}},
+			steps: []recordedStep{{"step-1x", func(s *results.Summary) { grown(50)(s); overLatency(s) }}},
+			kind:  outcome.ThresholdFailed, verdict: "FAIL (threshold-failed): not qualified for 1x (50 nodes): threshold get/*:p99<=1s failed",
+		},
+		{
+			name: "growth: 2x loses acknowledged writes", recorded: &Qualification{Requested: "auto", Profile: "mine.yaml", Ladder: []string{"1x", "2x"}},
+			steps: []recordedStep{{"step-1x", grown(50)}, {"step-2x", func(s *results.Summary) { grown(100)(s); lostWrites(s) }}},
+			kind:  outcome.Violation, verdict: "FAIL (violation): qualified for 1x this cluster's traffic (50 nodes); not 2x: linearizability: duplicate revision", qualified: "1x",
 		},
 		{
 			name: "under faults, writes stopped too long", requested: "small",

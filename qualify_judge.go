@@ -49,7 +49,11 @@ type Qualification struct {
 	outcome.Outcome
 	// Requested is the class asked for, or "auto"; Qualified the largest class that passed ("" for none).
 	// CompatLoad is the --etcdctl-compat load asked for ("auto" or a load; "" for the ladder).
-	Requested  string           `json:"requested"`
+	Requested string `json:"requested"`
+	// Profile is the kube workload profile a growth ladder climbs, and Ladder its rungs (growth factors,
+	// "1x", "1.5x", ...); both empty for the preset classes.
+	Profile    string           `json:"profile,omitempty"`
+	Ladder     []string         `json:"ladder,omitempty"`
 	CompatLoad string           `json:"compat_load,omitempty"`
 	Qualified  string           `json:"qualified_class"`
 	ExitCode   int              `json:"exit_code"`
@@ -190,16 +194,16 @@ func (st *Step) line() string {
 // else happened, an undecided check or a generator that fell behind leaves it undecided before any
 // threshold fails it.
 func judgeStep(class string, s *results.Summary, disk *DiskQualification) *Step {
-	st := &Step{Class: class, Nodes: classNodes(class), PlannedRate: s.Schedule.TargetRate, Observed: observe(s), MeasuredSeconds: s.MeasuredSeconds}
+	st := &Step{Class: class, Nodes: stepNodes(class, s), PlannedRate: s.Schedule.TargetRate, Observed: observe(s), MeasuredSeconds: s.MeasuredSeconds}
 	run := results.Decide(s)
 	st.RunOutcome = run.Kind
 	stepFigures(st, s)
 	st.Context = stepContext(st, s.Cluster.MemberCPUs)
 
 	rs, quota, lagged := stepReasons(st, s, run)
-	diskBars := disk != nil && !disk.allows(class)
+	diskBars := disk != nil && !disk.allowsStep(class, st.PlannedRate)
 	if diskBars {
-		rs = append(rs, outcome.New(outcome.ThresholdFailed, "disk probe: %s", disk.why(class)))
+		rs = append(rs, outcome.New(outcome.ThresholdFailed, "disk probe: %s", disk.whyStep(class, st.PlannedRate)))
 	}
 	st.Outcome = outcome.Decide(rs...)
 	st.Verdict = stepVerdict(st.Outcome)

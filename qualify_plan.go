@@ -40,8 +40,12 @@ func QualifyPlan(o QualifyOptions, w io.Writer) error {
 		return nil
 	}
 	for _, c := range o.classes() {
-		fmt.Fprintf(w, "step %s: the kube workload for a %d-node cluster, %s after %s of warm-up, no faults, judged by %s\n",
-			c, classNodes(c), o.StepDuration, o.Warmup, strings.Join(stepThresholds, ", "))
+		what := fmt.Sprintf("the kube workload for a %d-node cluster", o.nodes(c))
+		if o.Profile != "" {
+			what = fmt.Sprintf("the kube workload of profile %s grown %s (%d nodes)", o.Profile, c, o.nodes(c))
+		}
+		fmt.Fprintf(w, "step %s: %s, %s after %s of warm-up, no faults, judged by %s\n",
+			c, what, o.StepDuration, o.Warmup, strings.Join(stepThresholds, ", "))
 	}
 	if o.EarlyStop && o.MinStep < o.StepDuration {
 		fmt.Fprintf(w, "a step ends after %s measured once its verdict cannot change with 95%% confidence (--early-stop)\n", o.MinStep)

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	"github.com/etcd-chaosbench/chaosbench/clusters/controlplane"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube/profile"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
 
@@ -54,7 +58,9 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 	if r.cpBefore == nil {
 		return nil
 	}
-	rep := controlplane.Compare(*r.cpBefore, r.controlPlane.Snapshot(ctx))
+	after := r.controlPlane.Snapshot(ctx)
+	r.saveScrapes(ctx, 2)
+	rep := controlplane.Compare(*r.cpBefore, after)
 	type file struct {
 		controlplane.Report
 		Workload *kubeapi.Stats `json:"workload,omitempty"`
@@ -72,4 +78,51 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 	}
 	fmt.Fprintln(r.out)
 	return rep.WriteText(r.out)
+}
+
+// MetricsDir is the directory of a controlplane run that holds every apiserver's and every etcd member's
+// /metrics as served where the load began (NAME.1.prom) and where it ended (NAME.2.prom), each led by the
+// time of its scrape: the input of `chaosbench profile --run`.
+const MetricsDir = "metrics"
+
+// saveScrapes saves every apiserver's and every etcd member's metrics text as scrape n. A scrape that
+// fails is left out (a profile then says which process it lacks).
+func (r *run) saveScrapes(ctx context.Context, n int) {
+	dir := filepath.Join(r.dir, MetricsDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	save := func(name string, body []byte) {
+		head := profile.ScrapeHeader + time.Now().UTC().Format(time.RFC3339Nano) + "\n"
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s.%d.prom", name, n)), append([]byte(head), body...), 0o644)
+	}
+	for i := range r.controlPlane.APIServerURLs() {
+		if body, err := r.controlPlane.ScrapeText(ctx, i); err == nil {
+			save(fmt.Sprintf("kube-apiserver-%d", i), body)
+		}
+	}
+	for i, p := range clusters.Processes(r.cluster) {
+		if body, err := fetchText(ctx, p.MetricsURL()+"/metrics"); err == nil {
+			save(fmt.Sprintf("etcd-%d", i), body)
+		}
+	}
+}
+
+// fetchText GETs a URL's body.
+func fetchText(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }

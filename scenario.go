@@ -62,6 +62,12 @@ type Scenario struct {
 
 	Micro workloads.MicroOptions `json:"micro"`
 	Kube  kube.Options           `json:"kube"`
+	// Profile drives the kube workload (and the controlplane workload) from a kube workload profile
+	// (chaosbench profile) instead of a preset, grown by Scale: objects, rates and watchers together, or
+	// with ScaleRates the request rates alone. Explicit kube settings override the profile's.
+	Profile    string  `json:"profile,omitempty"`
+	Scale      float64 `json:"scale,omitempty"`
+	ScaleRates bool    `json:"scale-rates,omitempty"`
 	// KubeVersion is the Kubernetes release of the controlplane workload's real control plane.
 	KubeVersion string `json:"kube-version,omitempty"`
 	// DryRun prints the plan and starts nothing.

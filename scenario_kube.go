@@ -3,6 +3,7 @@ package chaosbench
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/workloads"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube/profile"
 	"github.com/etcd-chaosbench/chaosbench/workloads/kubeapi"
 )
 
@@ -35,6 +37,9 @@ func bindKubeFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&k.ObjectSizes, "object-sizes", k.ObjectSizes, "kube: value sizes, resource=size or resource=min-max, e.g. pods=4k-16k,events=1k")
 	fs.StringSliceVar(&k.Actors, "actors", k.Actors, "kube: run only these actors ("+strings.Join(kube.Actors, ", ")+"; default all)")
 	fs.StringSliceVar(&k.SkipActors, "skip-actors", k.SkipActors, "kube: turn these actors off")
+	fs.StringVar(&s.Profile, "profile", s.Profile, "kube: drive the workload from a kube workload profile (chaosbench profile) instead of a preset")
+	fs.Float64Var(&s.Scale, "scale", s.Scale, "kube: with --profile, grow the profile's objects, rates and watchers by this factor (0: 1)")
+	fs.BoolVar(&s.ScaleRates, "scale-rates", s.ScaleRates, "kube: with --profile, --scale grows the request rates only, not the objects")
 	fs.BoolVar(&s.DryRun, "dry-run", s.DryRun, "print the planned request rates per actor and operation (kube) and exit without starting anything")
 }
 
@@ -57,7 +62,11 @@ func (s *Scenario) newWorkload() (workloads.Workload, *kube.Config, error) {
 	if s.Total > 0 {
 		return nil, nil, outcome.Usagef("--total: the %s workload runs for --duration", s.Workload)
 	}
-	cfg, err := s.Kube.Resolve(s.Duration)
+	opts, err := s.kubeOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := opts.Resolve(s.Duration)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,4 +103,68 @@ func (s *Scenario) writeDryRun(w io.Writer, cfg *kube.Config) error {
 		return nil
 	}
 	return kube.WritePlan(w, *cfg, cfg.Plan(s.endpointCount()))
+}
+
+// kubeOptions returns the kube options of the run: the scenario's, over its profile's (at its scale) when
+// it has one.
+func (s *Scenario) kubeOptions() (kube.Options, error) {
+	if s.Profile == "" {
+		if s.Scale != 0 || s.ScaleRates {
+			return kube.Options{}, outcome.Usagef("--scale and --scale-rates grow a --profile: give one")
+		}
+		return s.Kube, nil
+	}
+	if s.Kube.Preset != "" {
+		return kube.Options{}, outcome.Usagef("--profile %s and --preset %s: one or the other", s.Profile, s.Kube.Preset)
+	}
+	p, err := profile.Load(s.Profile)
+	if err != nil {
+		return kube.Options{}, err
+	}
+	sc := profile.Scale{Factor: s.Scale, RatesOnly: s.ScaleRates}
+	from, err := p.Options(sc)
+	if err != nil {
+		return kube.Options{}, err
+	}
+	return mergeKubeOptions(from, s.Kube, fmt.Sprintf("profile %s at %s", profileLabel(s.Profile, p), sc)), nil
+}
+
+// profileLabel names a profile in reports: its name, else its file's.
+func profileLabel(path string, p *profile.Profile) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}
+
+// mergeKubeOptions is the profile's options with every explicit (non-zero) setting of set over them.
+func mergeKubeOptions(from, set kube.Options, label string) kube.Options {
+	o := from
+	o.Label = label
+	pick := func(dst *int, v int) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	pick(&o.Nodes, set.Nodes)
+	pick(&o.PodsPerNode, set.PodsPerNode)
+	pick(&o.Namespaces, set.Namespaces)
+	pick(&o.Apiservers, set.Apiservers)
+	if set.Churn != 0 {
+		o.Churn = set.Churn
+	}
+	if set.ListRate != 0 {
+		o.ListRate = set.ListRate
+	}
+	if set.EventTTL != 0 {
+		o.EventTTL = set.EventTTL
+	}
+	if set.CompactionInterval != 0 {
+		o.CompactionInterval = set.CompactionInterval
+	}
+	if set.ObjectSizes != "" {
+		o.ObjectSizes = strings.Trim(o.ObjectSizes+","+set.ObjectSizes, ",")
+	}
+	o.Actors, o.SkipActors = set.Actors, set.SkipActors
+	return o
 }

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -85,6 +86,20 @@ func (c *ControlPlane) Usage() map[string]Usage {
 
 // Scrape fetches apiserver i's /metrics.
 func (c *ControlPlane) Scrape(ctx context.Context, i int) (map[string]*dto.MetricFamily, error) {
+	body, err := c.ScrapeText(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	var parser expfmt.TextParser
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("scrape kube-apiserver-%d: parse: %w", i, err)
+	}
+	return fams, nil
+}
+
+// ScrapeText fetches apiserver i's /metrics as the text it serves.
+func (c *ControlPlane) ScrapeText(ctx context.Context, i int) ([]byte, error) {
 	hc, err := c.HTTPClient()
 	if err != nil {
 		return nil, err
@@ -105,10 +120,9 @@ func (c *ControlPlane) Scrape(ctx context.Context, i int) (map[string]*dto.Metri
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("scrape kube-apiserver-%d: %s: %s", i, resp.Status, body)
 	}
-	var parser expfmt.TextParser
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("scrape kube-apiserver-%d: parse: %w", i, err)
+		return nil, fmt.Errorf("scrape kube-apiserver-%d: %w", i, err)
 	}
-	return fams, nil
+	return body, nil
 }

@@ -163,7 +163,9 @@ func docInputs(path string, args []string) []string {
 		a := args[i]
 		name, value, hasValue := strings.Cut(a, "=")
 		switch {
-		case slices.Contains([]string{"--config", "--disk-result", "--replay", "--observer"}, name):
+		case name == "--profile" && !hasValue && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")):
+			// fidelity --profile is a switch; run and qualify --profile read a file.
+		case slices.Contains([]string{"--config", "--disk-result", "--replay", "--observer", "--profile"}, name):
 			if !hasValue && i+1 < len(args) {
 				i++
 				value = args[i]
@@ -187,7 +189,7 @@ func takesValue(flag string) bool {
 	switch flag {
 	case "--tls", "--dry-run", "--failpoints", "--binary-only", "--list", "--retry-harness", "--redact",
 		"--with-faults", "--etcdctl-compat", "--watches", "--all", "--images", "--cache", "--prev-kv",
-		"--across-hosts", "--worker-containers", "--fail-on-regression", "--check", "--check-during-load", "--help":
+		"--across-hosts", "--worker-containers", "--fail-on-regression", "--check", "--check-during-load", "--help", "--scale-rates":
 		return false
 	}
 	return true

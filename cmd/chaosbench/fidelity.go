@@ -53,6 +53,7 @@ runs' own (a violation or a crashed member in either is exit 4), with fidelity's
 	f.StringVar(&opts.KubeVersion, "kube-version", "", "Kubernetes release of the real control plane (default the one chaosbench's client-go matches)")
 	f.StringVar(&opts.Out, "out", "", "directory for both runs and the comparison (default results/<time>-fidelity-<preset>)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of both runs; 0 picks one")
+	f.BoolVar(&opts.FromProfile, "profile", false, "run the real control plane first, profile it from its own metrics (profile.yaml) and run the kube workload from that profile instead of the preset")
 	f.BoolVar(&dryRun, "dry-run", false, "print both runs' plans and start (and build) nothing")
 	return cmd
 }

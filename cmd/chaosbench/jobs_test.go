@@ -289,9 +289,33 @@ func usageRows(t *testing.T, base string) {
 		"trend":    {"trend", "--min-effect", "-3", base},
 		"merge":    {"merge", filepath.Join(t.TempDir(), "absent")},
 		"fidelity": {"fidelity", "--scale", "gigantic"},
+		// A profile of a newer format than this chaosbench reads, and metrics that are not Prometheus text.
+		"qualify --profile": {"qualify", "--profile", newerProfile(t)},
+		"run --profile":     {"run", "--profile", newerProfile(t), "--dry-run"},
+		"profile":           {"profile", "--apiserver", notMetrics(t) + "," + notMetrics(t)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job(t, "", "", "", "", args...).agrees(t, "usage")
 		})
 	}
+}
+
+// newerProfile writes a kube workload profile of a format version this chaosbench does not read.
+func newerProfile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "newer.yaml")
+	if err := os.WriteFile(f, []byte("format: chaosbench/kube-profile\nversion: 99\nresources: {pods: {objects: 1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// notMetrics writes a file that is not Prometheus text (a login page a scrape got instead).
+func notMetrics(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "scrape.prom")
+	if err := os.WriteFile(f, []byte("<html><body>Unauthorized</body></html>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -82,7 +82,10 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs := cmd.Flags()
 	s := &o.Scenario
 	fs.StringVar(&o.Out, "out", "", "qualification directory (default results/<time>-qualify); each step's run directory is inside it")
-	fs.StringVar(&o.Class, "class", o.Class, "the class to qualify: small, medium, large, xlarge, or auto (climb from small until one fails)")
+	fs.StringVar(&o.Class, "class", o.Class, "the class to qualify: small, medium, large, xlarge, or auto (climb from small until one fails); with --profile a growth factor such as 2x")
+	fs.StringVar(&o.Profile, "profile", "", "climb growth factors of a kube workload profile (chaosbench profile) instead of the preset classes: qualified for Nx this cluster's traffic")
+	fs.Float64SliceVar(&o.Growth, "growth", nil, "--profile: the growth factors to climb (default 1,1.5,2,3,4,6,8,12,16)")
+	fs.BoolVar(&o.ScaleRates, "scale-rates", false, "--profile: grow the request rates only, not the objects")
 	fs.DurationVar(&o.StepDuration, "step-duration", o.StepDuration, "measured load of each step (warm-up excluded)")
 	fs.BoolVar(&o.EarlyStop, "early-stop", o.EarlyStop, "end a step after --min-step once its verdict cannot change with 95% confidence (every limit far from its measured interval); the report says which steps ended early and why")
 	fs.DurationVar(&o.MinStep, "min-step", o.MinStep, "the least load a step measures before --early-stop may end it")

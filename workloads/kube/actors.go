@@ -149,7 +149,7 @@ func (w *Workload) lists(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.stream(ctx, "list-from-cache", w.cfg.ListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		w.stream(ctx, "list-from-cache", w.cfg.CacheListRate, streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(len(w.apiservers)))
 			if !w.owns(i) {
 				return
@@ -270,7 +270,7 @@ func (w *Workload) polls(ctx context.Context) {
 				w.cacheStats(ctx, a, g.client(a.id), s, i%watchedResources)
 			}
 		}},
-		{"status", float64(as*len(endpoints)) / statusPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		{"status", w.cfg.statusRate(len(endpoints)), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(endpoints)))
 			a, ep := w.apiservers[i/len(endpoints)], endpoints[i%len(endpoints)]
 			if !w.owns(a.id) {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -20,12 +21,36 @@ var (
 	eventsAfter  = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
 	deleteGrace  = 2 * time.Second
 	eventsPerPod = float64(len(eventsAfter))
-	statusPerPod = 2.5 // two or three, alternately
+	statusPerPod = 2.5 // two or three, alternately (Options.StatusPerPod and EventsPerPod override them)
 	// deleteCalls is the number of DELETE calls a pod's deletion takes (the user's, the kubelet's): each
 	// reads the pod from etcd and updates it.
 	deleteCalls   = 2.0
 	updatesPerPod = 1 + statusPerPod + deleteCalls
 )
+
+// eventsPerPod and statusPerPod are the events and status updates of a pod's life, on average.
+func (c Config) eventsPerPod() float64 {
+	if c.EventsPerPod > 0 {
+		return c.EventsPerPod
+	}
+	return eventsPerPod
+}
+
+func (c Config) statusPerPod() float64 {
+	if c.StatusPerPod > 0 {
+		return c.StatusPerPod
+	}
+	return statusPerPod
+}
+
+// updatesPerPod are a pod's updates: its binding, its status updates and its deletion's.
+func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + deleteCalls }
+
+// share is pod n's whole share of a mean per pod: floor((n+1)m) - floor(nm), so that pods alternate
+// between the whole numbers around the mean and average it (2.5: two, three, two, ...).
+func share(n uint64, mean float64) int {
+	return int(math.Floor(float64(n+1)*mean) - math.Floor(float64(n)*mean))
+}
 
 // step is one write of a pod's life.
 type step struct {
@@ -101,10 +126,10 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 		}
 	}
 	steps = append(steps, step{bindAfter, update})
-	for _, at := range statusAfter[:2+int(n%2)] {
+	for _, at := range statusAfter[:min(len(statusAfter), share(n, w.cfg.statusPerPod()))] {
 		steps = append(steps, step{at, update})
 	}
-	for i, at := range eventsAfter {
+	for i, at := range eventsAfter[:min(len(eventsAfter), share(n, w.cfg.eventsPerPod()))] {
 		name := p.name + "." + strconv.Itoa(i)
 		steps = append(steps, step{at, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
 			lease, err := a.events.lease(ctx, c)

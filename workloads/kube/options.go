@@ -61,6 +61,10 @@ type Options struct {
 	// label-selector lists) and as many consistent lists served from the watch cache (0: one per 200 nodes;
 	// negative: none).
 	ListRate float64 `json:"list-rate"`
+	// CacheListRate is the consistent lists of pods served from the watch cache per second (0: as many as
+	// ListRate; negative: none): a profile sets it apart, as Kubernetes 1.34+ serves most lists from the
+	// cache and pages few from etcd.
+	CacheListRate float64 `json:"cache-list-rate,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).
@@ -71,6 +75,17 @@ type Options struct {
 	// ObjectSizes overrides value size distributions, resource=size or resource=min-max, comma-separated
 	// (e.g. pods=4k-16k,events=1k); see DefaultSizes.
 	ObjectSizes string `json:"object-sizes,omitempty"`
+	// StatusRate is the Maintenance.Status requests per second, all apiservers together (0: each
+	// apiserver polls every endpoint every 30 s; negative: none).
+	StatusRate float64 `json:"status-rate,omitempty"`
+	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 3) of a pod's life on
+	// average, pods alternating between the whole numbers around them (0: 5 events, 2.5 updates); a
+	// profile sets them from a cluster's own events and pod updates per pod created.
+	EventsPerPod float64 `json:"events-per-pod,omitempty"`
+	StatusPerPod float64 `json:"status-per-pod,omitempty"`
+	// Label names where the options came from when no preset did (a profile at a scale), in
+	// descriptions only.
+	Label string `json:"label,omitempty"`
 	// Actors selects the actors to run (empty: all); SkipActors turns some off.
 	Actors     []string `json:"actors,omitempty"`
 	SkipActors []string `json:"skip-actors,omitempty"`
@@ -122,6 +137,8 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		return Config{}, outcome.Usagef("--namespaces %d: must not be negative", o.Namespaces)
 	case o.Churn < 0:
 		return Config{}, outcome.Usagef("--churn %v: must not be negative", o.Churn)
+	case o.EventsPerPod < 0 || o.EventsPerPod > float64(len(eventsAfter)) || o.StatusPerPod < 0 || o.StatusPerPod > float64(len(statusAfter)):
+		return Config{}, outcome.Usagef("events per pod %g and status updates per pod %g: between 0 and %d, and 0 and %d", o.EventsPerPod, o.StatusPerPod, len(eventsAfter), len(statusAfter))
 	case o.EventTTL < 0 || o.CompactionInterval < 0:
 		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
@@ -141,6 +158,12 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 	}
 	if o.ListRate < 0 {
 		o.ListRate = 0
+	}
+	if o.CacheListRate == 0 {
+		o.CacheListRate = o.ListRate
+	}
+	if o.CacheListRate < 0 {
+		o.CacheListRate = 0
 	}
 	if o.EventTTL == 0 {
 		o.EventTTL = time.Hour
@@ -190,8 +213,11 @@ func (o Options) Pods() int { return o.Nodes * o.PodsPerNode }
 // String describes the emulated cluster in one line.
 func (c Config) String() string {
 	s := fmt.Sprintf("%d nodes, %d pods in %d namespaces, churn %g pods/s, %d apiservers", c.Nodes, c.Pods(), c.Namespaces, c.Churn, c.Apiservers)
-	if c.Preset != "" {
+	switch {
+	case c.Preset != "":
 		s = c.Preset + ": " + s
+	case c.Label != "":
+		s = c.Label + ": " + s
 	}
 	return s
 }

@@ -106,13 +106,13 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 
 	churn := c.Churn
 	add(ActorChurn, "create/"+ResPods, churn)
-	add(ActorChurn, "update/"+ResPods, churn*updatesPerPod)
+	add(ActorChurn, "update/"+ResPods, churn*c.updatesPerPod())
 	add(ActorChurn, "delete/"+ResPods, churn)
 	add(ActorChurn, "get/"+ResPods, churn*deleteCalls)
-	add(ActorChurn, "create/"+ResEvents, churn*eventsPerPod)
+	add(ActorChurn, "create/"+ResEvents, churn*c.eventsPerPod())
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
 	if c.Active[ActorChurn] {
-		writes[ResPods] += churn * (1 + updatesPerPod)
+		writes[ResPods] += churn * (1 + c.updatesPerPod())
 	}
 
 	add(ActorElection, "update/"+ResLeases, comps/electionRetryPeriod.Seconds())
@@ -135,9 +135,9 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	}
 
 	add(ActorLists, "list/"+ResPods, c.ListRate*float64(c.pagesPerNamespaceList()))
-	add(ActorLists, "current-rv/"+ResPods, c.ListRate)
+	add(ActorLists, "current-rv/"+ResPods, c.CacheListRate)
 	if c.Active[ActorWatchCache] {
-		add(ActorLists, "cache-sync/"+ResPods, c.ListRate)
+		add(ActorLists, "cache-sync/"+ResPods, c.CacheListRate)
 	}
 
 	for _, res := range countedResources {
@@ -152,7 +152,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
 		}
 	}
-	add(ActorPolls, "status", a*float64(endpoints)/statusPollPeriod.Seconds())
+	add(ActorPolls, "status", c.statusRate(endpoints))
 	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
 
 	interval := c.CompactionInterval.Seconds()
@@ -170,7 +170,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 func (c Config) eventGrantRate() float64 {
 	ttl := c.EventTTL
 	reuse := min(time.Duration(leaseReuseFraction*float64(ttl)), leaseReuseMax)
-	perApiserver := c.Churn * eventsPerPod / float64(c.Apiservers)
+	perApiserver := c.Churn * c.eventsPerPod() / float64(c.Apiservers)
 	return float64(c.Apiservers) * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
 }
 
@@ -268,4 +268,17 @@ func MergeSummaries(cfg Config, parts []*results.Kube, ops map[string]*results.O
 	}
 	k.SLO, k.SLOPass = results.JudgeSLO(ops)
 	return k
+}
+
+// statusRate is the rate of Maintenance.Status requests: every apiserver's of every endpoint every 30 s,
+// unless the options set it (a profile: Kubernetes 1.37 reads the database size when its metrics are
+// scraped).
+func (c Config) statusRate(endpoints int) float64 {
+	switch {
+	case c.StatusRate > 0:
+		return c.StatusRate
+	case c.StatusRate < 0:
+		return 0
+	}
+	return float64(c.Apiservers*endpoints) / statusPollPeriod.Seconds()
 }

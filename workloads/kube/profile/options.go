@@ -1,0 +1,173 @@
+package profile
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+	"github.com/etcd-chaosbench/chaosbench/workloads/kube"
+)
+
+// maxEventsPerPod and maxStatusPerPod are what the kube workload's pod life holds.
+const (
+	maxEventsPerPod = 5
+	maxStatusPerPod = 3
+)
+
+// systemNamespaces are the namespaces every cluster has besides its workloads'.
+const systemNamespaces = 4 // default, kube-system, kube-public, kube-node-lease
+
+// emulated maps the kube workload's resources (as its keys name them) to the profile's.
+var emulated = map[string]string{kube.ResPods: "pods", kube.ResNodes: "nodes", kube.ResLeases: "leases", kube.ResEvents: "events",
+	kube.ResConfigMaps: "configmaps", kube.ResSecrets: "secrets", kube.ResNamespaces: "namespaces"}
+
+// Scale says how to grow a profile: Factor multiplies its objects, rates and watchers together (nodes,
+// and with them heartbeats and node leases; pods, churn, lists) or, with RatesOnly, its request rates
+// alone (churn and lists; the objects and what follows from them stay).
+type Scale struct {
+	Factor    float64
+	RatesOnly bool
+}
+
+// String is "2.5x" or "2.5x rates".
+func (s Scale) String() string {
+	f := s.Factor
+	if f == 0 {
+		f = 1
+	}
+	out := fmt.Sprintf("%gx", f)
+	if s.RatesOnly {
+		out += " rates"
+	}
+	return out
+}
+
+// figure returns a figure of the profile, or what was assumed for it.
+func (p *Profile) figure(name string, v float64) float64 {
+	if v > 0 {
+		return v
+	}
+	a, _ := p.assumed(name)
+	return a
+}
+
+// Options returns the kube workload's options for the profile at a scale: the apiservers it was read
+// from; its nodes, pods and namespaces; pod churn from its pod creates; clients' namespace lists from its
+// pod lists; its object sizes (mean ± 25%); the compaction interval from etcd's compactions. Figures the
+// profile lacks are its assumptions.
+func (p *Profile) Options(s Scale) (kube.Options, error) {
+	f := s.Factor
+	if f == 0 {
+		f = 1
+	}
+	if f < 0.01 || f > 1000 || math.IsNaN(f) {
+		return kube.Options{}, outcome.Usagef("--scale %g: between 0.01 and 1000", s.Factor)
+	}
+	objects := f
+	if s.RatesOnly {
+		objects = 1
+	}
+	res := func(r string) *Resource {
+		if x := p.Resources[r]; x != nil {
+			return x
+		}
+		return &Resource{}
+	}
+	nodes := p.figure("resources.nodes.objects", res("nodes").Objects)
+	pods := p.figure("resources.pods.objects", res("pods").Objects)
+	o := kube.Options{
+		Apiservers: max(1, p.Source.Apiservers),
+		Nodes:      max(1, int(math.Round(nodes*objects))),
+	}
+	o.PodsPerNode = min(1000, max(1, int(math.Round(pods/math.Max(nodes, 1)))))
+	if ns := res("namespaces").Objects - systemNamespaces; ns >= 1 {
+		o.Namespaces = min(o.Nodes*o.PodsPerNode, max(1, int(math.Round(ns*objects))))
+	}
+	// Churn: pods created per second. A profile without churn runs none (a tiny rate stands for zero,
+	// which the workload would read as "derive it from the nodes").
+	o.Churn = res("pods").EtcdRequests["create"] * f
+	if o.Churn <= 0 {
+		o.Churn = 1e-9
+	}
+	// Lists: the workload's list rate is namespace lists per second, each of pods-per-namespace/500
+	// pages; the profile counts pages (one etcd request each).
+	pages := res("pods").EtcdRequests["list"]
+	if pages > 0 {
+		o.ListRate = pages * f / float64(pagesPer(o))
+	} else {
+		o.ListRate = -1
+	}
+	// A pod's life: its events and status updates per pod created (a pod's updates less its binding and
+	// the two of its deletion), within what the workload's pod life holds.
+	if creates := res("pods").EtcdRequests["create"]; creates > 0 {
+		if ev := res("events").EtcdRequests["create"]; ev > 0 {
+			o.EventsPerPod = math.Min(maxEventsPerPod, ev/creates)
+		} else {
+			o.EventsPerPod = 1e-6 // none: zero would be the default
+		}
+		if up := res("pods").EtcdRequests["update"]; up > 0 {
+			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
+		}
+	}
+	// Consistent lists of pods from the watch cache, apart from the pages read from etcd.
+	if cl := res("pods").CacheLists; cl > 0 {
+		o.CacheListRate = cl * f
+	} else if pages > 0 {
+		o.CacheListRate = -1
+	}
+	// Status: what the cluster's etcd served (1.37 apiservers read the database size when scraped).
+	if p.Etcd != nil {
+		if st := p.Etcd.GRPCRequests["Status"]; st > 0 {
+			o.StatusRate = st // the scrapes' pace, not the cluster's size
+		} else {
+			o.StatusRate = -1
+		}
+	}
+	if c := p.compactionInterval(); c > 0 {
+		o.CompactionInterval = c
+	}
+	var sizes []string
+	for _, k := range sortedKeys(emulated) {
+		r := emulated[k]
+		mean := p.figure("resources."+r+".mean_bytes", res(r).MeanBytes)
+		if mean <= 0 {
+			continue
+		}
+		lo, hi := max(8, int(mean*0.75)), max(8, int(mean*1.25))
+		sizes = append(sizes, fmt.Sprintf("%s=%d-%d", k, lo, hi))
+	}
+	o.ObjectSizes = strings.Join(sizes, ",")
+	return o, nil
+}
+
+// pagesPer is the pages of a namespace's pod list, as the workload pages it (500 a page).
+func pagesPer(o kube.Options) int {
+	ns := o.Namespaces
+	if ns == 0 {
+		ns = max(1, (o.Nodes+9)/10)
+	}
+	per := (o.Nodes*o.PodsPerNode + ns - 1) / ns
+	return max(1, (per+499)/500)
+}
+
+// compactionInterval is the interval between the apiservers' compactions, from etcd's Compact requests;
+// zero when etcd did not compact in the window.
+func (p *Profile) compactionInterval() time.Duration {
+	if p.Etcd == nil || p.Etcd.GRPCRequests["Compact"] <= 0 {
+		return 0
+	}
+	d := time.Duration(float64(time.Second) / p.Etcd.GRPCRequests["Compact"]).Round(time.Second)
+	return max(time.Second, d)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
