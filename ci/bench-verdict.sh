@@ -9,8 +9,9 @@
 #    prints each comparison's rounds, seconds and gated verdict; at the end, the median seconds and how many
 #    repeats gave the expected verdict (A/A: no difference; slow disk: worse). Target: the same verdicts in
 #    at least 9 of 10 repeats, auto faster.
-# 2. qualify: `qualify --class small` with and without --early-stop: seconds to the verdict and the
-#    step's measured seconds (STEP, MIN_STEP).
+# 2. qualify: `qualify --class small` (3 members, the data under the qualification's directory) with
+#    --early-stop=false and with --early-stop: seconds to the verdict, the step's measured seconds, and
+#    why it ended early (STEP, MIN_STEP).
 # 3. kube: a kube run of KUBE_DURATION (default 30m; 2m to try it) with the checks main has: seconds from
 #    the load's end (the run's last progress line, which it prints as the load ends) to its verdict line. Target: under 10 s.
 #
@@ -117,7 +118,7 @@ fi
 
 if [[ $parts == *qualify* ]]; then
   for mode in full early; do
-    extra=()
+    extra=(--early-stop=false)
     [ "$mode" = early ] && extra=(--early-stop --min-step "$min_step")
     out="$work/qualify-$mode"
     t0=$(now)
