@@ -399,6 +399,9 @@ func roundSeed(seed int64, r int) int64 {
 	return out
 }
 
+// DefaultMaxRounds is the most rounds `compare --rounds auto` runs by default (compare.DefaultMaxRounds).
+const DefaultMaxRounds = compare.DefaultMaxRounds
+
 // DefaultMinEffect is the practical threshold of compare, report and trend as a fraction (0.05 = 5%): a
 // smaller change is no difference even when significant. It is the comparison engine's own default, named
 // here so that a flag can show it.
