@@ -229,6 +229,9 @@ func CompareDirs(dir string, runs []VariantDirs, opts CompareOptions, out io.Wri
 // interrupt), writes its files into dir and prints it: every exit path of a comparison whose runs are over.
 func (o CompareOptions) finish(dir string, runs []VariantDirs, plan []CompareRound, out io.Writer, why string, extra ...outcome.Reason) (*Comparison, error) {
 	copts := o.compareOptions()
+	if plan == nil {
+		copts.Sequential = nil // runs made before (CompareDirs) were not made by the rule's looks
+	}
 	cmp, gateErr := CompareRuns(runs, copts)
 	cmp.Rounds = plan
 	if o.auto() && plan != nil {
@@ -398,6 +401,9 @@ func roundSeed(seed int64, r int) int64 {
 	}
 	return out
 }
+
+// DefaultMaxRounds is the most rounds `compare --rounds auto` runs by default (compare.DefaultMaxRounds).
+const DefaultMaxRounds = compare.DefaultMaxRounds
 
 // DefaultMinEffect is the practical threshold of compare, report and trend as a fraction (0.05 = 5%): a
 // smaller change is no difference even when significant. It is the comparison engine's own default, named

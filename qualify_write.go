@@ -69,6 +69,7 @@ func (q *Qualification) writeHTML(w io.Writer) error {
 			notes = append(notes, fmt.Sprintf("%s evidence: %s", st.Class, e))
 		}
 	}
+	notes = append(notes, q.earlyLines()...)
 	var extra []string
 	if q.Disk != nil {
 		extra = append(extra, "disk: "+q.Disk.Verdict)

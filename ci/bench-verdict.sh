@@ -9,13 +9,15 @@
 #    prints each comparison's rounds, seconds and gated verdict; at the end, the median seconds and how many
 #    repeats gave the expected verdict (A/A: no difference; slow disk: worse). Target: the same verdicts in
 #    at least 9 of 10 repeats, auto faster.
-# 2. qualify: `qualify --class small` with and without --early-stop: seconds to the verdict and the
-#    step's measured seconds (STEP, MIN_STEP).
+# 2. qualify: `qualify --class small` (3 members, the data under the qualification's directory) with
+#    --early-stop=false and with --early-stop: seconds to the verdict, the step's measured seconds, and
+#    why it ended early (STEP, MIN_STEP).
 # 3. kube: a kube run of KUBE_DURATION (default 30m; 2m to try it) with the checks main has: seconds from
 #    the load's end (the run's last progress line, which it prints as the load ends) to its verdict line. Target: under 10 s.
 #
 # REPEATS (10), DURATION (each compare run, 4s), RATE (150), DELAY (10ms), MIN_EFFECT (25), STEP (3m),
-# MIN_STEP (30s), KUBE_DURATION (30m) and PARTS (compare,qualify,kube) override the defaults. Exit 1 when a
+# MIN_STEP (30s), KUBE_DURATION (30m), SEED (4100: repeat N's comparisons use SEED+N) and PARTS
+# (compare,qualify,kube) override the defaults. Exit 1 when a
 # figure could not be measured; the figures are not judged here (a busy machine distorts them: the load
 # average is printed with them).
 set -euo pipefail
@@ -29,6 +31,7 @@ step=${STEP:-3m}
 min_step=${MIN_STEP:-30s}
 kube_duration=${KUBE_DURATION:-30m}
 parts=${PARTS:-compare,qualify,kube}
+seed=${SEED:-4100}
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/chaosbench ./cmd/chaosbench
 bin=$PWD/bin/chaosbench
@@ -90,7 +93,7 @@ if [[ $parts == *compare* ]]; then
         t0=$(now)
         "$bin" compare --workload put --rate "$rate" --clients 4 --conns 1 --duration "$duration" --warmup 1s \
           --faults none --members 1 --check=false --history=false --progress none \
-          --etcd-flag-set "" --etcd-flag-set "heartbeat-interval=100" --seed "$((4100 + rep))" --rounds "$mode" \
+          --etcd-flag-set "" --etcd-flag-set "heartbeat-interval=100" --seed "$((seed + rep))" --rounds "$mode" \
           --fail-on-regression=put:p50 --min-effect "$min_effect" --out "$out" >"$out.log" 2>&1 || true
         t=$(secs "$t0" "$(now)")
         if [ ! -s "$out/compare.json" ]; then tail -5 "$out.log"; failed=1; continue; fi
@@ -117,7 +120,7 @@ fi
 
 if [[ $parts == *qualify* ]]; then
   for mode in full early; do
-    extra=()
+    extra=(--early-stop=false)
     [ "$mode" = early ] && extra=(--early-stop --min-step "$min_step")
     out="$work/qualify-$mode"
     t0=$(now)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
-	"github.com/etcd-chaosbench/chaosbench/results/compare"
 
 	"github.com/spf13/cobra"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -114,7 +113,7 @@ func compareCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	var config string
 	var flagSets []string
 	rounds := "auto"
-	maxRounds := compare.DefaultMaxRounds
+	maxRounds := chaosbench.DefaultMaxRounds
 	var gate string
 	var cooldown time.Duration
 	var acrossHosts bool

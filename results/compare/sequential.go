@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -120,7 +121,6 @@ type SequentialFigure struct {
 	Note string `json:"note,omitempty"`
 
 	est, lo, hi float64
-	metric      Metric
 }
 
 // headline says whether a figure is watched by a comparison without a gate: the totals' throughput and
@@ -131,7 +131,7 @@ func headline(id string) bool {
 
 // look decides one figure from its first n paired differences at level a (for this figure).
 func lookFigure(m Metric, base, v Figures, n int, a, minEffect float64, quantile func(p, df float64) float64) SequentialFigure {
-	f := SequentialFigure{Metric: m.ID, metric: m, Verdict: Undecided, Alpha: a,
+	f := SequentialFigure{Metric: m.ID, Verdict: Undecided, Alpha: a,
 		Change: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	xs, ys := base.Values[m.ID], v.Values[m.ID]
 	logScale := m.Scale == Ratio
@@ -249,7 +249,7 @@ func (s Sequential) Decide(metrics []Metric, variants []Figures, gate *Gate, min
 	}
 	for _, v := range variants[1:] {
 		for _, m := range watched {
-			f := SequentialFigure{Variant: v.Label, Metric: m.ID, metric: m, Verdict: Undecided,
+			f := SequentialFigure{Variant: v.Label, Metric: m.ID, Verdict: Undecided,
 				Change: math.NaN(), Low: math.NaN(), High: math.NaN()}
 			for look := s.MinRounds; look <= min(n, s.MaxRounds); look++ {
 				f = lookFigure(m, base, v, look, s.LookAlpha(look)/float64(len(watched)), minEffect, quantile)
@@ -341,4 +341,21 @@ func (r *Result) applySequential(sr SequentialResult) {
 			}
 		}
 	}
+}
+
+// MarshalJSON writes unknown figures (NaN: an undecided figure without an interval) as null.
+func (f SequentialFigure) MarshalJSON() ([]byte, error) {
+	type plain SequentialFigure
+	num := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct {
+		plain
+		Change *float64 `json:"change"`
+		Low    *float64 `json:"low"`
+		High   *float64 `json:"high"`
+	}{plain(f), num(f.Change), num(f.Low), num(f.High)})
 }

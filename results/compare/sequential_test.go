@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -212,6 +213,10 @@ func TestSequentialStops(t *testing.T) {
 	stuck := rule.Decide([]Metric{m}, []Figures{draw(rng, "A", 2, 0.1, 3), missing}, gate, 0)
 	if !stuck.Stopped || stuck.Figures[0].Verdict != Undecided {
 		t.Errorf("missing figure: %+v", stuck)
+	}
+	// compare.json holds it: an undecided figure's unknown interval is null.
+	if b, err := json.Marshal(stuck); err != nil || !strings.Contains(string(b), `"change":null`) {
+		t.Errorf("JSON: %s %v", b, err)
 	}
 	// The gate decides on the rule: the regression's reason names the round that decided it.
 	r := Compare([]Metric{m}, []Figures{draw(rng, "A", 2, 0.1, 3), draw(rng, "slow", 12, 0.1, 3)}, Options{Gate: gate, Sequential: &rule})
