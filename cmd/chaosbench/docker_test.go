@@ -108,9 +108,12 @@ func labelled(t *testing.T, d *client.Client, dir string) (containers, networks 
 	return containers, networks
 }
 
-// TestDockerCompareVersions compares a 3.5 and a 3.6 release on docker clusters: both serve the same
-// seeded txn-mixed load, each reports its own server version, and the side-by-side table is written.
-func TestDockerCompareVersions(t *testing.T) {
+// TestLongDockerCompareVersions compares a 3.5 and a 3.6 release on docker clusters: both serve the same
+// seeded txn-mixed load, each reports its own server version, and the side-by-side table is written. A
+// long test (make test-long): make test compares on embedded clusters (TestCompareRounds) and runs 3.5 and
+// 3.6 containers, alone and mixed (clusters' TestDockerKillAndRestart, TestDockerMixedVersions).
+func TestLongDockerCompareVersions(t *testing.T) {
+	testenv.Long(t, "two 3-member container clusters, one per release, one after the other")
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "cmp")
 	cmd := exec.Command(binary, "compare", "--cluster", "docker", "--etcd-version", "v3.5.35,v3.6.16",
