@@ -52,4 +52,3 @@ func TestMembersVerdict(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
