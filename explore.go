@@ -3,6 +3,7 @@ package chaosbench
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -299,7 +300,38 @@ func Explore(ctx context.Context, opts ExploreOptions, env Env) (*ExploreResult,
 		}
 		fmt.Fprintf(env.Out, "shrunk to %s (reproduced in %d of %d runs)\n", res.File, res.Repro[0], res.Repro[1])
 	}
-	return res, res.Outcome(ctx).Err()
+	o := res.Outcome(ctx)
+	fmt.Fprintf(env.Out, "explore: %d runs; verdict: %s (exit code %d)\n", res.Runs, o, o.ExitCode())
+	if err := writeExploreFile(opts.Out, res, o); err != nil {
+		o = outcome.Decide(append(o.Reasons, outcome.New(outcome.HarnessError, "%v", err))...)
+		return res, o.ErrWith(err)
+	}
+	return res, o.Err()
+}
+
+// ExploreFile, in the search's directory, records what it ran and found, and its outcome.
+const ExploreFile = "explore.json"
+
+// writeExploreFile writes explore.json: the seed, the runs, the finding and its shrunk scenario, the outcome.
+func writeExploreFile(dir string, r *ExploreResult, o outcome.Outcome) error {
+	doc := struct {
+		Seed    int64            `json:"seed"`
+		Runs    int              `json:"runs"`
+		Found   *ExploreCase     `json:"found,omitempty"`
+		Shrunk  *ExploreCase     `json:"shrunk,omitempty"`
+		Repro   [2]int           `json:"reproduced,omitempty"`
+		File    string           `json:"file,omitempty"`
+		Outcome outcome.Kind     `json:"outcome"`
+		Reasons []outcome.Reason `json:"reasons,omitempty"`
+	}{r.Seed, r.Runs, r.Found, r.Shrunk, r.Repro, r.File, o.Kind, o.Reasons}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", ExploreFile, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ExploreFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", ExploreFile, err)
+	}
+	return nil
 }
 
 // Outcome is the search's verdict: a finding is etcd failing (its kind, with where its scenario is); known

@@ -51,4 +51,3 @@ func TestMembersVerdict(t *testing.T) {
 		})
 	}
 }
-

@@ -23,9 +23,9 @@ type failpointAction struct {
 	// armed (CheckFailpoints picks it). A code point that moved between releases, under another name, is
 	// then one spec on every release of it.
 	alternatives []string
-	count int           // 0: every time the point is reached; n: the first n times
-	panic bool          // the member panics at the point
-	sleep time.Duration // or stalls there this long
+	count        int           // 0: every time the point is reached; n: the first n times
+	panic        bool          // the member panics at the point
+	sleep        time.Duration // or stalls there this long
 }
 
 // term is the action as gofail's HTTP endpoint takes it: "panic", "sleep(200)" (milliseconds), "2*panic".

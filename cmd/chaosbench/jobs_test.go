@@ -285,6 +285,7 @@ func usageRows(t *testing.T, base string) {
 		"trend":    {"trend", "--min-effect", "-3", base},
 		"merge":    {"merge", filepath.Join(t.TempDir(), "absent")},
 		"fidelity": {"fidelity", "--scale", "gigantic"},
+		"explore":  {"explore", "--max-load", "5s", "--count", "1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job(t, "", "", "", "", args...).agrees(t, "usage")
