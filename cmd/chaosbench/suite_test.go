@@ -294,7 +294,7 @@ func needFailpointRelease(t *testing.T, v string) {
 // TestRegressionPairSingleMemberCrash is one pair of etcd's track record, as `suite --affected` and
 // `suite --fixed` run it: etcd-io/etcd#14370 (a single member loses acknowledged writes on a crash) must be
 // caught as a violation on v3.5.4, where the scenario passes, with its run's own outcome a violation kept
-// as its attempt's; and the same file on v3.5.5 must pass clean. About 85 s (two 30 s loads), plus the two
+// as its attempt's; and the same file on v3.5.5 must pass clean. About 150 s (two 60 s loads), plus the two
 // failpoint builds on a cold cache (a few minutes).
 func TestRegressionPairSingleMemberCrash(t *testing.T) {
 	const name = "regression-single-member-crash-unsynced-write"
