@@ -416,7 +416,7 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 		if l.o.WatchReopen > 0 {
 			reopen = time.After(l.o.WatchReopen)
 		}
-		compacted := int64(0)
+		compacted, reopened := int64(0), false
 	consume:
 		for {
 			select {
@@ -443,6 +443,7 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 					}
 				}
 			case <-reopen:
+				reopened = true
 				stop()
 				for range w.C { // drain until the client confirms the close
 				}
@@ -457,12 +458,12 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 		switch {
 		case compacted > 0:
 			from = compacted // the lowest revision etcd still has
-		case reopen != nil && l.o.WatchFrom == WatchFromPast:
+		case reopened && l.o.WatchFrom == WatchFromPast:
 			from = max(1, last-rnd.Int64N(64))
-		case reopen != nil && l.o.WatchFrom == WatchFromFuture:
+		case reopened && l.o.WatchFrom == WatchFromFuture:
 			from = max(seen, last) + 1 + rnd.Int64N(8)
 		}
-		if compacted == 0 && reopen == nil {
+		if compacted == 0 && !reopened {
 			// Closed by etcd for another reason (a member going away): a client backs off, then watches again.
 			select {
 			case <-ctx.Done():
