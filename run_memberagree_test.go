@@ -51,5 +51,3 @@ func TestMembersVerdict(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -112,7 +112,7 @@ func DefaultScenario() Scenario {
 		Micro: workloads.MicroOptions{
 			KeySize: 8, ValSize: 256, KeySpaceSize: 10000, KeyPrefix: "/bench/",
 			Consistency: "l", RangeKeys: 1, TxnOps: 1, RWRatio: 1,
-			WatchStreams: 10, WatchersPerStream: 10,
+			WatchStreams: 10, WatchersPerStream: 10, WatchFrom: workloads.WatchFromNext,
 		},
 		History:        true,
 		Progress:       live.ProgressAuto,
@@ -169,6 +169,9 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.IntVar(&m.WatchStreams, "watch-streams", m.WatchStreams, "watch-latency: gRPC watch streams")
 	fs.IntVar(&m.WatchersPerStream, "watchers-per-stream", m.WatchersPerStream, "watch-latency: watchers per stream")
 	fs.BoolVar(&m.PrevKV, "prev-kv", m.PrevKV, "watch-latency: ask for previous key-values")
+	fs.Float64Var(&m.DeleteRatio, "delete-ratio", m.DeleteRatio, "share of the writes of put, txn-put, txn-mixed and watch-latency that delete their key instead (0 to 1)")
+	fs.DurationVar(&m.WatchReopen, "watch-reopen", m.WatchReopen, "watch-latency: every watcher closes its watch and opens a new one at this interval, at --watch-from (0: never; a watcher told its revision was compacted always watches again from the compaction revision)")
+	fs.StringVar(&m.WatchFrom, "watch-from", m.WatchFrom, "watch-latency: where a re-opened watch starts: "+strings.Join(workloads.WatchFromNames, ", ")+" (next: after the last event seen; past: up to 64 revisions before it, compacted or not; future: a revision not written yet)")
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.bin, watch.bin) for consistency checks")
 	fs.StringVar(&s.Progress, "progress", s.Progress, "progress display: auto, bars, lines or none")

@@ -1,6 +1,7 @@
 package chaosbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,10 @@ import (
 //	  tags: [nightly, long]       # what --tags selects: nightly, smoke, versions, long, ...
 //	  seed-policy: fresh          # fresh: a new seed every time (default); fixed: the file's seed
 //	  retry-harness: true         # a harness error is retried once even without --retry-harness
+//	  issue: etcd-io/etcd#14370   # a regression scenario: the upstream issue it reproduces,
+//	  affected: v3.5.4            # the etcd release (or pseudo-version) that had the bug,
+//	  expect: [violation]         # what catches it there (outcome kinds),
+//	  fixed: v3.5.5               # and the release that fixed it (suite --affected, --fixed)
 const SuiteKey = "suite"
 
 // Seed policies of a suite scenario.
@@ -50,9 +55,24 @@ type SuiteEntry struct {
 	Tags         []string
 	SeedPolicy   string
 	RetryHarness bool
+	// Issue, Affected, Expect and Fixed make the entry a regression scenario of a known bug: the etcd
+	// release that had it, the outcome kinds that catch it there, the release that fixed it.
+	Issue    string
+	Affected string
+	Expect   []outcome.Kind
+	Fixed    string
 	// Scenario is the file's scenario, with the suite's settings (SuiteOptions.Set) over it.
 	Scenario Scenario
 }
+
+// Which release a suite runs its regression scenarios on (SuiteOptions.Release).
+const (
+	// ReleaseAffected runs every regression scenario on the release that had its bug, where it must be
+	// caught with the kind of finding it expects.
+	ReleaseAffected = "affected"
+	// ReleaseFixed runs every regression scenario on the release that fixed its bug, where it must pass.
+	ReleaseFixed = "fixed"
+)
 
 // SuiteOptions is what `chaosbench suite` runs.
 type SuiteOptions struct {
@@ -78,6 +98,9 @@ type SuiteOptions struct {
 	RetryHarness bool
 	// List prints the selected scenarios and runs nothing.
 	List bool
+	// Release, when set (ReleaseAffected or ReleaseFixed), selects the regression scenarios (those naming
+	// an affected release) and runs each on that release of its bug instead of its file's etcd-version.
+	Release string
 }
 
 // tagPattern is what a tag may look like: it is typed on command lines and in CI files.
@@ -190,7 +213,7 @@ func readSuiteBlock(path string, e *SuiteEntry) error {
 	if block.Kind != yaml.MappingNode {
 		return outcome.Usagef("%s:%d: suite: expected a mapping (tags, seed-policy, retry-harness)", path, block.Line)
 	}
-	keys := []string{"tags", "seed-policy", "retry-harness"}
+	keys := []string{"tags", "seed-policy", "retry-harness", "issue", "affected", "expect", "fixed"}
 	for i := 0; i+1 < len(block.Content); i += 2 {
 		k, v := block.Content[i], block.Content[i+1]
 		where := fmt.Sprintf("%s:%d: suite", path, k.Line)
@@ -213,12 +236,31 @@ func readSuiteBlock(path string, e *SuiteEntry) error {
 			if err := v.Decode(&e.RetryHarness); err != nil {
 				return outcome.Usagef("%s: retry-harness: expected true or false", where)
 			}
+		case "issue", "affected", "fixed":
+			if v.Kind != yaml.ScalarNode || v.Value == "" {
+				return outcome.Usagef("%s: %s: expected one value", where, k.Value)
+			}
+			*map[string]*string{"issue": &e.Issue, "affected": &e.Affected, "fixed": &e.Fixed}[k.Value] = v.Value
+		case "expect":
+			var kinds []string
+			if err := v.Decode(&kinds); err != nil || len(kinds) == 0 {
+				return outcome.Usagef("%s: expect: expected a list of outcome kinds", where)
+			}
+			for _, kind := range kinds {
+				if !outcome.Kind(kind).Severe() {
+					return outcome.Usagef("%s: expect: %q: a regression is caught as %s or %s", where, kind, outcome.Violation, outcome.MemberCrashed)
+				}
+				e.Expect = append(e.Expect, outcome.Kind(kind))
+			}
 		default:
 			if s := outcome.Suggest(k.Value, keys); s != "" {
 				return outcome.Usagef("%s: unknown key %q (did you mean %q?)", where, k.Value, s)
 			}
 			return outcome.Usagef("%s: unknown key %q (%s)", where, k.Value, strings.Join(keys, ", "))
 		}
+	}
+	if (e.Affected != "") != (e.Fixed != "") || (e.Affected != "") != (len(e.Expect) > 0) {
+		return outcome.Usagef("%s: suite: a regression scenario names its affected release, what catches it there (expect) and its fixed release, all three", path)
 	}
 	return nil
 }
@@ -257,6 +299,9 @@ func SelectSuite(entries []SuiteEntry, opts SuiteOptions) ([]SuiteEntry, error) 
 		if len(opts.Only) > 0 && !slices.Contains(opts.Only, e.Name) {
 			continue
 		}
+		if opts.Release != "" && e.Affected == "" {
+			continue
+		}
 		sel = append(sel, e)
 	}
 	slices.SortFunc(sel, func(a, b SuiteEntry) int { return strings.Compare(a.Name, b.Name) })
@@ -274,10 +319,43 @@ func SelectSuite(entries []SuiteEntry, opts SuiteOptions) ([]SuiteEntry, error) 
 		// An empty shard is not an error: a matrix may have more shards than a tag has scenarios.
 		return shard, nil
 	}
+	if len(sel) == 0 && opts.Release != "" {
+		return nil, outcome.Usagef("--%s: no selected scenario names an affected release (suite: affected)", opts.Release)
+	}
 	if len(sel) == 0 {
 		return nil, outcome.Usagef("no scenario has the tags %s", strings.Join(opts.Tags, ","))
 	}
-	return sel, nil
+	return onRelease(sel, opts)
+}
+
+// onRelease moves each regression scenario of sel to the release opts.Release names, reading its file
+// again with etcd-version set over it, as --set etcd-version would.
+func onRelease(sel []SuiteEntry, opts SuiteOptions) ([]SuiteEntry, error) {
+	switch opts.Release {
+	case "":
+		return sel, nil
+	case ReleaseAffected, ReleaseFixed:
+	default:
+		return nil, outcome.Usagef("release %q: %s or %s", opts.Release, ReleaseAffected, ReleaseFixed)
+	}
+	for _, kv := range opts.Set {
+		if strings.HasPrefix(kv, "etcd-version=") {
+			return nil, outcome.Usagef("--%s runs each scenario on its own release: drop --set %s", opts.Release, kv)
+		}
+	}
+	out := make([]SuiteEntry, len(sel))
+	for i, e := range sel {
+		v := e.Affected
+		if opts.Release == ReleaseFixed {
+			v = e.Fixed
+		}
+		moved, err := loadSuiteEntry(e.File, append(slices.Clone(opts.Set), "etcd-version="+v))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = moved
+	}
+	return out, nil
 }
 
 // ShouldRetry decides whether a scenario's attempt is run again: only a harness error, only when retries
@@ -307,6 +385,14 @@ func ReplayArgs(file string, seed int64, set []string) []string {
 		args = append(args, "--"+kv)
 	}
 	return args
+}
+
+// releaseSet is the suite's settings as a scenario ran with them: with its release when the suite moved it.
+func releaseSet(e SuiteEntry, opts SuiteOptions) []string {
+	if opts.Release == "" {
+		return opts.Set
+	}
+	return append(slices.Clone(opts.Set), "etcd-version="+e.Scenario.EtcdVersion)
 }
 
 // ShellJoin quotes args for a POSIX shell, so that a printed command can be pasted.
@@ -347,7 +433,11 @@ func Suite(ctx context.Context, opts SuiteOptions, env Env) (*results.Suite, err
 	}
 	if opts.List {
 		for _, e := range sel {
-			fmt.Fprintf(env.Out, "%s\t%s\t%s\tseed %s\n", e.Name, e.File, strings.Join(e.Tags, ","), e.SeedPolicy)
+			fmt.Fprintf(env.Out, "%s\t%s\t%s\tseed %s", e.Name, e.File, strings.Join(e.Tags, ","), e.SeedPolicy)
+			if e.Affected != "" {
+				fmt.Fprintf(env.Out, "\t%s: affected %s (expect %v), fixed %s; runs on %s", e.Issue, e.Affected, e.Expect, e.Fixed, cmp.Or(e.Scenario.EtcdVersion, "builtin"))
+			}
+			fmt.Fprintln(env.Out)
 		}
 		return nil, nil
 	}
@@ -406,7 +496,7 @@ func newSuite(opts SuiteOptions, env Env, registry int) (*results.Suite, string,
 		Schema: results.SuiteSchema, Command: env.Command, Chaosbench: env.Version, Start: start,
 		Selection: results.SuiteSelection{
 			Paths: opts.Paths, Registry: registry, Tags: opts.Tags, Only: opts.Only, Shard: opts.Shard,
-			Seed: opts.Seed, Set: opts.Set, RetryHarness: opts.RetryHarness,
+			Seed: opts.Seed, Set: opts.Set, RetryHarness: opts.RetryHarness, Release: opts.Release,
 		},
 	}
 	return suite, dir, nil
@@ -427,7 +517,8 @@ func writeSuiteFiles(dir string, suite *results.Suite) []error {
 func runSuiteScenario(ctx context.Context, e SuiteEntry, seed int64, opts SuiteOptions, dir string, env Env) results.SuiteScenario {
 	sc := results.SuiteScenario{
 		Name: e.Name, File: e.File, Tags: e.Tags, SeedPolicy: e.SeedPolicy, Seed: seed,
-		Replay: ShellJoin(ReplayArgs(e.File, seed, opts.Set)),
+		Replay: ShellJoin(ReplayArgs(e.File, seed, releaseSet(e, opts))),
+		Issue:  e.Issue, EtcdVersion: e.Scenario.EtcdVersion,
 	}
 	began := time.Now()
 	for {
@@ -449,6 +540,13 @@ func runSuiteScenario(ctx context.Context, e SuiteEntry, seed int64, opts SuiteO
 	}
 	last := sc.Attempts[len(sc.Attempts)-1]
 	sc.Outcome, sc.Reasons, sc.Dir = last.Outcome, last.Reasons, last.Dir
+	if opts.Release == ReleaseAffected {
+		// On the release that had the bug the scenario must catch it: its verdict is the one judge's
+		// verdict of a run that is expected to find something.
+		sc.Expect = e.Expect
+		o := outcome.Expect(outcome.Outcome{Kind: last.Outcome, Reasons: last.Reasons}, e.Expect)
+		sc.Outcome, sc.Reasons = o.Kind, o.Reasons
+	}
 	sc.DurationSeconds = time.Since(began).Seconds()
 	v := sc.Verdict()
 	fmt.Fprintf(env.Out, "=== %s: %s (%s)", e.Name, v.Headline(), v.Kind)

@@ -131,6 +131,9 @@ func TestSuiteFileErrors(t *testing.T) {
 		{"tag", "workload: put\nsuite:\n  tags: [Smoke]\n", `tag "Smoke"`},
 		{"not a mapping", "workload: put\nsuite: smoke\n", "suite: expected a mapping"},
 		{"setting", "workload: put\nduraton: 1s\nsuite:\n  tags: [smoke]\n", `unknown setting "duraton"`},
+		{"affected alone", "workload: put\nsuite:\n  affected: v3.5.4\n", "names its affected release, what catches it there (expect) and its fixed release, all three"},
+		{"expect ok", "workload: put\nsuite:\n  affected: v3.5.4\n  fixed: v3.5.5\n  expect: [ok]\n", `expect: "ok": a regression is caught as violation or member-crashed`},
+		{"issue list", "workload: put\nsuite:\n  issue: [1]\n", "issue: expected one value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.yaml")
@@ -154,6 +157,34 @@ func TestSuiteFileErrors(t *testing.T) {
 	s, err := loadScenario(t, "workload: range\nsuite:\n  tags: [smoke]\n  seed-policy: fresh\n")
 	if err != nil || s.Workload != "range" {
 		t.Fatalf("run --config with a suite block: %v, workload %q", err, s.Workload)
+	}
+}
+
+// TestSuiteRegressionRelease: --affected and --fixed select the regression scenarios (those naming an
+// affected release) and move each to its bug's release, over its file's etcd-version; a suite that also
+// sets etcd-version, or selects none, is refused.
+func TestSuiteRegressionRelease(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bug.yaml"), []byte("workload: put\netcd-version: v3.6.16\nsuite:\n  issue: etcd-io/etcd#14370\n  affected: v3.5.4\n  expect: [violation]\n  fixed: v3.5.5\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "plain.yaml"), []byte("workload: put\n"), 0o644)
+	entries, err := LoadSuite([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ release, version string }{{"", "v3.6.16"}, {ReleaseAffected, "v3.5.4"}, {ReleaseFixed, "v3.5.5"}} {
+		sel, err := SelectSuite(entries, SuiteOptions{Release: tc.release, Only: []string{"bug"}})
+		if err != nil || len(sel) != 1 || sel[0].Scenario.EtcdVersion != tc.version || sel[0].Issue != "etcd-io/etcd#14370" || !slices.Equal(sel[0].Expect, []outcome.Kind{outcome.Violation}) {
+			t.Fatalf("release %q: %v, %+v; want bug on %s", tc.release, err, sel, tc.version)
+		}
+	}
+	if sel, err := SelectSuite(entries, SuiteOptions{Release: ReleaseAffected}); err != nil || len(sel) != 1 {
+		t.Fatalf("--affected selects %d scenarios (%v), want the one regression scenario", len(sel), err)
+	}
+	if _, err := SelectSuite(entries, SuiteOptions{Release: ReleaseAffected, Set: []string{"etcd-version=v3.5.9"}}); !outcome.IsUsage(err) {
+		t.Fatalf("--affected with --set etcd-version: %v, want a usage error", err)
+	}
+	if _, err := SelectSuite(entries, SuiteOptions{Release: ReleaseFixed, Only: []string{"plain"}}); !outcome.IsUsage(err) {
+		t.Fatalf("--fixed selecting no regression scenario: %v, want a usage error", err)
 	}
 }
 

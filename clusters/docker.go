@@ -327,7 +327,7 @@ func (c *Docker) Leader(ctx context.Context) (Member, error) {
 
 // WaitHealthy waits until every running member serves linearizable reads and all agree on one leader.
 func (c *Docker) WaitHealthy(ctx context.Context) error {
-	return c.status.waitHealthy(ctx, c.running())
+	return c.status.waitHealthy(ctx, c.running)
 }
 
 func (c *Docker) running() []Member {

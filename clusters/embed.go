@@ -460,7 +460,7 @@ func (c *Embedded) Leader(ctx context.Context) (Member, error) {
 
 // WaitHealthy waits until every running member serves linearizable reads and all agree on one leader.
 func (c *Embedded) WaitHealthy(ctx context.Context) error {
-	return c.status.waitHealthy(ctx, c.running())
+	return c.status.waitHealthy(ctx, c.running)
 }
 
 func (c *Embedded) running() []Member {

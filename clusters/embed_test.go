@@ -379,3 +379,35 @@ func TestMemberIDsKnownBeforeStart(t *testing.T) {
 		requireAttributed(t, c, m.Name())
 	}
 }
+
+// TestWaitHealthyWaitsForADownMember: a wait that begins while no member runs (a single member down at a
+// fault window's end, being started again) waits for it within its bound instead of failing at once, and
+// still fails when the bound passes with no member back. About 5 s.
+func TestWaitHealthyWaitsForADownMember(t *testing.T) {
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := c.Members()[0].(Process)
+	if err := p.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	err := c.WaitHealthy(short)
+	cancelShort()
+	if err == nil {
+		t.Fatal("WaitHealthy passed with the only member down")
+	}
+	if waited := time.Since(began); waited < 900*time.Millisecond {
+		t.Fatalf("WaitHealthy gave up after %v (%v), before its 1s bound", waited, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.WaitHealthy(ctx) }()
+	time.Sleep(500 * time.Millisecond)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("WaitHealthy begun while the member was down: %v, want it healthy once started again", err)
+	}
+}

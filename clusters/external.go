@@ -149,7 +149,7 @@ func (c *External) Leader(ctx context.Context) (Member, error) {
 
 // WaitHealthy waits until every listed member is healthy and all agree on one leader.
 func (c *External) WaitHealthy(ctx context.Context) error {
-	return c.status.waitHealthy(ctx, c.reachable())
+	return c.status.waitHealthy(ctx, c.reachable)
 }
 
 // reachable returns the members that advertise a client URL (learners and unstarted members do not).

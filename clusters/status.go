@@ -132,13 +132,16 @@ func (s *statusClient) leader(ctx context.Context, members []Member) (Member, er
 }
 
 // waitHealthy polls until every member is healthy and all name the same leader.
-func (s *statusClient) waitHealthy(ctx context.Context, members []Member) error {
-	if len(members) == 0 {
-		return errors.New("wait healthy: no member is running")
-	}
+func (s *statusClient) waitHealthy(ctx context.Context, members func() []Member) error {
+	// The members are asked for again on every try: a member down when the wait began (a failpoint's
+	// panic, a kill whose window just ended) is being started again, and the wait is for the cluster it
+	// rejoins. No member running is a state to wait out, not an answer: failing at once would report a
+	// window "not recovered within" the bound without having waited at all.
 	var last error
 	for {
-		if last = s.healthyOnce(ctx, members); last == nil {
+		if ms := members(); len(ms) == 0 {
+			last = errors.New("no member is running")
+		} else if last = s.healthyOnce(ctx, ms); last == nil {
 			return nil
 		}
 		select {

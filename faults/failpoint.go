@@ -18,10 +18,14 @@ import (
 
 // failpointAction is a failpoint entry's value: which gofail failpoint, and what it does when reached.
 type failpointAction struct {
-	name  string
-	count int           // 0: every time the point is reached; n: the first n times
-	panic bool          // the member panics at the point
-	sleep time.Duration // or stalls there this long
+	name string
+	// alternatives are the names NAME|NAME2|... gave, in order: the first one the members' build has is
+	// armed (CheckFailpoints picks it). A code point that moved between releases, under another name, is
+	// then one spec on every release of it.
+	alternatives []string
+	count        int           // 0: every time the point is reached; n: the first n times
+	panic        bool          // the member panics at the point
+	sleep        time.Duration // or stalls there this long
 }
 
 // term is the action as gofail's HTTP endpoint takes it: "panic", "sleep(200)" (milliseconds), "2*panic".
@@ -44,6 +48,15 @@ func parseFailpoint(v string) (failpointAction, error) {
 		return failpointAction{}, fmt.Errorf("failpoint needs NAME:ACTION, e.g. failpoint:leader=raftBeforeSave:panic or =beforeCommit:sleep(200ms)")
 	}
 	a := failpointAction{name: name}
+	if strings.Contains(name, "|") {
+		for _, n := range strings.Split(name, "|") {
+			if n = strings.TrimSpace(n); n == "" {
+				return failpointAction{}, fmt.Errorf("failpoint %q: names separated by |, none empty", name)
+			}
+			a.alternatives = append(a.alternatives, n)
+		}
+		a.name = a.alternatives[0]
+	}
 	if n, rest, ok := strings.Cut(action, "*"); ok {
 		c, err := strconv.Atoi(strings.TrimSpace(n))
 		if err != nil || c < 1 {
@@ -77,12 +90,22 @@ func parseFailpoint(v string) (failpointAction, error) {
 // CheckFailpoints checks the failpoint names of the schedule against those the members' builds have (the
 // failpoints every member has, for mixed releases): an unknown name is a usage error listing them.
 func (s Schedule) CheckFailpoints(have []string) error {
-	for _, e := range s.Entries {
-		if e.Kind != KindFailpoint || slices.Contains(have, e.params.failpoint.name) {
+	for i, e := range s.Entries {
+		if e.Kind != KindFailpoint {
 			continue
 		}
-		msg := fmt.Sprintf("--faults %q: the members' etcd has no failpoint %q", e.Spec, e.params.failpoint.name)
-		if sug := outcome.Suggest(e.params.failpoint.name, have); sug != "" {
+		fp := &s.Entries[i].params.failpoint
+		if j := slices.IndexFunc(fp.alternatives, func(n string) bool { return slices.Contains(have, n) }); j >= 0 {
+			fp.name = fp.alternatives[j]
+		}
+		if slices.Contains(have, fp.name) {
+			continue
+		}
+		msg := fmt.Sprintf("--faults %q: the members' etcd has no failpoint %q", e.Spec, strings.Join(append([]string{fp.name}, fp.alternatives...), "|"))
+		if len(fp.alternatives) > 0 {
+			msg = fmt.Sprintf("--faults %q: the members' etcd has none of the failpoints %s", e.Spec, strings.Join(fp.alternatives, ", "))
+		}
+		if sug := outcome.Suggest(fp.name, have); sug != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", sug)
 		}
 		return outcome.Usagef("%s; it has %s", msg, strings.Join(have, ", "))

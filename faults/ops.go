@@ -54,7 +54,21 @@ func (f *Defrag) Inject(ctx context.Context) error {
 	defer cli.Close()
 	for _, m := range f.targets {
 		start := time.Now()
+		p, isProcess := m.(clusters.Process)
+		pid := 0
+		if isProcess {
+			pid = p.PID()
+		}
 		if _, err := cli.Defragment(ctx, m.ClientURL()); err != nil {
+			// A member whose process went away inside its defragmentation crashed there (an armed
+			// failpoint's panic, or a bug): that is what the schedule exercises, not a defragmentation
+			// the harness failed to run. Whoever crashed it starts it again (perhaps before the call
+			// gave up: a new process); an unexpected crash is the run's member-crashed finding, judged
+			// with the members' exits, not here.
+			if isProcess && (p.PID() != pid || exitsWithin(ctx, p, 3*time.Second)) {
+				f.env.logf("fault %s: %s crashed inside its defragmentation (%v)", f.name, m.Name(), err)
+				continue
+			}
 			return fmt.Errorf("defragment %s: %w", m.Name(), err)
 		}
 		f.env.logf("fault %s: defragmented %s in %v", f.name, m.Name(), time.Since(start).Round(time.Millisecond))

@@ -265,6 +265,34 @@ func TestParseFailpoint(t *testing.T) {
 	}
 }
 
+// TestFailpointAlternatives: NAME|NAME2 arms the first of the names the members' build has (a code point
+// renamed between releases, as raftBeforeSave became raftBeforeSaveWaitWalSync for a single member in
+// v3.5.5), and none of them is a usage error naming them all.
+func TestFailpointAlternatives(t *testing.T) {
+	for _, tc := range []struct {
+		have []string
+		want string
+	}{
+		{[]string{"raftAfterSave", "raftBeforeSave"}, "raftBeforeSave"},
+		{[]string{"raftBeforeSave", "raftBeforeSaveWaitWalSync"}, "raftBeforeSaveWaitWalSync"},
+	} {
+		s, err := Parse([]string{"failpoint:leader=raftBeforeSaveWaitWalSync|raftBeforeSave:panic@2s+1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckFailpoints(tc.have); err != nil || s.Entries[0].params.failpoint.name != tc.want {
+			t.Errorf("have %v: armed %q (%v), want %s", tc.have, s.Entries[0].params.failpoint.name, err, tc.want)
+		}
+	}
+	s, _ := Parse([]string{"failpoint:leader=raftBeforeSaveWaitWalSync|raftBeforeSave:panic@2s+1s"})
+	if err := s.CheckFailpoints([]string{"raftAfterSave"}); !outcome.IsUsage(err) || !strings.Contains(err.Error(), "none of the failpoints raftBeforeSaveWaitWalSync, raftBeforeSave") {
+		t.Errorf("none of them: %v", err)
+	}
+	if _, err := parseFailpoint("raftBeforeSave|:panic"); err == nil {
+		t.Error("an empty alternative was accepted")
+	}
+}
+
 // TestParseUntilSnapshot: until-snapshot is a plain partition's mode of its own.
 func TestParseUntilSnapshot(t *testing.T) {
 	s, err := Parse([]string{"partition:follower=until-snapshot@5s+60s"})

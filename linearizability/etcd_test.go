@@ -372,3 +372,80 @@ func TestInjectedAnomaliesAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchLatencyWatchesAgain: watch-latency's watchers behave as a real client's. Compacted while they
+// lag (a compaction every 100 ms at the newest revision, and watchers re-opened in the past), they watch
+// again from the compaction revision and keep receiving, so the run's watch traffic after the first
+// compaction is recorded and checked; re-opened in the past or the future, and with deletes among the
+// writes, the history still checks clean. About 10 s.
+func TestWatchLatencyWatchesAgain(t *testing.T) {
+	c := startCluster(t, 1)
+	for _, from := range []string{workloads.WatchFromPast, workloads.WatchFromFuture} {
+		t.Run(from, func(t *testing.T) {
+			r := newRecording(t)
+			o := microOptions()
+			o.KeyPrefix = "/rewatch-" + from + "/"
+			o.DeleteRatio, o.WatchReopen, o.WatchFrom = 0.2, 150*time.Millisecond, from
+			compact := func(ctx context.Context) {
+				// Compactions are recorded, as the compact fault's are, so that the checker knows which
+				// previous values they took away; by a runner of its own, numbering its clients and watches
+				// apart from the workload's.
+				runner, err := workloads.NewRunner(clientConfig(c), r.rec, workloads.RunOptions{Clients: 1, Conns: 1, Duration: time.Minute, RequestTimeout: 5 * time.Second, Seed: 2, IDBase: 1000})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer runner.Close()
+				cli := runner.NewClient(0)
+				for ctx.Err() == nil {
+					if resp, err := cli.Do(ctx, nil, "get", history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/"}}); err == nil {
+						cli.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: resp.Revision}})
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			}
+			runMicro(t, clientConfig(c), r, "watch-latency", o, workloads.RunOptions{Rate: 300, Clients: 4, Conns: 2, Duration: 3 * time.Second, RequestTimeout: 5 * time.Second, Seed: 1}, compact)
+			r.close(t)
+			var firstCompacted int64
+			opened := map[int64]int{} // start revision -> watches opened there
+			var deletes, eventsAfter, watches int
+			err := history.ReadWatches(filepath.Join(r.dir, history.WatchFile), func(w *history.WatchResponse) error {
+				switch {
+				case w.Request != nil:
+					watches++
+					opened[w.Request.Revision]++
+				case w.CompactRevision > 0 && firstCompacted == 0:
+					firstCompacted = w.Time
+				case firstCompacted != 0 && len(w.Events) > 0:
+					eventsAfter++
+				}
+				for _, ev := range w.Events {
+					if ev.Type == history.EventDelete {
+						deletes++
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if watches <= 4 || opened[0] != 4 {
+				t.Errorf("%d watches opened (%d from now), want the 4 watchers' first and more re-opened", watches, opened[0])
+			}
+			if from == workloads.WatchFromPast && firstCompacted == 0 {
+				t.Error("no watcher was told its revision was compacted: the test did not exercise re-watching")
+			}
+			if firstCompacted != 0 && eventsAfter == 0 {
+				t.Error("no watch event after the first compaction: compacted watchers were not re-opened")
+			}
+			if deletes == 0 {
+				t.Error("no delete event: --delete-ratio wrote no deletes")
+			}
+			requireVerdicts(t, checkDir(t, r.dir), map[string]string{lin.CheckLinearizability: results.VerdictOK, lin.CheckWatch: results.VerdictOK})
+			t.Logf("%d watches, %d events after the first compaction, %d delete events", watches, eventsAfter, deletes)
+		})
+	}
+}

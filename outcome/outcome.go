@@ -285,3 +285,29 @@ func (p KnownIssuePolicy) Kind() Kind {
 	}
 	return KnownIssue
 }
+
+// Expect judges a run that exists to find something: a regression scenario on the etcd release that had
+// the bug. It passes when the run's outcome is of a kind in want (it caught the bug, and the right way),
+// naming what it found; a run that found nothing, or found something of another kind, is a harness error
+// (the scenario did not reproduce what it names: a gate that no longer bites is broken, never fine). An
+// undecided, interrupted or broken run stays what it is: it neither caught nor missed anything.
+func Expect(o Outcome, want []Kind) Outcome {
+	names := make([]string, len(want))
+	for i, k := range want {
+		names[i] = string(k)
+	}
+	expected := strings.Join(names, " or ")
+	switch {
+	case slices.Contains(want, o.Kind):
+		caught := Outcome{Kind: OK}
+		for _, t := range o.Texts(o.Kind) {
+			caught.Reasons = append(caught.Reasons, New(OK, "caught as expected (%s): %s", o.Kind, t))
+		}
+		return caught
+	case o.Kind == Undecided || o.Kind == HarnessError || o.Kind == Incomplete:
+		return Decide(append(o.Reasons, New(o.Kind, "expected %s: the run could not tell", expected))...)
+	case o.Passed() || o.Kind == ThresholdFailed:
+		return Decide(New(HarnessError, "not caught: expected %s, the run ended %s", expected, o.Kind))
+	}
+	return Decide(New(HarnessError, "caught as %s, expected %s: %s", o.Kind, expected, strings.Join(o.Texts(), "; ")))
+}

@@ -110,3 +110,31 @@ func TestKnownIssuePolicy(t *testing.T) {
 		t.Fatalf("ParseKnownIssuePolicy(ignore) = %v, want a usage error", err)
 	}
 }
+
+// TestExpect: a regression scenario on its affected release passes only when it finds the kind it names;
+// clean, or found another way, it is a harness error; undecided stays undecided (never a pass).
+func TestExpect(t *testing.T) {
+	violation := Decide(New(Violation, "watch event lost at revision 7"))
+	for _, tc := range []struct {
+		name string
+		run  Outcome
+		want []Kind
+		kind Kind
+		text string
+	}{
+		{"caught", violation, []Kind{Violation}, OK, "caught as expected (violation): watch event lost at revision 7"},
+		{"caught either way", Decide(New(MemberCrashed, "m1 panicked")), []Kind{Violation, MemberCrashed}, OK, "caught as expected (member-crashed): m1 panicked"},
+		{"clean", Decide(), []Kind{Violation}, HarnessError, "not caught: expected violation, the run ended ok"},
+		{"known issue", Decide(New(KnownIssue, "etcd-io/etcd#18424")), []Kind{Violation}, HarnessError, "not caught: expected violation, the run ended known-issue"},
+		{"threshold", Decide(New(ThresholdFailed, "p99")), []Kind{Violation}, HarnessError, "not caught: expected violation, the run ended threshold-failed"},
+		{"other finding", Decide(New(MemberCrashed, "m2 exited")), []Kind{Violation}, HarnessError, "caught as member-crashed, expected violation: m2 exited"},
+		{"undecided", Decide(New(Undecided, "check timed out")), []Kind{Violation}, Undecided, "check timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Expect(tc.run, tc.want)
+			if got.Kind != tc.kind || len(got.Reasons) == 0 || got.Reasons[0].Text != tc.text {
+				t.Fatalf("Expect = %+v, want %s with %q first", got, tc.kind, tc.text)
+			}
+		})
+	}
+}

@@ -46,6 +46,9 @@ type SuiteSelection struct {
 	Seed         int64    `json:"seed,omitempty"`
 	Set          []string `json:"set,omitempty"`
 	RetryHarness bool     `json:"retry_harness,omitempty"`
+	// Release is "affected" or "fixed" when the suite ran its regression scenarios on that release of
+	// each one's bug.
+	Release string `json:"release,omitempty"`
 }
 
 // SuiteScenario is one scenario of a suite and its verdict: the outcome of its last attempt.
@@ -55,6 +58,13 @@ type SuiteScenario struct {
 	Tags       []string `json:"tags,omitempty"`
 	SeedPolicy string   `json:"seed_policy"`
 	Seed       int64    `json:"seed"`
+	// Issue is the upstream issue a regression scenario reproduces; EtcdVersion the release it ran on.
+	Issue       string `json:"issue,omitempty"`
+	EtcdVersion string `json:"etcd_version,omitempty"`
+	// Expect is set when the scenario ran on the release that had its bug: the outcome kinds that catch
+	// it. Outcome and Reasons are then the judge's verdict of a run expected to find something
+	// (outcome.Expect); the attempts keep the runs' own outcomes.
+	Expect []outcome.Kind `json:"expect,omitempty"`
 	// Outcome and Reasons are the last attempt's; Dir is its run directory, relative to the suite's.
 	Outcome outcome.Kind     `json:"outcome"`
 	Reasons []outcome.Reason `json:"reasons,omitempty"`

@@ -3,6 +3,8 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +59,14 @@ type MicroOptions struct {
 	WatchStreams      int  `json:"watch-streams"`
 	WatchersPerStream int  `json:"watchers-per-stream"`
 	PrevKV            bool `json:"prev-kv"`
+	// DeleteRatio is the share of writes that delete their key instead (put, txn-put, txn-mixed and
+	// watch-latency): watchers then see delete events, and compactions land on tombstones.
+	DeleteRatio float64 `json:"delete-ratio"`
+	// WatchReopen makes every watch-latency watcher close its watch and open a new one at this interval,
+	// at the revision WatchFrom chooses (0: never; a compacted watcher re-watches regardless).
+	WatchReopen time.Duration `json:"watch-reopen"`
+	// WatchFrom is where a re-opened watch starts: WatchFromNext, WatchFromPast or WatchFromFuture.
+	WatchFrom string `json:"watch-from"`
 
 	// Share is this generator's part of a load split over several (not a flag: chaosbench sets it from
 	// --workers and --worker). It owns a contiguous part of the key space, which it preloads and writes;
@@ -94,8 +104,29 @@ func NewMicro(name string, o MicroOptions) (Workload, error) {
 	return nil, outcome.Usagef("--workload %s: no such workload (have %s)", name, strings.Join(MicroNames, ", "))
 }
 
+// Where a re-opened watch starts (MicroOptions.WatchFrom).
+const (
+	// WatchFromNext watches from the revision after the last event the watcher saw: nothing missed,
+	// nothing again.
+	WatchFromNext = "next"
+	// WatchFromPast watches from up to 64 revisions before it: events again, or a compacted revision,
+	// which etcd answers with the compaction revision the watcher then watches from.
+	WatchFromPast = "past"
+	// WatchFromFuture watches from a revision not written yet: etcd must send nothing before it.
+	WatchFromFuture = "future"
+)
+
+// WatchFromNames lists the values of MicroOptions.WatchFrom.
+var WatchFromNames = []string{WatchFromNext, WatchFromPast, WatchFromFuture}
+
 func (o MicroOptions) validate(name string) error {
 	switch {
+	case o.DeleteRatio < 0 || o.DeleteRatio > 1:
+		return outcome.Usagef("--delete-ratio %v: a share of the writes, between 0 and 1", o.DeleteRatio)
+	case o.WatchReopen < 0:
+		return outcome.Usagef("--watch-reopen %v: must not be negative", o.WatchReopen)
+	case o.WatchFrom != "" && !slices.Contains(WatchFromNames, o.WatchFrom):
+		return outcome.Usagef("--watch-from %q: %s", o.WatchFrom, strings.Join(WatchFromNames, ", "))
 	case o.KeySpaceSize < 1:
 		return outcome.Usagef("--key-space-size %d: need at least one key", o.KeySpaceSize)
 	case o.ValSize < 8:
@@ -178,6 +209,15 @@ func (k keySpace) preload(ctx context.Context, r *Runner, valSize int) error {
 	return nil
 }
 
+func deleteRequest(key string) history.Request {
+	return history.Request{Kind: history.KindDelete, Delete: &history.Delete{Key: key}}
+}
+
+// deletes says whether a write of w is a delete, DeleteRatio of the time.
+func (o MicroOptions) deletes(w *Worker) bool {
+	return o.DeleteRatio > 0 && w.Rand.Float64() < o.DeleteRatio
+}
+
 func putRequest(key string, v history.Value) history.Request {
 	return history.Request{Kind: history.KindPut, Put: &history.Put{Key: key, Value: v}}
 }
@@ -193,6 +233,10 @@ func (l *putLoad) Setup(context.Context, *Runner) error { return nil }
 func (l *putLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		key := l.keys.key(l.keys.pick(w, s.N, l.o.SequentialKeys))
+		if l.o.deletes(w) {
+			w.Do(ctx, s, "delete", deleteRequest(key))
+			return
+		}
 		w.Do(ctx, s, "put", putRequest(key, w.NewValue(l.o.ValSize)))
 	})
 	return nil
@@ -237,7 +281,11 @@ func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
 		puts := make([]history.Request, l.o.TxnOps)
 		for j := range puts {
-			puts[j] = putRequest(l.keys.key(l.keys.nth(s.N*uint64(l.o.TxnOps)+uint64(j))), w.NewValue(l.o.ValSize))
+			key := l.keys.key(l.keys.nth(s.N*uint64(l.o.TxnOps) + uint64(j)))
+			puts[j] = putRequest(key, w.NewValue(l.o.ValSize))
+			if l.o.deletes(w) {
+				puts[j] = deleteRequest(key)
+			}
 		}
 		w.Do(ctx, s, "txn-put", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: puts}})
 	})
@@ -269,7 +317,11 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 			w.Do(ctx, s, "txn-read", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{read}}})
 			return
 		}
-		put := putRequest(l.keys.key(l.keys.nth(s.N)), w.NewValue(l.o.ValSize))
+		key := l.keys.key(l.keys.nth(s.N))
+		put := putRequest(key, w.NewValue(l.o.ValSize))
+		if l.o.deletes(w) {
+			put = deleteRequest(key)
+		}
 		w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{put}}})
 	})
 	return nil
@@ -304,6 +356,15 @@ func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
 // WatchersPerStream watchers each, all on one key; puts to that key are paced like any load, and every
 // event is recorded as a "watch" operation whose latency runs from the put's acknowledgement to the event's
 // arrival (zero when the event arrives first), as etcd's tool measures it.
+//
+// A watcher behaves as a real client's: told that its revision was compacted, it watches again from the
+// compaction revision (etcd's lowest still available), and a watch that ends otherwise while the load runs
+// is opened again after the last revision it saw, so that the whole run's watch traffic is checked, not
+// only what came before the first compaction. With WatchReopen, every watcher also closes its watch at
+// that interval and opens a new one at a revision WatchFrom chooses: after the last event it saw, in the
+// past (possibly compacted: etcd then answers with the compaction revision, and the watcher watches from
+// there), or in the future. Events a re-opened watch delivers again are checked in the history as that
+// watch's own, and not counted twice for latency.
 type watchLatencyLoad struct {
 	o        MicroOptions
 	key      string
@@ -321,34 +382,108 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 	l.delivery = NewDelivery(n)
 	wctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
+	type first struct {
+		stream *WatchStream
+		watch  *Watch
+		stop   context.CancelFunc
+	}
+	var firsts []first
 	for i := range l.o.WatchStreams {
 		stream := r.NewClient(i).NewWatchStream()
 		l.streams = append(l.streams, stream)
 		for range l.o.WatchersPerStream {
-			w := stream.Watch(wctx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV})
+			octx, stop := context.WithCancel(wctx)
+			w := stream.Watch(octx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV})
 			l.watches = append(l.watches, w)
+			firsts = append(firsts, first{stream, w, stop})
 		}
 	}
 	rec := r.Recorder()
-	for _, w := range l.watches {
-		l.wg.Go(func() {
-			for resp := range w.C {
-				for _, ev := range resp.Events {
-					at := time.Duration(resp.Time)
-					if ack, ok := l.delivery.Received(ev.KV.Value.ID, at); ok {
-						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
-					}
-				}
-			}
-		})
+	for i, f := range firsts {
+		rnd := r.Rand("watcher", i)
+		l.wg.Go(func() { l.follow(wctx, rec, f.stream, f.watch, f.stop, rnd) })
 	}
 	// Make sure every watcher is established before the first put, or early events would be missed.
 	return waitWatchesReady(ctx, l.watches)
 }
 
+// follow consumes one logical watcher's watches until ctx ends, opening a new one whenever the current one
+// ends (compacted, or closed by etcd) or WatchReopen says so.
+func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *WatchStream, w *Watch, stop context.CancelFunc, rnd *rand.Rand) {
+	var last, seen int64 // the last event's revision (counted once), the highest revision any response named
+	for {
+		var reopen <-chan time.Time
+		if l.o.WatchReopen > 0 {
+			reopen = time.After(l.o.WatchReopen)
+		}
+		compacted, reopened := int64(0), false
+	consume:
+		for {
+			select {
+			case resp, ok := <-w.C:
+				if !ok {
+					break consume
+				}
+				seen = max(seen, resp.Revision)
+				if resp.CompactRevision > 0 {
+					compacted = resp.CompactRevision
+				}
+				for _, ev := range resp.Events {
+					seen = max(seen, ev.KV.ModRevision)
+					if ev.KV.ModRevision <= last {
+						continue // delivered again by a re-opened watch: counted for latency already
+					}
+					last = ev.KV.ModRevision
+					if ev.Type != history.EventPut {
+						continue // a delete carries no write id to time
+					}
+					at := time.Duration(resp.Time)
+					if ack, ok := l.delivery.Received(ev.KV.Value.ID, at); ok {
+						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
+					}
+				}
+			case <-reopen:
+				reopened = true
+				stop()
+				for range w.C { // drain until the client confirms the close
+				}
+				break consume
+			}
+		}
+		stop()
+		if ctx.Err() != nil {
+			return
+		}
+		from := last + 1
+		switch {
+		case compacted > 0:
+			from = compacted // the lowest revision etcd still has
+		case reopened && l.o.WatchFrom == WatchFromPast:
+			from = max(1, last-rnd.Int64N(64))
+		case reopened && l.o.WatchFrom == WatchFromFuture:
+			from = max(seen, last) + 1 + rnd.Int64N(8)
+		}
+		if compacted == 0 && !reopened {
+			// Closed by etcd for another reason (a member going away): a client backs off, then watches again.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		var octx context.Context
+		octx, stop = context.WithCancel(ctx)
+		w = stream.Watch(octx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV, Revision: from})
+	}
+}
+
 func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
 	rec := r.Recorder()
 	r.Pace(ctx, func(ctx context.Context, w *Worker, s *Slot) {
+		if l.o.deletes(w) {
+			w.Do(ctx, s, "delete", deleteRequest(l.key))
+			return
+		}
 		v := w.NewValue(l.o.ValSize)
 		resp, err := w.Do(ctx, s, "put", putRequest(l.key, v))
 		if err != nil {

@@ -249,6 +249,9 @@ func TestMicroOptionsValidation(t *testing.T) {
 		{"range", func(o *MicroOptions) { o.KeysOnly, o.CountOnly = true, true }},
 		{"txn-put", func(o *MicroOptions) { o.TxnOps = 1000 }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchStreams = 0 }},
+		{"put", func(o *MicroOptions) { o.DeleteRatio = 1.5 }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchFrom = "yesterday" }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchReopen = -time.Second }},
 	} {
 		o := microOptions()
 		if tt.mutate != nil {

@@ -392,3 +392,36 @@ func TestImageBuildListsFailpoints(t *testing.T) {
 		t.Errorf("builtin with --failpoints: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestFailpointCrashInsideDefrag: faults that meet. The leader is armed to panic before it renames its
+// defragmented database into place, and a defragmentation of the leader runs inside that window: the
+// member crashes inside its defragmentation, which is what the schedule asked for, not a defragmentation
+// the harness failed to run. The run passes, the defrag window recovered, the failpoint window records the
+// panic, and the member is started again on its data. About 20 s.
+func TestFailpointCrashInsideDefrag(t *testing.T) {
+	output, code, s, _ := failpointRun(t, "10s", "failpoint:leader=defragBeforeRename:panic@2s+4s", "defrag:leader@3s")
+	if code != 0 || s.Outcome != outcome.OK {
+		t.Fatalf("exit %d, outcome %s %v:\n%s", code, s.Outcome, s.Reasons, output)
+	}
+	var defrag, failpoint *results.FaultWindow
+	for i, w := range s.Faults {
+		switch w.Fault {
+		case "defrag":
+			defrag = &s.Faults[i]
+		case "failpoint":
+			failpoint = &s.Faults[i]
+		}
+	}
+	if defrag == nil || failpoint == nil {
+		t.Fatalf("windows %+v: want a defrag and a failpoint window", s.Faults)
+	}
+	if defrag.Outcome != "recovered" || failpoint.Outcome != "recovered" {
+		t.Errorf("defrag window %q, failpoint window %q: want both recovered", defrag.Outcome, failpoint.Outcome)
+	}
+	if failpoint.Effect == nil || len(failpoint.Effect.Panicked) != 1 {
+		t.Errorf("failpoint window effect %+v: want the leader's panic inside its defragmentation", failpoint.Effect)
+	}
+	if !strings.Contains(output, "crashed inside its defragmentation") {
+		t.Errorf("the run does not say the member crashed inside its defragmentation:\n%s", output)
+	}
+}

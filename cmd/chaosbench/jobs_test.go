@@ -289,6 +289,7 @@ func usageRows(t *testing.T, base string) {
 		"trend":    {"trend", "--min-effect", "-3", base},
 		"merge":    {"merge", filepath.Join(t.TempDir(), "absent")},
 		"fidelity": {"fidelity", "--scale", "gigantic"},
+		"explore":  {"explore", "--max-load", "5s", "--count", "1"},
 		// A profile of a newer format than this chaosbench reads, and metrics that are not Prometheus text.
 		"qualify --profile": {"qualify", "--profile", newerProfile(t)},
 		"run --profile":     {"run", "--profile", newerProfile(t), "--dry-run"},

@@ -63,7 +63,7 @@ func newRoot(stdout, stderr io.Writer, code *int) *cobra.Command {
 	quietTestcontainers()
 	cobra.EnableCommandSorting = false // each group lists its commands in the order a newcomer needs them
 	addGroup(root, jobsGroup, "Jobs (each runs etcd under load and exits with its verdict):",
-		runCommand(stdout, stderr, code), qualifyCommand(stdout, stderr, code), suiteCommand(stdout, stderr, code),
+		runCommand(stdout, stderr, code), qualifyCommand(stdout, stderr, code), suiteCommand(stdout, stderr, code), exploreCommand(stdout, stderr, code),
 		compareCommand(stdout, stderr, code), fidelityCommand(stdout, stderr, code))
 	addGroup(root, resultsGroup, "Results (read, re-judge, merge and publish what jobs wrote):",
 		reportCommand(stdout, code), checkCommand(stdout, stderr, code), trendCommand(stdout, code),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -8,7 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/clusters/etcdbuild"
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 )
@@ -265,5 +269,61 @@ func TestSuiteMemberPanicsByItself(t *testing.T) {
 	}
 	if strings.Contains(string(printed), "retrying once") {
 		t.Errorf("a crashed member was retried:\n%s", printed)
+	}
+}
+
+// needFailpointRelease builds etcd release v with failpoints (cached), or skips when the module proxy
+// cannot serve it.
+func needFailpointRelease(t *testing.T, v string) {
+	t.Helper()
+	r, err := etcdbuild.Parse(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Failpoints = true
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if _, err := etcdbuild.Build(ctx, r, etcdbuild.Options{}); err != nil {
+		if outcome.IsUsage(err) || proxyUnreachable.MatchString(err.Error()) {
+			testenv.Missing(t, testenv.Failpoints, "skipping: the Go module proxy cannot serve etcd %s: %v", v, err)
+		}
+		t.Fatalf("failpoint build of etcd %s: %v", v, err)
+	}
+}
+
+// TestRegressionPairSingleMemberCrash is one pair of etcd's track record, as `suite --affected` and
+// `suite --fixed` run it: etcd-io/etcd#14370 (a single member loses acknowledged writes on a crash) must be
+// caught as a violation on v3.5.4, where the scenario passes, with its run's own outcome a violation kept
+// as its attempt's; and the same file on v3.5.5 must pass clean. About 150 s (two 60 s loads), plus the two
+// failpoint builds on a cold cache (a few minutes).
+func TestRegressionPairSingleMemberCrash(t *testing.T) {
+	const name = "regression-single-member-crash-unsynced-write"
+	for _, tc := range []struct {
+		release, version string
+		attempt          outcome.Kind
+	}{
+		{"affected", "v3.5.4", outcome.Violation},
+		{"fixed", "v3.5.5", outcome.OK},
+	} {
+		t.Run(tc.release, func(t *testing.T) {
+			needFailpointRelease(t, tc.version)
+			out := filepath.Join(t.TempDir(), "suite")
+			cmd := exec.Command(binary, "suite", "../../ci/chaos/regressions", "--"+tc.release, "--only", name, "--out", out)
+			printed, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != outcome.ExitOK {
+				t.Fatalf("exit code %d, want 0\n%s", code, printed)
+			}
+			s, err := results.ReadSuite(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := s.Scenarios[0]
+			if sc.Outcome != outcome.OK || sc.EtcdVersion != tc.version || sc.Issue != "etcd-io/etcd#14370" || sc.Attempts[0].Outcome != tc.attempt {
+				t.Fatalf("suite.json scenario %+v: want ok on %s, its run %s", sc, tc.version, tc.attempt)
+			}
+			if tc.release == "affected" && !strings.Contains(string(printed), "caught as expected (violation)") {
+				t.Errorf("the output does not say what caught the bug:\n%s", printed)
+			}
+		})
 	}
 }

@@ -1,0 +1,91 @@
+package chaosbench
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/outcome"
+)
+
+// TestShrink: shrinking keeps only what the failure needs. With a failure that needs a kill fault and at
+// least 10 s of load, a case with three faults, 40 s, 32 clients and watch-latency
+// shrinks to the kill alone, at most 20 s, put, the fewest clients and keys; the predicate is asked only
+// about smaller cases. Instant.
+func TestShrink(t *testing.T) {
+	big := ExploreCase{Members: 3, Workload: "watch-latency", Rate: 400, Clients: 32, Duration: 40 * time.Second, KeySpace: 1000,
+		DeleteRatio: 0.2, WatchReopen: 500 * time.Millisecond, WatchFrom: "past",
+		Faults: []string{"compact=1s@3s+5s", "kill:random@5s+2s", "partition:leader@8s+3s"}}
+	asked := 0
+	fails := func(c ExploreCase) bool {
+		asked++
+		if reflect.DeepEqual(c, big) {
+			t.Errorf("asked about the original case: %+v", c)
+		}
+		return slices.ContainsFunc(c.Faults, func(f string) bool { return strings.HasPrefix(f, "kill") }) && c.Duration >= 10*time.Second
+	}
+	got := Shrink(context.Background(), big, fails)
+	if !slices.Equal(got.Faults, []string{"kill:random@5s+2s"}) || got.Duration > 20*time.Second || got.Duration < 10*time.Second ||
+		got.Workload != "put" || got.Clients > 2 || got.KeySpace > 10 || got.DeleteRatio != 0 || got.WatchReopen != 0 {
+		t.Fatalf("shrunk to %+v", got)
+	}
+	// Nothing smaller fails: the case stays as it is.
+	if same := Shrink(context.Background(), big, func(ExploreCase) bool { return false }); !slices.Equal(same.Faults, big.Faults) || same.Duration != big.Duration {
+		t.Fatalf("nothing smaller failed, but it shrank to %+v", same)
+	}
+	t.Logf("%d candidates run", asked)
+}
+
+// TestRandomCaseSeeded: the search's draws follow its seed (the same seed, the same scenarios), every draw
+// has one to three faults' worth of entries within its load, and a single member never gets a partition.
+func TestRandomCaseSeeded(t *testing.T) {
+	draw := func(seed uint64) []ExploreCase {
+		r := rand.New(rand.NewPCG(seed, 1))
+		var out []ExploreCase
+		for range 50 {
+			out = append(out, randomCase(r, true, time.Minute))
+		}
+		return out
+	}
+	a, b := draw(7), draw(7)
+	for i := range a {
+		if !slices.Equal(a[i].Faults, b[i].Faults) || a[i].Workload != b[i].Workload || a[i].Duration != b[i].Duration {
+			t.Fatalf("draw %d differs with the same seed: %+v vs %+v", i, a[i], b[i])
+		}
+		c := a[i]
+		if len(c.Faults) == 0 || c.Duration < 20*time.Second || c.Duration > time.Minute {
+			t.Errorf("draw %d: %+v", i, c)
+		}
+		if c.Members == 1 && slices.ContainsFunc(c.Faults, func(f string) bool { return strings.HasPrefix(f, "partition") }) {
+			t.Errorf("draw %d partitions a single member: %+v", i, c)
+		}
+		if _, err := planFaults(ptr(c.Scenario("v3.6.16", true, 1, ""))); err != nil && !outcome.IsUsage(err) {
+			t.Errorf("draw %d: %v", i, err)
+		}
+	}
+}
+
+// TestExploreOutcome: the search's verdict from what it met: a finding is etcd failing, whatever else
+// happened; known issues alone pass, named; broken runs are harness errors; nothing found passes.
+func TestExploreOutcome(t *testing.T) {
+	ctx := context.Background()
+	found := outcome.Decide(outcome.New(outcome.Violation, "members disagree"))
+	for _, tc := range []struct {
+		name string
+		r    ExploreResult
+		want outcome.Kind
+	}{
+		{"clean", ExploreResult{Runs: 5}, outcome.OK},
+		{"known issue", ExploreResult{Known: []string{"etcd-io/etcd#18424"}}, outcome.KnownIssue},
+		{"broken runs", ExploreResult{Problems: []string{"run 2: the cluster did not start"}}, outcome.HarnessError},
+		{"found", ExploreResult{Found: &ExploreCase{}, Finding: found, Problems: []string{"run 1: ..."}}, outcome.Violation},
+	} {
+		if got := tc.r.Outcome(ctx); got.Kind != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
