@@ -267,3 +267,24 @@ func TestWorkflowOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryWorkflowLints: actionlint finds nothing in any workflow of .github/workflows (TestWorkflowLints
+// shows on the nightly one that it finds breakage).
+func TestEveryWorkflowLints(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", ".github", "workflows", "*.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("expected the nightly and the weekly regression workflows, found %v", files)
+	}
+	for _, file := range files {
+		content, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range lint(t, content) {
+			t.Errorf("%s: %s", file, e.Error())
+		}
+	}
+}
