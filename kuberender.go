@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
@@ -41,7 +42,15 @@ type KubeRenderOptions struct {
 	CPU, Memory string
 	// Storage and StorageClass size the results claim; ResultsClaim names an existing claim instead.
 	Storage, StorageClass, ResultsClaim string
+	// MergeWait is how long the merge Job waits for every worker's results before it merges those that
+	// came and judges each missing share a harness error (default: the scenario's warmup and duration
+	// and kubeMergeGrace for the pods to be scheduled, pull the image and write their results). A worker
+	// killed without writing anything is then named missing, and the merge fails, instead of waiting.
+	MergeWait time.Duration
 }
+
+// kubeMergeGrace is what the merge Job waits beyond the scenario's own time by default.
+const kubeMergeGrace = 10 * time.Minute
 
 // Ports and paths inside the rendered pods.
 const (
@@ -132,7 +141,11 @@ func KubeRender(opts KubeRenderOptions, out io.Writer) error {
 	for i := range dirs {
 		dirs[i] = fmt.Sprintf("%s/worker-%d", kubeResultsDir, i)
 	}
-	mergeArgs := append(append([]string{"merge"}, dirs...), "--out", kubeResultsDir+"/merged", "--wait", "24h")
+	wait := opts.MergeWait
+	if wait == 0 {
+		wait = s.Warmup + s.Duration + kubeMergeGrace
+	}
+	mergeArgs := append(append([]string{"merge"}, dirs...), "--out", kubeResultsDir+"/merged", "--wait", wait.String())
 	docs = append(docs, workers, opts.job(name+"-merge", labels, "merge", mergeArgs, claim))
 
 	fmt.Fprintf(out, "# chaosbench kube render: %s split over %d workers, seed %d\n", s.DisplayName(), opts.Workers, s.Seed)
@@ -181,6 +194,8 @@ func (o *KubeRenderOptions) workerScenario() (Scenario, []string, error) {
 		return Scenario{}, nil, outcome.Usagef("kube render: give --config, the scenario every worker runs its share of")
 	case o.Workers < 1 || o.Workers > 64:
 		return Scenario{}, nil, outcome.Usagef("--workers %d: between 1 and 64", o.Workers)
+	case o.MergeWait < 0:
+		return Scenario{}, nil, outcome.Usagef("--merge-wait %s: a positive duration", o.MergeWait)
 	}
 	if o.Name == "" {
 		o.Name = "chaosbench"
