@@ -104,20 +104,24 @@ func makeCgroupRoot(name string) error {
 		return err
 	}
 	for _, m := range mounts {
-		dir := filepath.Join(m.dir, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create cgroup %s: %w", dir, err)
-		}
-		if filepath.Base(m.dir) == "cpuset" && !m.v2 {
-			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-				v, err := os.ReadFile(filepath.Join(m.dir, f))
-				if err != nil {
-					return fmt.Errorf("cgroup %s: %w", dir, err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-					return fmt.Errorf("cgroup %s: %w", dir, err)
+		parent := m.dir
+		for _, part := range strings.Split(strings.Trim(name, "/"), "/") {
+			dir := filepath.Join(parent, part)
+			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("create cgroup %s: %w", dir, err)
+			}
+			if filepath.Base(m.dir) == "cpuset" && !m.v2 {
+				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+					v, err := os.ReadFile(filepath.Join(parent, f))
+					if err == nil {
+						err = os.WriteFile(filepath.Join(dir, f), v, 0o644)
+					}
+					if err != nil {
+						return fmt.Errorf("cgroup %s: %w", dir, err)
+					}
 				}
 			}
+			parent = dir
 		}
 	}
 	return nil

@@ -66,7 +66,14 @@ type state struct {
 	Bridge     string `json:"bridge"`
 	Subnet     string `json:"subnet"`
 	CgroupRoot string `json:"cgroupRoot"`
+	// Sysctls are the kernel settings the kubelet changes (it sets what it expects of a node's kernel),
+	// as they were: Down puts them back.
+	Sysctls map[string]string `json:"sysctls"`
 }
+
+// kubeletSysctls are the kernel settings the kubelet sets on start (setupKernelTunables).
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
 
 // Node is a running one-node Kubernetes.
 type Node struct {
@@ -145,6 +152,12 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n.st.Subnet = subnet.String()
+	n.st.Sysctls = map[string]string{}
+	for _, k := range kubeletSysctls {
+		if v, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			n.st.Sysctls[k] = strings.TrimSpace(string(v))
+		}
+	}
 	n.gateway = subnet.Addr().Next()
 	for _, d := range []string{"containerd/root", "containerd/state", "cni/conf", "cni/data", "kubelet", "pod-logs", "coredns", "volumes/" + ResultsVolume} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -696,7 +709,8 @@ func killCgroup(root string) int {
 
 // Down removes what a node left in dir and on the host: it kills the processes that name dir (the
 // node's containerd, its shims, the kubelet, CoreDNS) and the processes of its cgroups, unmounts
-// everything under dir, deletes its bridge and cgroups, and removes dir. A directory without a node
+// everything under dir, puts back the kernel settings the kubelet changed, deletes its bridge and
+// cgroups, and removes dir. A directory without a node
 // (no state.json) is an error; Down of a node already gone removes what is left of it.
 func Down(dir string) error {
 	dir, err := filepath.Abs(dir)
@@ -732,6 +746,13 @@ func Down(dir string) error {
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
 	}
+	for k, v := range st.Sysctls {
+		if cur, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(cur)) != v {
+			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("restore %s=%s: %w", k, v, err))
+			}
+		}
+	}
 	if st.Bridge != "" && linkExists(st.Bridge) {
 		if err := ip("link", "delete", st.Bridge); err != nil {
 			errs = append(errs, err)
@@ -762,7 +783,7 @@ func Down(dir string) error {
 }
 
 // Leftovers lists what of a node in dir is still on the host: processes naming dir, mounts under it,
-// its bridge, its cgroups, dir itself. Empty after Down; tests check it.
+// its bridge, its cgroups, kernel settings not put back, dir itself. Empty after Down; tests check it.
 func Leftovers(dir string, st Snapshot) []string {
 	var out []string
 	if pids := processesUnder(dir); len(pids) > 0 {
@@ -781,6 +802,11 @@ func Leftovers(dir string, st Snapshot) []string {
 			}
 		}
 	}
+	for k, v := range st.Sysctls {
+		if cur, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(cur)) != v {
+			out = append(out, fmt.Sprintf("sysctl %s=%s (was %s)", k, strings.TrimSpace(string(cur)), v))
+		}
+	}
 	if _, err := os.Stat(dir); err == nil {
 		out = append(out, "directory "+dir)
 	}
@@ -788,7 +814,10 @@ func Leftovers(dir string, st Snapshot) []string {
 }
 
 // Snapshot names a node's host objects (read from its directory before it goes).
-type Snapshot struct{ Bridge, CgroupRoot string }
+type Snapshot struct {
+	Bridge, CgroupRoot string
+	Sysctls            map[string]string
+}
 
 // ReadSnapshot reads the names of a node's host objects from its directory.
 func ReadSnapshot(dir string) (Snapshot, error) {
@@ -800,5 +829,5 @@ func ReadSnapshot(dir string) (Snapshot, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return Snapshot{}, err
 	}
-	return Snapshot{Bridge: st.Bridge, CgroupRoot: st.CgroupRoot}, nil
+	return Snapshot{Bridge: st.Bridge, CgroupRoot: st.CgroupRoot, Sysctls: st.Sysctls}, nil
 }
