@@ -62,8 +62,11 @@ type Options struct {
 
 // state is what a node records in its directory, for Down: the host objects named after it.
 type state struct {
-	Name       string `json:"name"`
-	Bridge     string `json:"bridge"`
+	Name   string `json:"name"`
+	Bridge string `json:"bridge"`
+	// Network is the CNI network's name: libcni caches each attachment's result under
+	// /var/lib/cni/results/<network>-<container>-<interface>, outside the node's directory.
+	Network    string `json:"network"`
 	Subnet     string `json:"subnet"`
 	CgroupRoot string `json:"cgroupRoot"`
 	// Sysctls are the kernel settings the kubelet changes (it sets what it expects of a node's kernel),
@@ -111,6 +114,9 @@ func (n *Node) ResultsDir() string { return filepath.Join(n.opts.Dir, "volumes",
 // ControlPlane returns the node's control plane.
 func (n *Node) ControlPlane() *controlplane.ControlPlane { return n.cp }
 
+// cniCacheDir is where libcni (in containerd's CRI) caches what each attachment returned.
+const cniCacheDir = "/var/lib/cni"
+
 // ResultsVolume is the PersistentVolume a node provides (ReadWriteMany, 10Gi, no storage class): the
 // claim `chaosbench kube render` writes binds to it.
 const ResultsVolume = "chaosbench-local-results"
@@ -146,7 +152,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	id := randomID()
 	n := &Node{opts: opts, spawner: clusters.NewSpawner()}
-	n.st = state{Name: opts.Name, Bridge: "cbnode" + id[:6], CgroupRoot: "/chaosbench-node-" + id}
+	n.st = state{Name: opts.Name, Bridge: "cbnode" + id[:6], Network: "chaosbench-node-" + id, CgroupRoot: "/chaosbench-node-" + id}
 	subnet, err := freeSubnet(id)
 	if err != nil {
 		return nil, err
@@ -264,7 +270,7 @@ func (n *Node) network() error {
 		}
 	}
 	conf := map[string]any{
-		"cniVersion": "0.4.0", "name": "chaosbench-node",
+		"cniVersion": "0.4.0", "name": n.st.Network,
 		"plugins": []any{
 			map[string]any{
 				"type": "bridge", "bridge": n.st.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -528,6 +534,7 @@ clusterDomain: cluster.local
 clusterDNS: [%s]
 resolvConf: ""
 podLogsDir: %s
+volumePluginDir: %s
 registerNode: true
 evictionHard:
   memory.available: 100Mi
@@ -539,13 +546,14 @@ imageGCLowThresholdPercent: 99
 imageMinimumGCAge: 24h
 maxPods: 20
 serializeImagePulls: false
-`, port, n.containerdSocket(), n.st.CgroupRoot, mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"))
+`, port, n.containerdSocket(), n.st.CgroupRoot, mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"),
+		filepath.Join(d, "volume-plugins"))
 	path := filepath.Join(n.opts.Dir, "kubelet.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}
 	_, err = n.start("kubelet", n.opts.Node.Kubelet, "--config="+path, "--kubeconfig="+n.Kubeconfig(),
-		"--root-dir="+d, "--hostname-override="+n.st.Name, "--node-ip="+n.gateway.String(), "--v=1")
+		"--root-dir="+d, "--cert-dir="+filepath.Join(d, "pki"), "--hostname-override="+n.st.Name, "--node-ip="+n.gateway.String(), "--v=1")
 	return err
 }
 
@@ -746,6 +754,18 @@ func Down(dir string) error {
 	if err := unmountUnder(dir); err != nil {
 		errs = append(errs, err)
 	}
+	if st.Network != "" {
+		// libcni's cache of the pods' attachments (a sandbox removed by the kubelet takes its own along).
+		cached, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", st.Network+"-*"))
+		for _, f := range cached {
+			if err := os.Remove(f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		// And its directories, when nothing else uses them (Remove fails on a directory that is not empty).
+		os.Remove(filepath.Join(cniCacheDir, "results"))
+		os.Remove(cniCacheDir)
+	}
 	for k, v := range st.Sysctls {
 		if cur, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(cur)) != v {
 			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
@@ -795,6 +815,11 @@ func Leftovers(dir string, st Snapshot) []string {
 	if st.Bridge != "" && linkExists(st.Bridge) {
 		out = append(out, "bridge "+st.Bridge)
 	}
+	if st.Network != "" {
+		if cached, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", st.Network+"-*")); len(cached) > 0 {
+			out = append(out, "CNI cache "+strings.Join(cached, ", "))
+		}
+	}
 	if mounts, err := cgroupMounts(); err == nil && st.CgroupRoot != "" {
 		for _, m := range mounts {
 			if _, err := os.Stat(filepath.Join(m.dir, st.CgroupRoot)); err == nil {
@@ -815,8 +840,8 @@ func Leftovers(dir string, st Snapshot) []string {
 
 // Snapshot names a node's host objects (read from its directory before it goes).
 type Snapshot struct {
-	Bridge, CgroupRoot string
-	Sysctls            map[string]string
+	Bridge, Network, CgroupRoot string
+	Sysctls                     map[string]string
 }
 
 // ReadSnapshot reads the names of a node's host objects from its directory.
@@ -829,5 +854,5 @@ func ReadSnapshot(dir string) (Snapshot, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return Snapshot{}, err
 	}
-	return Snapshot{Bridge: st.Bridge, CgroupRoot: st.CgroupRoot, Sysctls: st.Sysctls}, nil
+	return Snapshot{Bridge: st.Bridge, Network: st.Network, CgroupRoot: st.CgroupRoot, Sysctls: st.Sysctls}, nil
 }
