@@ -173,10 +173,8 @@ func TestKubeLocalSplit(t *testing.T) {
 	_, line := startBackground(t, 3*time.Minute, "endpoints: ", "cluster", "--cluster", "docker", "--members", "1", "--out", filepath.Join(dir, "etcd"))
 	endpoints := strings.TrimSpace(line[strings.Index(line, "endpoints: ")+len("endpoints: "):])
 
-	scenario := filepath.Join(dir, "split.yaml")
-	if err := os.WriteFile(scenario, []byte("name: kube-split-local\nworkload: kube\nnodes: 100\nduration: 15s\nwarmup: 2s\nseed: 7\nfaults: [none]\nprogress: lines\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// The scenario the docs run on a local node (docs/scale-out.md).
+	scenario := filepath.Join(repoRoot, "docs", "examples", "split-local.yaml")
 	render := func(name, mergeWait string) string {
 		t.Helper()
 		path := filepath.Join(dir, name+".yaml")

@@ -120,10 +120,11 @@ func kubeLocalCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 			"chaosbench's image into the node (pods run it as named; nothing is pulled) and prints the kubeconfig.\n" +
 			"Interrupted, it removes the node: processes, mounts, bridge, cgroups and --dir. Needs root, containerd,\n" +
 			"runc and the CNI plugins (Debian: containerd runc containernetworking-plugins) and a Docker engine.",
-		Example: `  chaosbench kube local up &                # prints: export KUBECONFIG=...
-  chaosbench cluster --cluster docker --members 3 &   # an etcd the pods reach
-  chaosbench kube render --workers 3 --config split.yaml --endpoints http://172.18.0.2:2379 --cpu 250m --memory 512Mi > split.yaml
-  kubectl apply -f split.yaml && kubectl wait --for=condition=complete --timeout=10m job/chaosbench-merge`,
+		Example: `  chaosbench kube local up &                          # prints: export KUBECONFIG=...
+  chaosbench cluster --cluster docker --members 1 &   # an etcd the pods reach
+  chaosbench kube render --workers 3 --config docs/examples/split-local.yaml --endpoints http://172.18.0.2:2379 \
+    --cpu 400m --memory 512Mi --storage 1Gi > split-job.yaml
+  kubectl apply -f split-job.yaml && kubectl wait --for=condition=complete --timeout=10m job/chaosbench-merge`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			ctx, cancel := interruptible(stderr, "removing the local node")
