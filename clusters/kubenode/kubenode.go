@@ -191,8 +191,16 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.importImages(ctx); err != nil {
 		return nil, err
 	}
+	// The apiserver reaches the kubelet (logs, exec) at the node's address with the control plane's client
+	// certificate (controlplane writes its certificates into <Dir>/tls), which the kubelet checks.
+	cpDir := filepath.Join(dir, "controlplane")
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Binaries: opts.Control, Dir: filepath.Join(dir, "controlplane"), Etcd: opts.Etcd, Apiservers: 1, Log: opts.Log,
+		Binaries: opts.Control, Dir: cpDir, Etcd: opts.Etcd, Apiservers: 1, Log: opts.Log,
+		APIServerArgs: []string{
+			"--kubelet-client-certificate=" + filepath.Join(cpDir, "tls", "client.pem"),
+			"--kubelet-client-key=" + filepath.Join(cpDir, "tls", "client-key.pem"),
+			"--kubelet-preferred-address-types=InternalIP",
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start node: %w", err)
@@ -514,15 +522,17 @@ func (n *Node) startKubelet() error {
 	d := filepath.Join(n.opts.Dir, "kubelet")
 	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzPort: 0
 authentication:
   anonymous:
-    enabled: true
+    enabled: false
   webhook:
     enabled: false
+  x509:
+    clientCAFile: %s
 authorization:
   mode: AlwaysAllow
 containerRuntimeEndpoint: unix://%s
@@ -546,7 +556,7 @@ imageGCLowThresholdPercent: 99
 imageMinimumGCAge: 24h
 maxPods: 20
 serializeImagePulls: false
-`, port, n.containerdSocket(), n.st.CgroupRoot, mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"),
+`, n.gateway, port, n.cp.ClientTLS().CA, n.containerdSocket(), n.st.CgroupRoot, mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"),
 		filepath.Join(d, "volume-plugins"))
 	path := filepath.Join(n.opts.Dir, "kubelet.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
