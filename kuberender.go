@@ -64,7 +64,7 @@ const (
 // KubeRender prints the Kubernetes manifests that run a scenario split over opts.Workers generators: the
 // scenario as a ConfigMap, a headless Service by which the workers reach worker 0's reference clock, a
 // claim for the results, an Indexed Job of the workers (one pod per share, spread over nodes, never
-// retried: a violation is not something to retry) and a Job that waits for every worker's results and
+// retried: a violation is not something to retry; one that fails does not stop the others) and a Job that waits for every worker's results and
 // merges them into one run (its exit code is the merged outcome). The scenario is checked as a run would
 // check it; bad input is a usage error and prints nothing.
 func KubeRender(opts KubeRenderOptions, out io.Writer) error {
@@ -126,6 +126,10 @@ func KubeRender(opts KubeRenderOptions, out io.Writer) error {
 	workers := opts.job(name+"-workers", labels, "worker", args, claim)
 	n := int32(opts.Workers)
 	workers.Spec.CompletionMode = kptr(batchv1.IndexedCompletion)
+	// Each share runs once (a violation is not something to retry), and a share that fails does not stop
+	// the others: with a Job-wide backoffLimit the controller would terminate every running worker at the
+	// first failure, and the merge would see interrupted shares instead of the one that is missing.
+	workers.Spec.BackoffLimit, workers.Spec.BackoffLimitPerIndex = nil, kptr(int32(0))
 	workers.Spec.Completions, workers.Spec.Parallelism = &n, &n
 	pod := &workers.Spec.Template.Spec
 	pod.Subdomain = name
