@@ -113,11 +113,9 @@ func KubeLocalUp(ctx context.Context, opts KubeLocalOptions, env Env) (err error
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
+		// Close removes the directory, and with it the control plane's etcd (killed: it holds nothing to keep).
 		cerr := n.Close(cctx)
 		etcd.Close(cctx)
-		if derr := kubenode.Down(dir); cerr == nil && derr != nil && !os.IsNotExist(errors.Unwrap(derr)) {
-			cerr = derr
-		}
 		if cerr != nil {
 			fmt.Fprintf(out, "kube local: %v\n", cerr)
 			if err == nil {
@@ -132,7 +130,7 @@ func KubeLocalUp(ctx context.Context, opts KubeLocalOptions, env Env) (err error
 	fmt.Fprintf(out, "  kubectl: %s\n", node.Kubectl)
 	fmt.Fprintf(out, "  image: %s (imported; pods run it as named, never pulled)\n", img.Ref)
 	fmt.Fprintf(out, "  pods reach this machine at %s: serve etcd there, or on a docker network (chaosbench cluster --cluster docker)\n", n.Gateway())
-	fmt.Fprintf(out, "  claims of up to 10Gi bind to the volume %s (%s)\n", kubenode.ResultsVolume, n.ResultsDir())
+	fmt.Fprintf(out, "  claims of up to 10Gi bind to the volumes %s-0..%d (%s)\n", kubenode.ResultsVolume, kubenode.Volumes-1, filepath.Dir(n.VolumeDir(kubenode.VolumeName(0))))
 	if opts.Ready != nil {
 		opts.Ready(n)
 	}

@@ -108,8 +108,14 @@ func (n *Node) Gateway() netip.Addr { return n.gateway }
 // Name returns the node's name.
 func (n *Node) Name() string { return n.st.Name }
 
-// ResultsDir returns the host directory behind the node's PersistentVolume (ResultsVolume).
-func (n *Node) ResultsDir() string { return filepath.Join(n.opts.Dir, "volumes", ResultsVolume) }
+// VolumeDir returns the host directory behind one of the node's PersistentVolumes (VolumeName).
+func (n *Node) VolumeDir(volume string) string { return VolumeDir(n.opts.Dir, volume) }
+
+// VolumeDir returns the host directory behind a PersistentVolume of the node in dir.
+func VolumeDir(dir, volume string) string { return filepath.Join(dir, "volumes", volume) }
+
+// VolumeName is the name of the node's i-th PersistentVolume.
+func VolumeName(i int) string { return fmt.Sprintf("%s-%d", ResultsVolume, i) }
 
 // ControlPlane returns the node's control plane.
 func (n *Node) ControlPlane() *controlplane.ControlPlane { return n.cp }
@@ -117,9 +123,13 @@ func (n *Node) ControlPlane() *controlplane.ControlPlane { return n.cp }
 // cniCacheDir is where libcni (in containerd's CRI) caches what each attachment returned.
 const cniCacheDir = "/var/lib/cni"
 
-// ResultsVolume is the PersistentVolume a node provides (ReadWriteMany, 10Gi, no storage class): the
-// claim `chaosbench kube render` writes binds to it.
+// ResultsVolume prefixes the PersistentVolumes a node provides (VolumeName: ReadWriteMany, 10Gi, no
+// storage class, each a directory of the host): the claim of each `chaosbench kube render` binds to one.
 const ResultsVolume = "chaosbench-local-results"
+
+// Volumes is how many PersistentVolumes a node provides: a volume stays bound to its claim, so each run
+// rendered under another name takes another one.
+const Volumes = 4
 
 // PauseImage is the sandbox image a node configures, built from its first image.
 const PauseImage = "chaosbench/pause:local"
@@ -165,7 +175,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		}
 	}
 	n.gateway = subnet.Addr().Next()
-	for _, d := range []string{"containerd/root", "containerd/state", "cni/conf", "cni/data", "kubelet", "pod-logs", "coredns", "volumes/" + ResultsVolume} {
+	for _, d := range []string{"containerd/root", "containerd/state", "cni/conf", "cni/data", "kubelet", "pod-logs", "coredns", "volumes"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("start node: %w", err)
 		}
@@ -218,7 +228,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.createVolume(ctx); err != nil {
+	if err := n.createVolumes(ctx); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(opts.Log, "node %s ready in %.0fs: pods on %s (bridge %s), cluster DNS %s, kubeconfig %s\n",
@@ -603,42 +613,48 @@ func (n *Node) waitReady(ctx context.Context) error {
 	})
 }
 
-// createVolume creates the node's PersistentVolume: a directory of the host, writable by the pods'
-// non-root user, bound by any claim of up to 10Gi without a storage class.
-func (n *Node) createVolume(ctx context.Context) error {
-	dir := n.ResultsDir()
-	if err := os.Chmod(dir, 0o777); err != nil {
-		return fmt.Errorf("start node: %w", err)
-	}
-	pv := map[string]any{
-		"apiVersion": "v1", "kind": "PersistentVolume",
-		"metadata": map[string]any{"name": ResultsVolume},
-		"spec": map[string]any{
-			"capacity":                      map[string]string{"storage": "10Gi"},
-			"accessModes":                   []string{"ReadWriteOnce", "ReadWriteMany"},
-			"persistentVolumeReclaimPolicy": "Retain",
-			"storageClassName":              "",
-			"hostPath":                      map[string]string{"path": dir, "type": "Directory"},
-		},
-	}
-	body, _ := json.Marshal(pv)
+// createVolumes creates the node's PersistentVolumes: directories of the host, writable by the pods'
+// non-root user, each bound by a claim of up to 10Gi without a storage class.
+func (n *Node) createVolumes(ctx context.Context) error {
 	hc, err := n.cp.HTTPClient()
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.cp.APIServerURLs()[0]+"/api/v1/persistentvolumes", strings.NewReader(string(body)))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("start node: create the results volume: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
+	for i := range Volumes {
+		name := VolumeName(i)
+		dir := n.VolumeDir(name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("start node: %w", err)
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return fmt.Errorf("start node: %w", err)
+		}
+		pv := map[string]any{
+			"apiVersion": "v1", "kind": "PersistentVolume",
+			"metadata": map[string]any{"name": name},
+			"spec": map[string]any{
+				"capacity":                      map[string]string{"storage": "10Gi"},
+				"accessModes":                   []string{"ReadWriteOnce", "ReadWriteMany"},
+				"persistentVolumeReclaimPolicy": "Retain",
+				"storageClassName":              "",
+				"hostPath":                      map[string]string{"path": dir, "type": "Directory"},
+			},
+		}
+		body, _ := json.Marshal(pv)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.cp.APIServerURLs()[0]+"/api/v1/persistentvolumes", strings.NewReader(string(body)))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("start node: create volume %s: %w", name, err)
+		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("start node: create the results volume: %s: %s", resp.Status, b)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("start node: create volume %s: %s: %s", name, resp.Status, b)
+		}
 	}
 	return nil
 }

@@ -219,8 +219,9 @@ func TestKubeLocalSplit(t *testing.T) {
 	}
 	kubectl(t, kubectlBin, kubeconfig, "wait", "--for=condition=complete", "--timeout=60s", "job/split-merge", "job/split-workers")
 	t.Logf("split run on the node: %.0fs", time.Since(split).Seconds())
-	// The claim is bound to the node's volume: the merged run is in its directory.
-	merged := readSummary(t, filepath.Join(nodeDir, "volumes", kubenode.ResultsVolume, "merged"))
+	// The claim is bound to one of the node's volumes: the merged run is in its directory.
+	volume := strings.TrimSpace(kubectl(t, kubectlBin, kubeconfig, "get", "pvc", "split-results", "-o", "jsonpath={.spec.volumeName}"))
+	merged := readSummary(t, filepath.Join(kubenode.VolumeDir(nodeDir, volume), "merged"))
 	if merged.Outcome != outcome.OK || merged.Split == nil || merged.Split.Workers != 3 {
 		t.Fatalf("merged run: outcome %q, split %+v, reasons %v", merged.Outcome, merged.Split, merged.Reasons)
 	}
