@@ -273,7 +273,7 @@ func waitWorkerProcess(t *testing.T, name string, index int, timeout time.Durati
 				continue
 			}
 			environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-			if err == nil && bytes.Contains(environ, []byte("\x00"+chaosbench.JobIndexEnv+"="+strconv.Itoa(index)+"\x00")) {
+			if err == nil && bytes.Contains(append([]byte{0}, environ...), []byte("\x00"+chaosbench.JobIndexEnv+"="+strconv.Itoa(index)+"\x00")) {
 				return pid
 			}
 		}
