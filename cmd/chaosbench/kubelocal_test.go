@@ -241,7 +241,10 @@ func TestKubeLocalSplit(t *testing.T) {
 	// A worker killed mid-run: its share is missing, and the merge fails saying which.
 	kubectl(t, kubectlBin, kubeconfig, "apply", "-f", render("killed", "60s"))
 	pid := waitWorkerProcess(t, "killed", 1, 3*time.Minute)
-	time.Sleep(5 * time.Second)
+	// Mid-run: once the workers have their start time (worker 1's log, as the kubelet keeps it), past the
+	// warmup.
+	waitLog(t, filepath.Join(nodeDir, "pod-logs", "default_killed-workers-1-*", "worker", "*.log"), "load starts at", 2*time.Minute)
+	time.Sleep(6 * time.Second)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill worker 1 (pid %d): %v", pid, err)
 	}
@@ -253,6 +256,22 @@ func TestKubeLocalSplit(t *testing.T) {
 		t.Errorf("merge with a share missing says PASS:\n%s", log)
 	}
 	t.Logf("TestKubeLocalSplit: %.0fs in all", time.Since(began).Seconds())
+}
+
+// waitLog waits for a file matching glob to hold want.
+func waitLog(t *testing.T, glob, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			if data, err := os.ReadFile(f); err == nil && bytes.Contains(data, []byte(want)) {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("no %q in %s within %s", want, glob, timeout)
 }
 
 // waitWorkerProcess finds the host process of worker index of the render named name: a chaosbench run
