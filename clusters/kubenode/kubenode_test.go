@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcd-chaosbench/chaosbench/internal/testenv"
 )
 
 // TestDown: what a killed node leaves (a process naming its directory, one in its cgroups, a tmpfs and a
@@ -16,7 +18,7 @@ import (
 // gone after Down, and Leftovers, which the end-to-end test trusts, sees each of them before.
 func TestDown(t *testing.T) {
 	if err := CheckHost(); err != nil {
-		t.Skipf("skipping: %v", err)
+		testenv.Missing(t, testenv.KubeNode, "skipping: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "node")
 	if err := os.MkdirAll(filepath.Join(dir, "kubelet", "pods", "x"), 0o755); err != nil {
