@@ -313,6 +313,9 @@ func (n *Node) containerdSocket() string {
 
 // startContainerd starts a containerd of the node's own (root, state and socket under its directory, so
 // that it never meets Docker's), with the CRI plugin on the node's CNI configuration and pause image.
+// restrict_oom_score_adj keeps the containers' OOM score adjustments at or above containerd's own: the
+// kubelet asks -998 for every sandbox, and a root without CAP_SYS_RESOURCE (these machines' root) may
+// not lower one, which runc reports as "can't get final child's PID from pipe: EOF".
 func (n *Node) startContainerd(ctx context.Context) error {
 	d := filepath.Join(n.opts.Dir, "containerd")
 	conf := fmt.Sprintf(`version = 2
@@ -332,7 +335,7 @@ state = %q
   sandbox_image = %q
   enable_selinux = false
   disable_apparmor = true
-  restrict_oom_score_adj = false
+  restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
@@ -784,6 +787,9 @@ func Down(dir string) error {
 		// libcni's cache of the pods' attachments (a sandbox removed by the kubelet takes its own along).
 		cached, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", st.Network+"-*"))
 		for _, f := range cached {
+			// <network>-<sandbox>-eth0, and the loopback plugin's cni-loopback-<sandbox>-lo beside it.
+			id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), st.Network+"-"), "-eth0")
+			os.Remove(filepath.Join(cniCacheDir, "results", "cni-loopback-"+id+"-lo"))
 			if err := os.Remove(f); err != nil {
 				errs = append(errs, err)
 			}
