@@ -62,8 +62,8 @@ type cgroupMount struct {
 	v2  bool
 }
 
-// cgroupMounts returns the hierarchies the kubelet and runc use: every cgroup v1 hierarchy, or the
-// unified one when /sys/fs/cgroup itself is cgroup v2.
+// cgroupMounts returns the hierarchies the kubelet and runc use: every cgroup v1 hierarchy (and a hybrid
+// system's unified one, last), or the unified one alone when /sys/fs/cgroup itself is cgroup v2.
 func cgroupMounts() ([]cgroupMount, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs("/sys/fs/cgroup", &st); err != nil {
@@ -78,19 +78,27 @@ func cgroupMounts() ([]cgroupMount, error) {
 		return nil, fmt.Errorf("read mounts: %w", err)
 	}
 	defer f.Close()
-	var out []cgroupMount
+	var out, unified []cgroupMount
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// 36 35 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu
+		// A hybrid system also mounts the unified hierarchy (cgroup2, /sys/fs/cgroup/unified), where runc
+		// places its containers too: it is listed after the v1 ones.
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
 		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(postFields) < 1 || postFields[0] != "cgroup" {
+		if !ok || len(fields) < 5 || len(postFields) < 1 {
 			continue
 		}
-		out = append(out, cgroupMount{dir: fields[4]})
+		switch postFields[0] {
+		case "cgroup":
+			out = append(out, cgroupMount{dir: fields[4]})
+		case "cgroup2":
+			unified = append(unified, cgroupMount{dir: fields[4], v2: true})
+		}
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no cgroup hierarchy is mounted under /sys/fs/cgroup")
+	out = append(out, unified...)
+	if len(out) == len(unified) {
+		return nil, errors.New("no cgroup v1 hierarchy is mounted, and /sys/fs/cgroup is not cgroup v2")
 	}
 	return out, nil
 }

@@ -569,7 +569,7 @@ imageGCLowThresholdPercent: 99
 imageMinimumGCAge: 24h
 maxPods: 20
 serializeImagePulls: false
-`, n.gateway, port, n.cp.ClientTLS().CA, n.containerdSocket(), n.st.CgroupRoot, mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"),
+`, n.gateway, port, n.cp.ClientTLS().CA, n.containerdSocket(), n.st.CgroupRoot, len(mounts) == 1 && mounts[0].v2, n.gateway, filepath.Join(n.opts.Dir, "pod-logs"),
 		filepath.Join(d, "volume-plugins"))
 	path := filepath.Join(n.opts.Dir, "kubelet.yaml")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
