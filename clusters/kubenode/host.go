@@ -268,3 +268,25 @@ func processesUnder(dir string) []int {
 	}
 	return out
 }
+
+// iptables runs iptables (Debian's, nf_tables backend).
+func iptables(args ...string) error {
+	out, err := exec.Command("iptables", append([]string{"-w"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// dockerUserChain reports whether Docker's DOCKER-USER chain exists (Docker runs with its iptables rules).
+func dockerUserChain() bool {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return false
+	}
+	return iptables("-S", "DOCKER-USER") == nil
+}
+
+// dockerUserRules are the rules that let a bridge's traffic through Docker's forwarding policy.
+func dockerUserRules(bridge string) [][]string {
+	return [][]string{{"-i", bridge, "-j", "ACCEPT"}, {"-o", bridge, "-j", "ACCEPT"}}
+}

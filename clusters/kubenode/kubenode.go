@@ -69,6 +69,8 @@ type state struct {
 	Network    string `json:"network"`
 	Subnet     string `json:"subnet"`
 	CgroupRoot string `json:"cgroupRoot"`
+	// DockerUser says the node added its rules to Docker's DOCKER-USER chain.
+	DockerUser bool `json:"dockerUser"`
 	// Sysctls are the kernel settings the kubelet changes (it sets what it expects of a node's kernel),
 	// as they were: Down puts them back.
 	Sysctls map[string]string `json:"sysctls"`
@@ -284,6 +286,19 @@ func (n *Node) network() error {
 		{"link", "set", n.st.Bridge, "up"},
 	} {
 		if err := ip(args...); err != nil {
+			return fmt.Errorf("start node: %w", err)
+		}
+	}
+	// Docker drops forwarded traffic by default (FORWARD policy DROP): its DOCKER-USER chain is where the
+	// pods' bridge is let through to the members of a docker cluster and back. Down deletes the rules.
+	if dockerUserChain() {
+		for _, rule := range dockerUserRules(n.st.Bridge) {
+			if err := iptables(append([]string{"-I", "DOCKER-USER"}, rule...)...); err != nil {
+				return fmt.Errorf("start node: %w", err)
+			}
+		}
+		n.st.DockerUser = true
+		if err := writeJSON(filepath.Join(n.opts.Dir, "state.json"), n.st); err != nil {
 			return fmt.Errorf("start node: %w", err)
 		}
 	}
@@ -805,6 +820,16 @@ func Down(dir string) error {
 			}
 		}
 	}
+	if st.DockerUser {
+		for _, rule := range dockerUserRules(st.Bridge) {
+			for iptables(append([]string{"-C", "DOCKER-USER"}, rule...)...) == nil {
+				if err := iptables(append([]string{"-D", "DOCKER-USER"}, rule...)...); err != nil {
+					errs = append(errs, err)
+					break
+				}
+			}
+		}
+	}
 	if st.Bridge != "" && linkExists(st.Bridge) {
 		if err := ip("link", "delete", st.Bridge); err != nil {
 			errs = append(errs, err)
@@ -846,6 +871,13 @@ func Leftovers(dir string, st Snapshot) []string {
 	}
 	if st.Bridge != "" && linkExists(st.Bridge) {
 		out = append(out, "bridge "+st.Bridge)
+	}
+	if st.Bridge != "" && dockerUserChain() {
+		for _, rule := range dockerUserRules(st.Bridge) {
+			if iptables(append([]string{"-C", "DOCKER-USER"}, rule...)...) == nil {
+				out = append(out, "iptables DOCKER-USER "+strings.Join(rule, " "))
+			}
+		}
 	}
 	if st.Network != "" {
 		if cached, _ := filepath.Glob(filepath.Join(cniCacheDir, "results", st.Network+"-*")); len(cached) > 0 {
