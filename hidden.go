@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/clusters/kubenode"
 	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
@@ -24,8 +25,9 @@ type HiddenCommand struct {
 }
 
 // HiddenCommands returns the helper modes chaosbench must answer to: an embedded cluster's etcd member, a
-// docker cluster's watchdog that removes its containers when chaosbench dies, and the slow-disk filesystem
-// under a member's data directory. A new list is returned on every call: there is no registry to mutate.
+// docker cluster's watchdog that removes its containers when chaosbench dies, the slow-disk filesystem
+// under a member's data directory, and the first process of the local Kubernetes node's pod sandboxes.
+// A new list is returned on every call: there is no registry to mutate.
 func HiddenCommands() []HiddenCommand {
 	return []HiddenCommand{
 		{
@@ -52,6 +54,11 @@ func HiddenCommands() []HiddenCommand {
 				// standard input and output, not over anything the CLI writes to.
 				return slowfs.Main(args, os.Stdin, os.Stdout)
 			},
+		},
+		{
+			Name:  kubenode.PauseCommand,
+			Short: "Hold a pod's namespaces as its sandbox's first process (internal: the local node's pause image)",
+			Main:  kubenode.RunPause,
 		},
 	}
 }

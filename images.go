@@ -80,7 +80,8 @@ func ListImages(ctx context.Context, out io.Writer) error {
 
 // BuildKube builds a Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler)
 // and KWOK of release version (e.g. v1.34.4) from the Go module proxy into the build cache, for
-// --workload controlplane and chaosbench fidelity, which then start at once. log receives the builds'
+// --workload controlplane and chaosbench fidelity, which then start at once, and the kubelet, kubectl
+// and CoreDNS of `chaosbench kube local up`. log receives the builds'
 // progress (a cold build takes minutes) and then the path of each program. A version chaosbench cannot
 // build is a usage error.
 func BuildKube(ctx context.Context, version string, log io.Writer) error {
@@ -94,11 +95,15 @@ func BuildKube(ctx context.Context, version string, log io.Writer) error {
 	console := live.NewConsole(log)
 	stop := live.StartActivity(live.ActivityOptions{Out: log, Console: console, Label: "kube build"})
 	b, err := kubebuild.Build(ctx, r, kubebuild.Options{Log: console})
+	var node kubebuild.NodeBinaries
+	if err == nil {
+		node, err = kubebuild.BuildNode(ctx, r, kubebuild.Options{Log: console})
+	}
 	stop()
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.KWOK} {
+	for _, p := range []string{b.APIServer, b.ControllerManager, b.Scheduler, b.KWOK, node.Kubelet, node.Kubectl, node.CoreDNS} {
 		fmt.Fprintln(log, p)
 	}
 	return nil

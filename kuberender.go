@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
@@ -41,7 +42,15 @@ type KubeRenderOptions struct {
 	CPU, Memory string
 	// Storage and StorageClass size the results claim; ResultsClaim names an existing claim instead.
 	Storage, StorageClass, ResultsClaim string
+	// MergeWait is how long the merge Job waits for every worker's results before it merges those that
+	// came and judges each missing share a harness error (default: the scenario's warmup and duration
+	// and kubeMergeGrace for the pods to be scheduled, pull the image and write their results). A worker
+	// killed without writing anything is then named missing, and the merge fails, instead of waiting.
+	MergeWait time.Duration
 }
+
+// kubeMergeGrace is what the merge Job waits beyond the scenario's own time by default.
+const kubeMergeGrace = 10 * time.Minute
 
 // Ports and paths inside the rendered pods.
 const (
@@ -55,7 +64,7 @@ const (
 // KubeRender prints the Kubernetes manifests that run a scenario split over opts.Workers generators: the
 // scenario as a ConfigMap, a headless Service by which the workers reach worker 0's reference clock, a
 // claim for the results, an Indexed Job of the workers (one pod per share, spread over nodes, never
-// retried: a violation is not something to retry) and a Job that waits for every worker's results and
+// retried: a violation is not something to retry; one that fails does not stop the others) and a Job that waits for every worker's results and
 // merges them into one run (its exit code is the merged outcome). The scenario is checked as a run would
 // check it; bad input is a usage error and prints nothing.
 func KubeRender(opts KubeRenderOptions, out io.Writer) error {
@@ -117,6 +126,10 @@ func KubeRender(opts KubeRenderOptions, out io.Writer) error {
 	workers := opts.job(name+"-workers", labels, "worker", args, claim)
 	n := int32(opts.Workers)
 	workers.Spec.CompletionMode = kptr(batchv1.IndexedCompletion)
+	// Each share runs once (a violation is not something to retry), and a share that fails does not stop
+	// the others: with a Job-wide backoffLimit the controller would terminate every running worker at the
+	// first failure, and the merge would see interrupted shares instead of the one that is missing.
+	workers.Spec.BackoffLimit, workers.Spec.BackoffLimitPerIndex = nil, kptr(int32(0))
 	workers.Spec.Completions, workers.Spec.Parallelism = &n, &n
 	pod := &workers.Spec.Template.Spec
 	pod.Subdomain = name
@@ -132,7 +145,11 @@ func KubeRender(opts KubeRenderOptions, out io.Writer) error {
 	for i := range dirs {
 		dirs[i] = fmt.Sprintf("%s/worker-%d", kubeResultsDir, i)
 	}
-	mergeArgs := append(append([]string{"merge"}, dirs...), "--out", kubeResultsDir+"/merged", "--wait", "24h")
+	wait := opts.MergeWait
+	if wait == 0 {
+		wait = s.Warmup + s.Duration + kubeMergeGrace
+	}
+	mergeArgs := append(append([]string{"merge"}, dirs...), "--out", kubeResultsDir+"/merged", "--wait", wait.String())
 	docs = append(docs, workers, opts.job(name+"-merge", labels, "merge", mergeArgs, claim))
 
 	fmt.Fprintf(out, "# chaosbench kube render: %s split over %d workers, seed %d\n", s.DisplayName(), opts.Workers, s.Seed)
@@ -181,6 +198,8 @@ func (o *KubeRenderOptions) workerScenario() (Scenario, []string, error) {
 		return Scenario{}, nil, outcome.Usagef("kube render: give --config, the scenario every worker runs its share of")
 	case o.Workers < 1 || o.Workers > 64:
 		return Scenario{}, nil, outcome.Usagef("--workers %d: between 1 and 64", o.Workers)
+	case o.MergeWait < 0:
+		return Scenario{}, nil, outcome.Usagef("--merge-wait %s: a positive duration", o.MergeWait)
 	}
 	if o.Name == "" {
 		o.Name = "chaosbench"

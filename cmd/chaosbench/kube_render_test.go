@@ -91,7 +91,8 @@ func TestKubeRenderManifests(t *testing.T) {
 	}
 	workers, merge := jobs[0], jobs[1]
 	spec := workers.Spec
-	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion || *spec.Completions != 3 || *spec.Parallelism != 3 || *spec.BackoffLimit != 0 {
+	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion || *spec.Completions != 3 || *spec.Parallelism != 3 ||
+		spec.BackoffLimitPerIndex == nil || *spec.BackoffLimitPerIndex != 0 || spec.BackoffLimit != nil || *merge.Spec.BackoffLimit != 0 {
 		t.Fatalf("workers' job spec: %+v", spec)
 	}
 	pod := spec.Template.Spec

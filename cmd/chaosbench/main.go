@@ -69,7 +69,7 @@ func newRoot(stdout, stderr io.Writer, code *int) *cobra.Command {
 		reportCommand(stdout, code), checkCommand(stdout, stderr, code), trendCommand(stdout, code),
 		mergeCommand(stdout, stderr, code), historyCommand(stdout, code))
 	addGroup(root, setupGroup, "Setup (what jobs run on):",
-		imageCommand(stdout, stderr, code), clusterCommand(stdout, stderr, code), kubeCommand(stdout, code), profileCommand(stdout, stderr, code),
+		imageCommand(stdout, stderr, code), clusterCommand(stdout, stderr, code), kubeCommand(stdout, stderr, code), profileCommand(stdout, stderr, code),
 		cleanCommand(stdout, stderr, code), versionCommand(stdout))
 	// The helper processes chaosbench re-executes itself as (etcd member, docker watchdog, slowfs, a split
 	// load's worker): hidden, in no group.

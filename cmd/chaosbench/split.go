@@ -66,7 +66,7 @@ func useWorkerIndex(s *chaosbench.Scenario, cmd *cobra.Command, code *int) error
 }
 
 // kubeCommand groups the commands that run chaosbench on a Kubernetes cluster.
-func kubeCommand(stdout io.Writer, code *int) *cobra.Command {
+func kubeCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
 	cmd := &cobra.Command{Use: "kube", Short: "Run chaosbench on a Kubernetes cluster: a split load as an Indexed Job"}
 	o := chaosbench.KubeRenderOptions{Workers: 3, Name: "chaosbench", CPU: "1", Memory: "2Gi", Storage: "10Gi"}
 	render := &cobra.Command{
@@ -99,6 +99,56 @@ func kubeCommand(stdout io.Writer, code *int) *cobra.Command {
 	fs.StringVar(&o.Storage, "storage", o.Storage, "size of the results claim (ReadWriteMany)")
 	fs.StringVar(&o.StorageClass, "storage-class", "", "storage class of the results claim")
 	fs.StringVar(&o.ResultsClaim, "results-claim", "", "an existing ReadWriteMany claim for the results (none is rendered)")
-	cmd.AddCommand(render)
+	fs.DurationVar(&o.MergeWait, "merge-wait", 0, "how long the merge Job waits for every worker's results; a share that has not come is missing and fails the merge (default: warmup + duration + 10m)")
+	cmd.AddCommand(render, kubeLocalCommand(stdout, stderr, code))
+	return cmd
+}
+
+// kubeLocalCommand groups `kube local up` and `kube local down`: a one-node Kubernetes on this machine.
+func kubeLocalCommand(stdout, stderr io.Writer, code *int) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "A one-node Kubernetes on this machine (real kubelet, containerd, CoreDNS) to run the rendered Jobs on",
+	}
+	var o chaosbench.KubeLocalOptions
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start a one-node Kubernetes here and keep it until interrupted (then remove every trace of it)",
+		Long: "Up builds what is missing (the control plane, kubelet, kubectl and CoreDNS of --kube-version from the Go\n" +
+			"module proxy, chaosbench's image), then starts an etcd member for the control plane, containerd (its own\n" +
+			"root and socket), the kubelet, CoreDNS on the pods' bridge and a volume for results claims, imports\n" +
+			"chaosbench's image into the node (pods run it as named; nothing is pulled) and prints the kubeconfig.\n" +
+			"Interrupted, it removes the node: processes, mounts, bridge, cgroups and --dir. Needs root, containerd,\n" +
+			"runc and the CNI plugins (Debian: containerd runc containernetworking-plugins) and a Docker engine.",
+		Example: `  chaosbench kube local up &                          # prints: export KUBECONFIG=...
+  chaosbench cluster --cluster docker --members 1 &   # an etcd the pods reach
+  chaosbench kube render --workers 3 --config docs/examples/split-local.yaml --endpoints http://172.18.0.2:2379 \
+    --cpu 400m --memory 512Mi --storage 1Gi > split-job.yaml
+  kubectl apply -f split-job.yaml && kubectl wait --for=condition=complete --timeout=10m job/chaosbench-merge`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			ctx, cancel := interruptible(stderr, "removing the local node")
+			defer cancel()
+			err := chaosbench.KubeLocalUp(ctx, o, chaosbench.Env{Version: chaosbenchVersion, Command: os.Args, Out: stdout})
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	up.Flags().StringVar(&o.Dir, "dir", chaosbench.DefaultKubeLocalDir(), "directory of everything the node keeps (removed when it stops)")
+	up.Flags().StringVar(&o.KubeVersion, "kube-version", chaosbench.DefaultKubeVersion, "Kubernetes release of the control plane and the kubelet")
+	up.Flags().StringSliceVar(&o.Images, "image", nil, "more local Docker images to import into the node")
+	var dir string
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Remove what a killed `kube local up` left: processes, mounts, bridge, cgroups, directory",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			err := chaosbench.KubeLocalDown(dir, stdout)
+			*code = chaosbench.ExitCode(err)
+			return err
+		},
+	}
+	down.Flags().StringVar(&dir, "dir", chaosbench.DefaultKubeLocalDir(), "the node's directory")
+	cmd.AddCommand(up, down)
 	return cmd
 }

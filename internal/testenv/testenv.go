@@ -54,11 +54,15 @@ const (
 	// Kube: kube-apiserver, kube-controller-manager, kube-scheduler and KWOK in the build cache (built from the
 	// module proxy by `chaosbench image kube`).
 	Kube Tool = "kube"
+	// KubeNode: what a one-node Kubernetes needs of its machine (chaosbench kube local up): root, containerd,
+	// runc and the CNI plugins (Debian's containerd, runc, containernetworking-plugins), cgroups, and the
+	// kubelet, kubectl and CoreDNS in the build cache (built by `chaosbench image kube`).
+	KubeNode Tool = "kubenode"
 )
 
 // Tools returns every tool.
 func Tools() []Tool {
-	return []Tool{FUSE, Strace, Docker, Fio, Chromium, Prometheus, Etcdctl, Failpoints, Kube}
+	return []Tool{FUSE, Strace, Docker, Fio, Chromium, Prometheus, Etcdctl, Failpoints, Kube, KubeNode}
 }
 
 // Required returns the tools a value of Env names: none for "", every tool for "all". A name that is not a
