@@ -55,7 +55,7 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 	stub(t, filepath.Join(tree, "ci"), "etcd-tool.sh", `echo /cache/etcdctl-v3.6.8`)
 	setup(bin, tree)
 	cmd := exec.Command(bash, filepath.Join(tree, ".ci", "run"))
-	cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir()}
+	cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir(), "CNI_PLUGIN_DIR=" + filepath.Join(tree, "cni")}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -75,11 +75,15 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 // finds its tool missing fails there; an install or a build that fails stops it at once, naming what
 // failed, before make test could pass by skipping.
 func TestCIRunRequiresEveryTool(t *testing.T) {
-	debian := []string{"fio", "chromium", "prometheus", "strace", "python3"}
-	installed := func(bin string) {
+	debian := []string{"fio", "chromium", "prometheus", "strace", "python3", "containerd", "runc"}
+	installed := func(bin, tree string) {
 		for _, tool := range debian {
 			stub(t, bin, tool, "exit 0")
 		}
+		if err := os.Mkdir(filepath.Join(tree, "cni"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stub(t, filepath.Join(tree, "cni"), "bridge", "exit 0")
 	}
 	for _, tc := range []struct {
 		name  string
@@ -87,7 +91,7 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 		pass  bool
 		says  []string
 	}{
-		{"everything there", func(t *testing.T, bin, tree string) { installed(bin) }, true,
+		{"everything there", func(t *testing.T, bin, tree string) { installed(bin, tree) }, true,
 			[]string{"ci: Debian packages (none missing) in", "ci: etcdctl in", "ci: the Kubernetes control plane in", "ci: the etcd releases in",
 				"ci: make test in", "ci: make test-long in", "ci: make nightly-smoke in"}},
 		{"installed by apt-get", func(t *testing.T, bin, tree string) {
@@ -98,27 +102,30 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 			if err := os.Symlink(chmod, filepath.Join(bin, "chmod")); err != nil {
 				t.Fatal(err)
 			}
-			stub(t, bin, "apt-get", `for a; do case $a in -*|update|install) ;; *) printf '#!/bin/sh\n' > "`+bin+`/$a"; chmod +x "`+bin+`/$a";; esac; done`)
-		}, true, []string{"ci: Debian packages (fio chromium prometheus strace python3) in"}},
+			if err := os.Mkdir(filepath.Join(tree, "cni"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			stub(t, bin, "apt-get", `for a; do case $a in -*|update|install) ;; containernetworking-plugins) printf '#!/bin/sh\n' > "`+tree+`/cni/bridge"; chmod +x "`+tree+`/cni/bridge";; *) printf '#!/bin/sh\n' > "`+bin+`/$a"; chmod +x "`+bin+`/$a";; esac; done`)
+		}, true, []string{"ci: Debian packages (fio chromium prometheus strace python3 containerd runc containernetworking-plugins) in"}},
 		{"installed, yet not on PATH", func(t *testing.T, bin, tree string) { stub(t, bin, "apt-get", "exit 0") }, false,
 			[]string{"FAIL: apt-get installed the package fio, but there is no fio on PATH"}},
 		{"apt-get fails", func(t *testing.T, bin, tree string) { stub(t, bin, "apt-get", "exit 100") }, false,
-			[]string{"FAIL: could not install fio chromium prometheus strace python3"}},
-		{"no apt-get", func(t *testing.T, bin, tree string) {}, false, []string{"FAIL: fio chromium prometheus strace python3 missing"}},
+			[]string{"FAIL: could not install fio chromium prometheus strace python3 containerd runc containernetworking-plugins"}},
+		{"no apt-get", func(t *testing.T, bin, tree string) {}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc containernetworking-plugins missing"}},
 		{"not root", func(t *testing.T, bin, tree string) {
 			stub(t, bin, "apt-get", "exit 0")
 			stub(t, bin, "id", "echo 1000")
-		}, false, []string{"FAIL: fio chromium prometheus strace python3 missing, and apt-get cannot install them"}},
+		}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc containernetworking-plugins missing, and apt-get cannot install them"}},
 		{"etcdctl does not build", func(t *testing.T, bin, tree string) {
-			installed(bin)
+			installed(bin, tree)
 			stub(t, filepath.Join(tree, "ci"), "etcd-tool.sh", "exit 1")
 		}, false, []string{"FAIL: could not build etcdctl"}},
 		{"the control plane does not build", func(t *testing.T, bin, tree string) {
-			installed(bin)
+			installed(bin, tree)
 			stub(t, bin, "go", `case "$1" in version) echo stub;; run) exit 1;; esac`)
 		}, false, []string{"FAIL: could not build the Kubernetes control plane"}},
 		{"the failpoint build of etcd fails", func(t *testing.T, bin, tree string) {
-			installed(bin)
+			installed(bin, tree)
 			stub(t, bin, "go", `case "$*" in version) echo stub;; *--failpoints*) exit 1;; esac`)
 		}, false, []string{"FAIL: could not build etcd v3.6.16 --failpoints"}},
 	} {
