@@ -15,9 +15,9 @@ func TestCommandGroups(t *testing.T) {
 	var code int
 	root := newRoot(io.Discard, io.Discard, &code)
 	want := map[string][]string{
-		jobsGroup:    {"run", "qualify", "suite", "compare", "fidelity"},
+		jobsGroup:    {"run", "qualify", "suite", "explore", "compare", "fidelity"},
 		resultsGroup: {"report", "check", "trend", "merge", "history"},
-		setupGroup:   {"image", "cluster", "kube", "clean", "version", "help", "completion"},
+		setupGroup:   {"image", "cluster", "kube", "profile", "clean", "version", "help", "completion"},
 	}
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
