@@ -191,7 +191,7 @@ func trafficUnderEveryFault(t *testing.T, sched faults.Schedule, seed uint64) {
 	if left := processesMentioning(clusterDir); len(left) > 0 {
 		t.Errorf("processes remain: %v", left)
 	}
-	if mounts := slowfs.MountsUnder(clusterDir); len(mounts) > 0 {
+	if mounts := mountsUnder(t, clusterDir); len(mounts) > 0 {
 		t.Errorf("mounts remain: %v", mounts)
 	}
 	if snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*")); len(snaps) > 0 {
@@ -265,4 +265,14 @@ type logWriter struct{ t *testing.T }
 func (w logWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
+}
+
+// mountsUnder is slowfs.MountsUnder, failing the test when the mount table cannot be read.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	mounts, err := slowfs.MountsUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mounts
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/etcd-chaosbench/chaosbench/clusters/slowfs"
 )
 
 // Unavailable is the error Start returns when this machine cannot run a node at all (not root, no
@@ -162,45 +164,11 @@ func removeCgroupRoot(name string) error {
 	return errors.Join(errs...)
 }
 
-// mountsUnder returns the mount points at or below dir, deepest first.
+// mountsUnder returns the mount points at or below dir, deepest first (slowfs.MountsUnder reads them).
 func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mounts: %w", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMount(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			out = append(out, p)
-		}
-	}
+	out, err := slowfs.MountsUnder(dir)
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, err
 }
 
 // unmountUnder unmounts everything mounted at or below dir (pods' volumes, the sandboxes' network

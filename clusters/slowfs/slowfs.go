@@ -104,11 +104,12 @@ func Mounted(dir string) bool {
 	return false
 }
 
-// MountsUnder returns the mount points at or below dir.
-func MountsUnder(dir string) []string {
+// MountsUnder returns the mount points at or below dir; an error when the mount table cannot be read (so
+// that a check for leftover mounts never passes by reading nothing).
+func MountsUnder(dir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("read mounts: %w", err)
 	}
 	defer f.Close()
 	var out []string
@@ -123,7 +124,10 @@ func MountsUnder(dir string) []string {
 			}
 		}
 	}
-	return out
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("read mounts: %w", err)
+	}
+	return out, nil
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).

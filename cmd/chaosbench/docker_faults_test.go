@@ -142,7 +142,7 @@ func checkDockerFaults(t *testing.T, out string, windows int) *results.Summary {
 		t.Logf("%-32s targets %v, write gap %.0f ms", w.Spec, w.Targets, w.Availability.WriteGapMs)
 	}
 	requireChecks(t, s.Checks, kubeChecks) // dockerFaultsWorkload
-	if mounts := slowfs.MountsUnder(out); len(mounts) > 0 {
+	if mounts := mountsUnder(t, out); len(mounts) > 0 {
 		t.Errorf("mounts remain: %v", mounts)
 	}
 	return s

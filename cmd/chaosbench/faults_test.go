@@ -190,7 +190,7 @@ func interruptDuringFault(t *testing.T, spec string, extra []string) {
 			t.Errorf("strace still attached to member pid %d: %v", pid, tracers)
 		}
 	}
-	if mounts := slowfs.MountsUnder(out); len(mounts) > 0 {
+	if mounts := mountsUnder(t, out); len(mounts) > 0 {
 		t.Errorf("mounts remain: %v", mounts)
 	}
 	for _, port := range proxyPorts(t, out) {
@@ -416,12 +416,22 @@ func TestKill9LeavesNoMount(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the cluster did not start:\n%s", output.String())
 	}
-	if mounts := slowfs.MountsUnder(out); len(mounts) != 3 {
+	if mounts := mountsUnder(t, out); len(mounts) != 3 {
 		t.Fatalf("mounts %v, want the 3 data directories", mounts)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitUntil(t, 15*time.Second, func() bool {
-		return len(slowfs.MountsUnder(out)) == 0 && len(processesMentioning(out)) == 0
+		return len(mountsUnder(t, out)) == 0 && len(processesMentioning(out)) == 0
 	})
+}
+
+// mountsUnder is slowfs.MountsUnder, failing the test when the mount table cannot be read.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	mounts, err := slowfs.MountsUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mounts
 }

@@ -9,15 +9,18 @@ import (
 	"text/tabwriter"
 )
 
+// finite is x for JSON, or nil (null) when it is unknown (NaN) or infinite: JSON has neither.
+func finite(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
 // MarshalJSON writes unknown figures (NaN) as null: JSON has no NaN.
 func (e Effect) MarshalJSON() ([]byte, error) {
 	type plain Effect
-	num := func(x float64) *float64 {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil
-		}
-		return &x
-	}
+	num := finite
 	return json.Marshal(struct {
 		plain
 		Baseline  *float64 `json:"baseline"`

@@ -346,16 +346,10 @@ func (r *Result) applySequential(sr SequentialResult) {
 // MarshalJSON writes unknown figures (NaN: an undecided figure without an interval) as null.
 func (f SequentialFigure) MarshalJSON() ([]byte, error) {
 	type plain SequentialFigure
-	num := func(x float64) *float64 {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil
-		}
-		return &x
-	}
 	return json.Marshal(struct {
 		plain
 		Change *float64 `json:"change"`
 		Low    *float64 `json:"low"`
 		High   *float64 `json:"high"`
-	}{plain(f), num(f.Change), num(f.Low), num(f.High)})
+	}{plain(f), finite(f.Change), finite(f.Low), finite(f.High)})
 }
