@@ -282,9 +282,10 @@ func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
 		puts := make([]history.Request, l.o.TxnOps)
 		for j := range puts {
 			key := l.keys.key(l.keys.nth(s.N*uint64(l.o.TxnOps) + uint64(j)))
-			puts[j] = putRequest(key, w.NewValue(l.o.ValSize))
 			if l.o.deletes(w) {
 				puts[j] = deleteRequest(key)
+			} else {
+				puts[j] = putRequest(key, w.NewValue(l.o.ValSize))
 			}
 		}
 		w.Do(ctx, s, "txn-put", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: puts}})
@@ -318,9 +319,11 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 			return
 		}
 		key := l.keys.key(l.keys.nth(s.N))
-		put := putRequest(key, w.NewValue(l.o.ValSize))
+		var put history.Request
 		if l.o.deletes(w) {
 			put = deleteRequest(key)
+		} else {
+			put = putRequest(key, w.NewValue(l.o.ValSize))
 		}
 		w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{put}}})
 	})
