@@ -14,12 +14,20 @@ import (
 
 // startCluster starts the members of an embedded or docker cluster; prepare has connected an external one.
 func (r *run) startCluster(ctx context.Context) error {
+	var err error
 	switch r.s.Cluster {
 	case "embed":
-		return r.startEmbedded(ctx)
+		err = r.startEmbedded(ctx)
 	case "docker":
-		return r.startDocker(ctx)
+		err = r.startDocker(ctx)
 	}
+	if err != nil || !r.s.Auth {
+		return err
+	}
+	if _, err := clusters.EnableAuth(ctx, r.cluster); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.out, "auth enabled: the load runs as %s, faults and checks as root\n", clusters.LoadUser)
 	return nil
 }
 
@@ -61,7 +69,7 @@ func (r *run) startDocker(ctx context.Context) error {
 // connectExternal connects to the scenario's external cluster.
 func (r *run) connectExternal(ctx context.Context) error {
 	external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
-		Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key,
+		Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key, User: r.s.credentials,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
@@ -71,7 +73,7 @@ func (r *run) teardown(ctx context.Context, interrupted bool) []error {
 func (r *run) describeRun(s *results.Summary) {
 	s.Schema = results.SummarySchema
 	s.Name = r.s.DisplayName()
-	s.Command = r.env.Command
+	s.Command = redactUser(r.env.Command)
 	s.Seed = r.s.Seed
 	s.Versions.Chaosbench = r.env.Version
 	s.Versions.EtcdClient = version.Version
@@ -213,4 +215,32 @@ func (r *run) beganAt() (time.Duration, bool) {
 		return 0, false
 	}
 	return r.rec.Began()
+}
+
+// redactUser hides the password of a --user name:password in a command line, which the summary keeps to
+// replay the run: a replay asks for the password again (--password-file).
+func redactUser(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		name, value, inline := strings.Cut(out[i], "=")
+		if name != "--user" && name != "-user" {
+			continue
+		}
+		if !inline {
+			if i+1 >= len(out) {
+				break
+			}
+			i++
+			value = out[i]
+		}
+		if user, _, hasPassword := strings.Cut(value, ":"); hasPassword {
+			value = user + ":REDACTED"
+		}
+		if inline {
+			out[i] = name + "=" + value
+		} else {
+			out[i] = value
+		}
+	}
+	return out
 }

@@ -77,7 +77,7 @@ func (r *run) startClients(runOpts workloads.RunOptions) error {
 	if err := r.startShapes(); err != nil {
 		return err
 	}
-	cfg := clusters.ClientConfig(r.cluster)
+	cfg := clusters.LoadClientConfig(r.cluster)
 	cfg.Endpoints = r.clientEndpoints()
 	var err error
 	if r.clientLog, err = os.OpenFile(filepath.Join(r.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {

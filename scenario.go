@@ -42,6 +42,15 @@ type Scenario struct {
 	Key       string   `json:"key,omitempty"`
 	TLS       bool     `json:"tls"`
 	KeepData  bool     `json:"keep-data"`
+	// Auth turns authentication on in a cluster chaosbench starts (clusters.EnableAuth): the load runs as
+	// a user without the root role, the faults and checks as root.
+	Auth bool `json:"auth,omitempty"`
+	// User is who every client of an external cluster logs in as, etcdctl's --user name[:password]; the
+	// password, from it or from PasswordFile, is kept out of the scenario as written down (validate
+	// moves it to credentials, leaving the name).
+	User         string `json:"user,omitempty"`
+	PasswordFile string `json:"password-file,omitempty"`
+	credentials  *clusters.Credentials
 
 	// Versions and containers (scenario_docker.go).
 	EtcdVersion string `json:"etcd-version,omitempty"`
@@ -141,6 +150,9 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.StringVar(&s.Key, "key", s.Key, "client key for mutual TLS (default $ETCDCTL_KEY)")
 	fs.BoolVar(&s.TLS, "tls", s.TLS, "embedded members serve clients over mutual TLS, as kube-apiserver's etcd does (certificates generated in the run directory)")
 	fs.BoolVar(&s.KeepData, "keep-data", s.KeepData, "keep member data directories after a successful run")
+	fs.BoolVar(&s.Auth, "auth", s.Auth, "enable authentication in the cluster chaosbench starts: a root user for the faults and checks, the load as a user whose role may read and write every key")
+	fs.StringVar(&s.User, "user", s.User, "an external cluster with authentication on: log in as name[:password], as etcdctl (without a password: --password-file; default $ETCDCTL_USER)")
+	fs.StringVar(&s.PasswordFile, "password-file", s.PasswordFile, "file whose first line is the password of --user")
 	bindVersionFlags(fs, s)
 
 	fs.StringVar(&s.Workload, "workload", s.Workload, "workload: "+strings.Join(WorkloadNames(), ", ")+" (kube: kube-apiserver's traffic, see the kube flags)")
@@ -317,6 +329,12 @@ func (s *Scenario) UseEnvironment(lookup func(key string) (string, bool)) error 
 			*f.field = get(f.key)
 		}
 	}
+	if s.User == "" {
+		s.User = get("ETCDCTL_USER")
+		if v := get("ETCDCTL_PASSWORD"); v != "" && s.User != "" && !strings.Contains(s.User, ":") && s.PasswordFile == "" {
+			s.credentials = &clusters.Credentials{User: s.User, Password: v}
+		}
+	}
 	if len(s.Endpoints) == 0 {
 		if v := get("ETCDCTL_ENDPOINTS"); v != "" {
 			if _, err := clusters.ParseEndpoints([]string{v}, s.externalTLS()); err != nil {
@@ -332,6 +350,31 @@ func (s *Scenario) UseEnvironment(lookup func(key string) (string, bool)) error 
 // then https, as with etcdctl.
 func (s *Scenario) externalTLS() bool {
 	return s.CACert != "" || s.Cert != "" || s.Key != ""
+}
+
+// validateAuth reads --user and --password-file (etcdctl's semantics, see clusters.ParseUser) into
+// credentials, leaving the name alone in User so that no password is written with the scenario.
+func (s *Scenario) validateAuth() error {
+	switch {
+	case s.Auth && s.Cluster == "external":
+		return outcome.Usagef("--auth is for clusters chaosbench starts; log in to an external cluster with --user")
+	case s.User == "" && s.PasswordFile != "":
+		return outcome.Usagef("--password-file is the password of --user; give --user")
+	case s.User != "" && s.Cluster != "external":
+		return outcome.Usagef("--user is for --cluster external; a cluster chaosbench starts gets its users from --auth")
+	case (s.Auth || s.User != "") && s.Workload == "controlplane":
+		return outcome.Usagef("--auth, --user: the controlplane workload's kube-apiserver does not log in to etcd yet")
+	case (s.Auth || s.User != "") && s.Workers > 1 && !s.IsWorker():
+		return outcome.Usagef("--auth, --user: a load split over --workers does not log in yet; run one generator")
+	case s.User == "" || s.credentials != nil:
+		return nil
+	}
+	cr, err := clusters.ParseUser(s.User, s.PasswordFile)
+	if err != nil {
+		return err
+	}
+	s.credentials, s.User = &cr, cr.User
+	return nil
 }
 
 // validate checks what does not need a cluster to check, and writes an external cluster's endpoints as
@@ -362,6 +405,9 @@ func (s *Scenario) validate() error {
 	}
 	if s.Cluster != "external" && (len(s.Endpoints) > 0 || s.CACert != "" || s.Cert != "" || s.Key != "") {
 		return outcome.Usagef("--endpoints, --cacert, --cert and --key are for --cluster external")
+	}
+	if err := s.validateAuth(); err != nil {
+		return err
 	}
 	if s.Cluster == "external" && s.TLS {
 		return outcome.Usagef("--tls is for clusters chaosbench starts; give an external cluster's TLS files with --cacert, --cert and --key")

@@ -493,7 +493,7 @@ func newSuite(opts SuiteOptions, env Env, registry int) (*results.Suite, string,
 		return nil, "", outcome.Usagef("--out %s: %v", dir, err)
 	}
 	suite := &results.Suite{
-		Schema: results.SuiteSchema, Command: env.Command, Chaosbench: env.Version, Start: start,
+		Schema: results.SuiteSchema, Command: redactUser(env.Command), Chaosbench: env.Version, Start: start,
 		Selection: results.SuiteSelection{
 			Paths: opts.Paths, Registry: registry, Tags: opts.Tags, Only: opts.Only, Shard: opts.Shard,
 			Seed: opts.Seed, Set: opts.Set, RetryHarness: opts.RetryHarness, Release: opts.Release,

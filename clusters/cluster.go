@@ -104,8 +104,8 @@ func Processes(c Cluster) []Process {
 	return out
 }
 
-// ClientConfig returns a client configuration for c's endpoints. Callers set timeouts and logging.
-func ClientConfig(c Cluster) clientv3.Config {
+// clientConfig is a client configuration for c's endpoints, logged in as nobody (see ClientConfig).
+func clientConfig(c Cluster) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            c.Endpoints(),
 		TLS:                  c.TLS(),

@@ -104,6 +104,7 @@ type Docker struct {
 	status    *statusClient
 	clientTLS *tls.Config
 	tlsFiles  TLSFiles
+	auth      *Auth // set once by EnableAuth, before any other client connects
 	labels    map[string]string
 	events    *log.Logger // docker.log in the run directory
 	eventFile *os.File
@@ -316,6 +317,9 @@ func (c *Docker) Endpoints() []string {
 
 // TLS returns the client TLS configuration, or nil when members serve plaintext.
 func (c *Docker) TLS() *tls.Config { return c.clientTLS }
+
+func (c *Docker) authInfo() *Auth { return c.auth }
+func (c *Docker) setAuth(a Auth)  { c.auth = &a }
 
 // ClientTLSFiles returns the client certificate files when members serve TLS.
 func (c *Docker) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }

@@ -87,6 +87,7 @@ type Embedded struct {
 	status     *statusClient
 	clientTLS  *tls.Config
 	tlsFiles   TLSFiles // client side, when TLS is on
+	auth       *Auth    // set once by EnableAuth, before any other client connects
 
 	closeOnce sync.Once
 	closeErr  error
@@ -428,6 +429,9 @@ func (c *Embedded) Endpoints() []string {
 
 // TLS returns the client TLS configuration, or nil when members serve plaintext.
 func (c *Embedded) TLS() *tls.Config { return c.clientTLS }
+
+func (c *Embedded) authInfo() *Auth { return c.auth }
+func (c *Embedded) setAuth(a Auth)  { c.auth = &a }
 
 // ClientTLSFiles returns the client certificate files when members serve TLS (for etcdctl and tests).
 func (c *Embedded) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -22,6 +23,9 @@ type ExternalOptions struct {
 	Endpoints []string
 	// CACert, Cert and Key are PEM files for (mutual) TLS; all empty means plaintext.
 	CACert, Cert, Key string
+	// User, when set, is who every client logs in as (the load's, the faults' and the checks'), as
+	// etcdctl's --user: a cluster with authentication enabled.
+	User *Credentials
 	// ConnectTimeout bounds the first contact (default 5 s).
 	ConnectTimeout time.Duration
 }
@@ -32,9 +36,12 @@ type External struct {
 	tls       *tls.Config
 	members   []Member
 	status    *statusClient
+	auth      *Auth
 }
 
 var _ Cluster = (*External)(nil)
+
+func (c *External) authInfo() *Auth { return c.auth }
 
 type externalMember struct {
 	name      string
@@ -84,11 +91,18 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		opts.ConnectTimeout = 5 * time.Second
 	}
 	c := &External{endpoints: endpoints, tls: tlsConfig, status: newStatusClient(tlsConfig)}
+	if opts.User != nil {
+		c.auth = &Auth{Admin: *opts.User, Load: *opts.User}
+	}
 
 	cfg := ClientConfig(c)
 	cfg.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg)
 	if err != nil {
+		// The client logs in as it connects: refused credentials end here, before anything starts.
+		if opts.User != nil && isAuthRefused(err) {
+			return nil, outcome.Usagef("--user %s: etcd at %s refused the credentials: %v", opts.User.User, strings.Join(endpoints, ","), rpctypes.Error(err))
+		}
 		return nil, outcome.Usagef("connect to %s: %v", strings.Join(endpoints, ","), err)
 	}
 	defer cli.Close()
@@ -99,7 +113,20 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if isAuthRefused(err) {
+			if opts.User == nil {
+				return nil, outcome.Usagef("etcd at %s has authentication enabled: give --user name[:password] (and --password-file): %v", strings.Join(endpoints, ","), rpctypes.Error(err))
+			}
+			return nil, outcome.Usagef("--user %s: etcd at %s refused the request: %v", opts.User.User, strings.Join(endpoints, ","), rpctypes.Error(err))
+		}
 		return nil, outcome.Usagef("cannot reach etcd at %s: %v", strings.Join(endpoints, ","), err)
+	}
+	if opts.User == nil {
+		// Listing members needs no login; reading does: a cluster with authentication on is found here,
+		// not by the load's first request.
+		if _, err := cli.Get(lctx, "\x00", clientv3.WithCountOnly()); isAuthRefused(err) {
+			return nil, outcome.Usagef("etcd at %s has authentication enabled: give --user name[:password] (or name with --password-file): %v", strings.Join(endpoints, ","), rpctypes.Error(err))
+		}
 	}
 	for _, m := range list.Members {
 		em := &externalMember{name: m.Name, id: m.ID, clientURL: probeURL(m.ClientURLs)}
@@ -117,6 +144,18 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 		c.members = append(c.members, em)
 	}
 	return c, nil
+}
+
+// isAuthRefused reports whether err is etcd refusing who the client is (or that it is nobody).
+func isAuthRefused(err error) bool {
+	err = rpctypes.Error(err)
+	for _, e := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrPermissionDenied,
+		rpctypes.ErrUserNotFound, rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // probeURL returns the first http(s) URL a member advertises for clients, or "". Members may also

@@ -118,6 +118,9 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		return HashComparison{Agreement: NotCompared, Detail: fmt.Sprintf("%d member(s) with a client URL: nothing to compare", len(members))}
 	}
 	h := hasher{tls: c.TLS(), members: members, timeout: o.CallTimeout}
+	if a := AuthOf(c); a != nil {
+		h.login = &a.Admin // HashKV is root's to ask for when authentication is on
+	}
 	converge := time.Now().Add(o.Converge)
 	var last HashComparison
 	for attempt := 1; ; {
@@ -272,6 +275,7 @@ type hasher struct {
 	tls     *tls.Config
 	members []Member
 	timeout time.Duration
+	login   *Credentials // nil: the cluster has no authentication
 }
 
 // hashAll asks every member for its hash at rev (0: at its current revision) concurrently, and returns
@@ -304,6 +308,10 @@ func (h hasher) hash(ctx context.Context, m Member, rev int64) MemberHash {
 	defer conn.Close()
 	cctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
+	if cctx, err = loginConn(cctx, conn, h.login); err != nil {
+		out.Err = err.Error()
+		return out
+	}
 	resp, err := pb.NewMaintenanceClient(conn).HashKV(cctx, &pb.HashKVRequest{Revision: rev})
 	if err != nil {
 		err = rpctypes.Error(err)
