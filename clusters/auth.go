@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -33,6 +34,13 @@ type Credentials struct {
 type Auth struct {
 	Admin Credentials
 	Load  Credentials
+	// tokens are Admin's, one per member: etcd's simple tokens are good on the member that gave them.
+	tokens *tokenCache
+}
+
+// newAuth returns an Auth with a token cache of its own.
+func newAuth(admin, load Credentials) *Auth {
+	return &Auth{Admin: admin, Load: load, tokens: &tokenCache{tokens: map[string]string{}}}
 }
 
 // authenticated is a cluster whose clients log in.
@@ -109,7 +117,7 @@ const (
 // authSetter is a cluster chaosbench starts, which can remember the credentials EnableAuth created.
 type authSetter interface {
 	Cluster
-	setAuth(a Auth)
+	setAuth(a *Auth)
 }
 
 // EnableAuth turns authentication on in a cluster chaosbench started, as an operator does: a root user
@@ -121,7 +129,7 @@ func EnableAuth(ctx context.Context, c Cluster) (Auth, error) {
 	if !ok {
 		return Auth{}, fmt.Errorf("enable auth: a %s cluster is not one chaosbench starts", c.Backend())
 	}
-	a := Auth{Admin: Credentials{User: "root", Password: randomPassword()}, Load: Credentials{User: LoadUser, Password: randomPassword()}}
+	a := newAuth(Credentials{User: "root", Password: randomPassword()}, Credentials{User: LoadUser, Password: randomPassword()})
 	cfg := clientConfig(c)
 	cfg.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg)
@@ -152,7 +160,7 @@ func EnableAuth(ctx context.Context, c Cluster) (Auth, error) {
 		}
 	}
 	s.setAuth(a)
-	return a, nil
+	return *a, nil
 }
 
 func ignore(err, allowed error) error {
@@ -168,15 +176,66 @@ func randomPassword() string {
 	return hex.EncodeToString(b)
 }
 
-// loginConn logs in over conn, a connection of its own to one member, and returns ctx carrying the
-// token etcd gives, as etcd's client sends it; ctx itself without credentials.
-func loginConn(ctx context.Context, conn *grpc.ClientConn, cr *Credentials) (context.Context, error) {
-	if cr == nil {
-		return ctx, nil
+// tokenCache holds the harness's tokens, one per member, for the connections it opens to one member alone
+// (status, hashes, the leader monitor): logging in costs etcd a bcrypt hash and a raft entry, too much for
+// a status probe ten times a second.
+type tokenCache struct {
+	mu     sync.Mutex
+	tokens map[string]string // by member address
+}
+
+// MemberDialOptions returns the options of a gRPC connection to the member at addr alone (host:port): for
+// a cluster with authentication enabled, its calls log in as the harness (Auth.Admin), once per member,
+// and again when the member has forgotten the token (a restart, a token's time-to-live).
+func MemberDialOptions(c Cluster, addr string) []grpc.DialOption {
+	if a := AuthOf(c); a != nil {
+		return []grpc.DialOption{a.dialOption(addr)}
 	}
-	resp, err := pb.NewAuthClient(conn).Authenticate(ctx, &pb.AuthenticateRequest{Name: cr.User, Password: cr.Password})
+	return nil
+}
+
+// dialOption is the login interceptor of a connection to the member at addr.
+func (a *Auth) dialOption(addr string) grpc.DialOption {
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.Auth/Authenticate" {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		for attempt := 0; ; attempt++ {
+			tok, err := a.tokens.get(ctx, addr, cc, a.Admin)
+			if err != nil {
+				return err
+			}
+			err = invoker(metadata.AppendToOutgoingContext(ctx, rpctypes.TokenFieldNameGRPC, tok), method, req, reply, cc, opts...)
+			if attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthToken) {
+				a.tokens.drop(addr, tok)
+				continue
+			}
+			return err
+		}
+	})
+}
+
+func (t *tokenCache) get(ctx context.Context, addr string, cc *grpc.ClientConn, cr Credentials) (string, error) {
+	t.mu.Lock()
+	tok, ok := t.tokens[addr]
+	t.mu.Unlock()
+	if ok {
+		return tok, nil
+	}
+	resp, err := pb.NewAuthClient(cc).Authenticate(ctx, &pb.AuthenticateRequest{Name: cr.User, Password: cr.Password})
 	if err != nil {
-		return ctx, fmt.Errorf("log in as %s: %w", cr.User, rpctypes.Error(err))
+		return "", fmt.Errorf("log in as %s: %w", cr.User, rpctypes.Error(err))
 	}
-	return metadata.AppendToOutgoingContext(ctx, rpctypes.TokenFieldNameGRPC, resp.Token), nil
+	t.mu.Lock()
+	t.tokens[addr] = resp.Token
+	t.mu.Unlock()
+	return resp.Token, nil
+}
+
+func (t *tokenCache) drop(addr, tok string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tokens[addr] == tok {
+		delete(t.tokens, addr)
+	}
 }

@@ -79,6 +79,13 @@ func TestEnableAuth(t *testing.T) {
 		t.Fatalf("auth %+v", AuthOf(c))
 	}
 
+	// etcd's /health, which WaitHealthy reads, must still say healthy to a caller without a login.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := c.WaitHealthy(wctx); err != nil {
+		t.Fatalf("health with auth on: %v", err)
+	}
+
 	load := newLoadClient(t, c)
 	if _, err := load.Put(ctx, "/any/key", "v"); err != nil {
 		t.Fatalf("the load user writes: %v", err)

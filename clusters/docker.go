@@ -319,7 +319,7 @@ func (c *Docker) Endpoints() []string {
 func (c *Docker) TLS() *tls.Config { return c.clientTLS }
 
 func (c *Docker) authInfo() *Auth { return c.auth }
-func (c *Docker) setAuth(a Auth)  { c.auth = &a }
+func (c *Docker) setAuth(a *Auth) { c.auth = a; c.status.setAuth(a) }
 
 // ClientTLSFiles returns the client certificate files when members serve TLS.
 func (c *Docker) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }

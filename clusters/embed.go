@@ -431,7 +431,7 @@ func (c *Embedded) Endpoints() []string {
 func (c *Embedded) TLS() *tls.Config { return c.clientTLS }
 
 func (c *Embedded) authInfo() *Auth { return c.auth }
-func (c *Embedded) setAuth(a Auth)  { c.auth = &a }
+func (c *Embedded) setAuth(a *Auth) { c.auth = a; c.status.setAuth(a) }
 
 // ClientTLSFiles returns the client certificate files when members serve TLS (for etcdctl and tests).
 func (c *Embedded) ClientTLSFiles() (TLSFiles, bool) { return c.tlsFiles, c.opts.TLS }

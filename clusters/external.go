@@ -92,7 +92,8 @@ func ConnectExternal(ctx context.Context, opts ExternalOptions) (*External, erro
 	}
 	c := &External{endpoints: endpoints, tls: tlsConfig, status: newStatusClient(tlsConfig)}
 	if opts.User != nil {
-		c.auth = &Auth{Admin: *opts.User, Load: *opts.User}
+		c.auth = newAuth(*opts.User, *opts.User)
+		c.status.setAuth(c.auth)
 	}
 
 	cfg := ClientConfig(c)

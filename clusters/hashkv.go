@@ -118,9 +118,7 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		return HashComparison{Agreement: NotCompared, Detail: fmt.Sprintf("%d member(s) with a client URL: nothing to compare", len(members))}
 	}
 	h := hasher{tls: c.TLS(), members: members, timeout: o.CallTimeout}
-	if a := AuthOf(c); a != nil {
-		h.login = &a.Admin // HashKV is root's to ask for when authentication is on
-	}
+	h.auth = AuthOf(c) // HashKV is root's to ask for when authentication is on
 	converge := time.Now().Add(o.Converge)
 	var last HashComparison
 	for attempt := 1; ; {
@@ -275,7 +273,7 @@ type hasher struct {
 	tls     *tls.Config
 	members []Member
 	timeout time.Duration
-	login   *Credentials // nil: the cluster has no authentication
+	auth    *Auth // nil: the cluster has no authentication
 }
 
 // hashAll asks every member for its hash at rev (0: at its current revision) concurrently, and returns
@@ -300,7 +298,7 @@ func (h hasher) hash(ctx context.Context, m Member, rev int64) MemberHash {
 		out.Err = "not running"
 		return out
 	}
-	conn, err := dial(m.ClientURL(), h.tls)
+	conn, err := dial(m.ClientURL(), h.tls, h.auth)
 	if err != nil {
 		out.Err = err.Error()
 		return out
@@ -308,10 +306,6 @@ func (h hasher) hash(ctx context.Context, m Member, rev int64) MemberHash {
 	defer conn.Close()
 	cctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	if cctx, err = loginConn(cctx, conn, h.login); err != nil {
-		out.Err = err.Error()
-		return out
-	}
 	resp, err := pb.NewMaintenanceClient(conn).HashKV(cctx, &pb.HashKVRequest{Revision: rev})
 	if err != nil {
 		err = rpctypes.Error(err)
@@ -338,7 +332,7 @@ func (h hasher) hash(ctx context.Context, m Member, rev int64) MemberHash {
 }
 
 // dial opens a connection to the member at clientURL alone.
-func dial(clientURL string, tlsConfig *tls.Config) (*grpc.ClientConn, error) {
+func dial(clientURL string, tlsConfig *tls.Config, a *Auth) (*grpc.ClientConn, error) {
 	u, err := url.Parse(clientURL)
 	if err != nil {
 		return nil, fmt.Errorf("client URL %q: %w", clientURL, err)
@@ -347,7 +341,11 @@ func dial(clientURL string, tlsConfig *tls.Config) (*grpc.ClientConn, error) {
 	if tlsConfig != nil {
 		creds = credentials.NewTLS(tlsConfig)
 	}
-	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if a != nil {
+		opts = append(opts, a.dialOption(u.Host))
+	}
+	conn, err := grpc.NewClient(u.Host, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", clientURL, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -29,6 +30,23 @@ const probeTimeout = 2 * time.Second
 type statusClient struct {
 	tls  *tls.Config
 	http *http.Client
+	// auth logs the status calls in, once the cluster has authentication on (etcd 3.6 asks for a user).
+	auth atomic.Pointer[Auth]
+}
+
+func (s *statusClient) setAuth(a *Auth) { s.auth.Store(a) }
+
+// dialOptions are the options of a connection to the member at addr.
+func (s *statusClient) dialOptions(addr string) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if s.tls != nil {
+		creds = credentials.NewTLS(s.tls)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if a := s.auth.Load(); a != nil {
+		opts = append(opts, a.dialOption(addr))
+	}
+	return opts
 }
 
 func newStatusClient(tlsConfig *tls.Config) *statusClient {
@@ -49,11 +67,7 @@ func (s *statusClient) Status(ctx context.Context, m Member) (*pb.StatusResponse
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", m.Name(), err)
 	}
-	creds := insecure.NewCredentials()
-	if s.tls != nil {
-		creds = credentials.NewTLS(s.tls)
-	}
-	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(u.Host, s.dialOptions(u.Host)...)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", m.Name(), err)
 	}

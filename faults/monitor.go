@@ -88,8 +88,10 @@ func (m *monitor) conn(member clusters.Member) *grpc.ClientConn {
 	}
 	bc := backoff.DefaultConfig
 	bc.BaseDelay, bc.MaxDelay = 50*time.Millisecond, 200*time.Millisecond
-	c, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 500 * time.Millisecond}))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 500 * time.Millisecond})},
+		clusters.MemberDialOptions(m.c, u.Host)...) // etcd 3.6 wants a user for Status when auth is on
+	c, err := grpc.NewClient(u.Host, opts...)
 	if err != nil {
 		return nil
 	}

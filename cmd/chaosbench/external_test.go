@@ -17,7 +17,7 @@ import (
 )
 
 // etcdctlEnv are the variables etcdctl reads and chaosbench reads as it does.
-var etcdctlEnv = []string{"ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"}
+var etcdctlEnv = []string{"ETCDCTL_ENDPOINTS", "ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY", "ETCDCTL_USER", "ETCDCTL_PASSWORD"}
 
 // unsetEtcdctlEnv keeps a test that runs the command in this process from seeing the caller's etcdctl
 // settings (an empty variable counts as unset).
