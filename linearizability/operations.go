@@ -91,7 +91,13 @@ func (c *checker) classify() {
 		if failed {
 			oi.ret = infinity
 			oi.state = opIgnored
-			if oi.writes {
+			if r, ok := refusedTxn(op); ok {
+				// Refused for its past read: applied nowhere, not a write that may have taken effect.
+				if c.refused == nil {
+					c.refused = map[int32]refusal{}
+				}
+				c.refused[int32(i)] = r
+			} else if oi.writes {
 				oi.state = opUnresolved
 				c.stats.FailedWrites++
 			}

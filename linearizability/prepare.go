@@ -46,6 +46,9 @@ type checker struct {
 	spans       []span
 	coverage    [][]span // by key rank, computed on demand
 	compactions []compaction
+	// refused are the transactions etcd refused for a read at a past revision (pastreads.go): none of
+	// them was applied, so none of their values may be seen.
+	refused map[int32]refusal
 	leases      map[int64]*leaseInfo
 	revokes     map[int64][]int32 // answered revokes by header revision
 

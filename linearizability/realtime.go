@@ -120,6 +120,7 @@ func (c *checker) checkRealTime() {
 	}
 	c.checkSerializableFuture()
 	c.checkCompactedReads()
+	c.checkTxnPastReads()
 	c.checkKeepAlives()
 }
 

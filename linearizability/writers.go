@@ -296,6 +296,10 @@ func (c *checker) see(kv *history.KV, at int64, who sighting) {
 			Message: fmt.Sprintf("%s value #%d under key %q, but %s wrote it to %q", who, kv.Value.ID, kv.Key, c.describe(int(ref.op)), c.key(ref.key))})
 		return
 	}
+	if r, ok := c.refused[ref.op]; ok {
+		c.seeRefused(kv, at, who, ref.op, r)
+		return
+	}
 	oi := c.ops.Get(int(ref.op))
 	switch oi.state {
 	case opAcked:

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -67,6 +68,11 @@ type MicroOptions struct {
 	WatchReopen time.Duration `json:"watch-reopen"`
 	// WatchFrom is where a re-opened watch starts: WatchFromNext, WatchFromPast or WatchFromFuture.
 	WatchFrom string `json:"watch-from"`
+	// TxnPastRead is the share of txn-mixed's writes that also read their key at a past revision in the
+	// same transaction: up to 64 revisions before the last one the worker saw, compacted or not. A
+	// compacted one must fail the whole transaction on every member (etcd-io/etcd#18667: the members the
+	// client is not connected to dropped the read and applied the write).
+	TxnPastRead float64 `json:"txn-past-read,omitempty"`
 
 	// Share is this generator's part of a load split over several (not a flag: chaosbench sets it from
 	// --workers and --worker). It owns a contiguous part of the key space, which it preloads and writes;
@@ -141,6 +147,10 @@ func (o MicroOptions) validate(name string) error {
 		return outcome.Usagef("--range-keys and --limit must not be negative")
 	case name == "txn-put" && (o.TxnOps < 1 || o.TxnOps > o.KeySpaceSize):
 		return outcome.Usagef("--txn-ops %d: between 1 and --key-space-size %d", o.TxnOps, o.KeySpaceSize)
+	case o.TxnPastRead < 0 || o.TxnPastRead > 1:
+		return outcome.Usagef("--txn-past-read %v: a share of the writes, between 0 and 1", o.TxnPastRead)
+	case o.TxnPastRead > 0 && name != "txn-mixed":
+		return outcome.Usagef("--txn-past-read is txn-mixed's (its writes are transactions), not %s's", name)
 	case name == "txn-mixed" && o.RWRatio < 0:
 		return outcome.Usagef("--rw-ratio %v: must not be negative", o.RWRatio)
 	case name == "watch-latency" && (o.WatchStreams < 1 || o.WatchersPerStream < 1):
@@ -298,6 +308,8 @@ func (l *txnPutLoad) Run(ctx context.Context, r *Runner) error {
 type txnMixedLoad struct {
 	o    MicroOptions
 	keys keySpace
+	// lastRev is the highest revision a write was answered at, from which past reads go back.
+	lastRev atomic.Int64
 }
 
 func (l *txnMixedLoad) Name() string { return "txn-mixed" }
@@ -325,7 +337,17 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 		} else {
 			put = putRequest(key, w.NewValue(l.o.ValSize))
 		}
-		w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{put}}})
+		then := []history.Request{put}
+		if l.o.TxnPastRead > 0 && w.Rand.Float64() < l.o.TxnPastRead {
+			if last := l.lastRev.Load(); last > 1 {
+				past := max(1, last-w.Rand.Int64N(64))
+				then = append(then, history.Request{Kind: history.KindRange, Range: &history.Range{Key: key, Revision: past}})
+			}
+		}
+		if resp, err := w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: then}}); err == nil {
+			for last := l.lastRev.Load(); resp.Revision > last && !l.lastRev.CompareAndSwap(last, resp.Revision); last = l.lastRev.Load() {
+			}
+		}
 	})
 	return nil
 }
