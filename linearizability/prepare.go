@@ -49,8 +49,8 @@ type checker struct {
 	// refused are the transactions etcd refused for a read at a past revision (pastreads.go): none of
 	// them was applied, so none of their values may be seen.
 	refused map[int32]refusal
-	leases      map[int64]*leaseInfo
-	revokes     map[int64][]int32 // answered revokes by header revision
+	leases  map[int64]*leaseInfo
+	revokes map[int64][]int32 // answered revokes by header revision
 
 	stats      Stats
 	paging     bool // the paged arrays have files, in pageDir (see paged.go)
