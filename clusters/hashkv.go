@@ -27,7 +27,8 @@ const (
 	// Agree: every member answered, all at the same compact revision, with the same hash.
 	Agree Agreement = "agree"
 	// Disagree: members at the same compact revision hashed the same revision differently, twice in a row:
-	// they hold different data for the same history.
+	// they hold different data for the same history. Or, once the writes have stopped, members that
+	// applied the same raft log stand at different revisions.
 	Disagree Agreement = "disagree"
 	// NotCompared: a member did not answer, the members' compact revisions differed on every attempt, or
 	// the comparison ran out of time.
@@ -127,6 +128,15 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		if !same && time.Now().Before(converge) && pause(ctx, o.Interval) {
 			continue // writes have stopped: the followers are still applying them
 		}
+		if !same && o.Converge > 0 {
+			// Still apart once the writes have stopped: a member that applied the same raft log as the
+			// others and stands at another revision applied it differently (it skipped or invented
+			// writes), whatever its hashes at the lowest common revision say.
+			if split, ok := revisionSplit(ctx, c, members, o.Interval); ok {
+				split.Attempts = attempt
+				return split
+			}
+		}
 		if rev > 0 {
 			answers = h.hashAll(ctx, rev, answers)
 		}
@@ -153,6 +163,65 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		last.Detail += fmt.Sprintf(" (cut short: %v)", ctx.Err())
 	}
 	return last
+}
+
+// revisionSplit asks every member for its applied raft index and revision, twice, interval apart. When
+// every member reports one same applied index both times, and the index did not move, while their
+// revisions differ, the members applied one log into different stores: it returns the disagreement, the
+// members off the majority's revision diverged. Otherwise (a member did not answer, the log is still
+// being applied) it says nothing.
+func revisionSplit(ctx context.Context, c Cluster, members []Member, interval time.Duration) (HashComparison, bool) {
+	st := newStatusClient(c.TLS())
+	st.setAuth(AuthOf(c))
+	defer st.close()
+	type point struct{ applied, rev uint64 }
+	read := func() ([]point, bool) {
+		out := make([]point, len(members))
+		for i, m := range members {
+			r, err := st.Status(ctx, m)
+			if err != nil || r.RaftAppliedIndex == 0 {
+				return nil, false
+			}
+			out[i] = point{r.RaftAppliedIndex, uint64(r.Header.GetRevision())}
+			if out[i].applied != out[0].applied {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	first, ok := read()
+	if !ok || !pause(ctx, interval) {
+		return HashComparison{}, false
+	}
+	second, ok := read()
+	if !ok || first[0] != second[0] || !slices.Equal(first, second) {
+		return HashComparison{}, false
+	}
+	count := map[uint64]int{}
+	for _, p := range second {
+		count[p.rev]++
+	}
+	if len(count) < 2 {
+		return HashComparison{}, false
+	}
+	majority := second[0].rev
+	for r, n := range count {
+		if n > count[majority] || (n == count[majority] && r > majority) {
+			majority = r
+		}
+	}
+	out := HashComparison{Agreement: Disagree, Revision: int64(majority)}
+	var parts []string
+	for i, m := range members {
+		out.Members = append(out.Members, MemberHash{Name: m.Name(), Endpoint: m.ClientURL(), Revision: int64(second[i].rev)})
+		if second[i].rev != majority {
+			out.Diverged = append(out.Diverged, m.Name())
+			parts = append(parts, fmt.Sprintf("%s at revision %d", m.Name(), second[i].rev))
+		}
+	}
+	out.Detail = fmt.Sprintf("every member applied the raft log up to index %d, yet %s, the others at %d: they applied the same entries into different data",
+		second[0].applied, strings.Join(parts, ", "), majority)
+	return out, true
 }
 
 // commonRevision returns the lowest current revision among the members that answered, and whether they
