@@ -68,8 +68,12 @@ func (r *run) startDocker(ctx context.Context) error {
 
 // connectExternal connects to the scenario's external cluster.
 func (r *run) connectExternal(ctx context.Context) error {
+	user, err := r.s.externalUser()
+	if err != nil {
+		return err
+	}
 	external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
-		Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key, User: r.s.credentials,
+		Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key, User: user,
 	})
 	if err != nil {
 		return err

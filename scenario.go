@@ -369,6 +369,12 @@ func (s *Scenario) validateAuth() error {
 		return outcome.Usagef("--auth, --user: a load split over --workers does not log in yet; run one generator")
 	case s.User == "" || s.credentials != nil:
 		return nil
+	case s.PasswordFile != "" && !strings.Contains(s.User, ":"):
+		// Read when the cluster is contacted, as the TLS files are: a dry run names files it does not open.
+		if strings.TrimSpace(s.User) == "" {
+			return outcome.Usagef("--user: no user name")
+		}
+		return nil
 	}
 	cr, err := clusters.ParseUser(s.User, s.PasswordFile)
 	if err != nil {
@@ -376,6 +382,19 @@ func (s *Scenario) validateAuth() error {
 	}
 	s.credentials, s.User = &cr, cr.User
 	return nil
+}
+
+// externalUser returns the credentials of --user, reading --password-file now when that is where the
+// password is; nil without --user.
+func (s *Scenario) externalUser() (*clusters.Credentials, error) {
+	if s.credentials != nil || s.User == "" {
+		return s.credentials, nil
+	}
+	cr, err := clusters.ParseUser(s.User, s.PasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	return &cr, nil
 }
 
 // validate checks what does not need a cluster to check, and writes an external cluster's endpoints as

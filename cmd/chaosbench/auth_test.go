@@ -113,6 +113,8 @@ func TestRunAuth(t *testing.T) {
 		{"no password", []string{"--user", "root"}, "--user root: no password"},
 		{"no user", nil, "has authentication enabled: give --user"},
 		{"password file without user", []string{"--password-file", "/etc/hostname"}, "--password-file is the password of --user"},
+		{"password file missing", []string{"--user", "root", "--password-file", "/nonexistent/pw"}, "--password-file: open /nonexistent/pw"},
+		{"password twice", []string{"--user", "root:x", "--password-file", "/etc/hostname"}, "--user root: a password in --user and --password-file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			unsetEtcdctlEnv(t)
