@@ -223,6 +223,44 @@ func TestMicroWorkloads(t *testing.T) {
 	}
 }
 
+// TestTxnPastRead: with --txn-past-read 1 every txn-mixed write after the first answers also reads its key
+// at a past revision, never ahead of the last revision a write was answered at, in the same transaction;
+// with nothing compacted etcd answers them all.
+func TestTxnPastRead(t *testing.T) {
+	c := startCluster(t, 1)
+	o := microOptions()
+	o.RWRatio, o.TxnPastRead = 0, 1
+	wl, err := NewMicro("txn-mixed", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runLoad(t, c, wl, RunOptions{Rate: 200, Clients: 4, Conns: 2, Duration: 2 * time.Second, RequestTimeout: 10 * time.Second, Seed: 7}, nil)
+	if s := got.ops["txn-write"]; s == nil || s.Count != 400 || s.Errors != 0 {
+		t.Fatalf("txn-write: %+v", s)
+	}
+	var writes, past int
+	err = history.ReadOperations(filepath.Join(got.dir, history.HistoryFile), func(op *history.Operation) error {
+		if op.Op != "txn-write" || op.Response == nil {
+			return nil
+		}
+		writes++
+		if len(op.Request.Txn.Then) == 2 {
+			rg := op.Request.Txn.Then[1].Range
+			if rg == nil || rg.Revision <= 0 || rg.Revision >= op.Response.Revision || rg.Key != op.Request.Txn.Then[0].Put.Key {
+				t.Errorf("past read %+v in a write answered at %d", rg, op.Response.Revision)
+			}
+			past++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != 400 || past < writes-8 {
+		t.Errorf("%d of %d writes read at a past revision, want all but the first few (before a write was answered)", past, writes)
+	}
+}
+
 func writtenValues(r history.Request) []history.Value {
 	switch r.Kind {
 	case history.KindPut:
@@ -252,6 +290,8 @@ func TestMicroOptionsValidation(t *testing.T) {
 		{"put", func(o *MicroOptions) { o.DeleteRatio = 1.5 }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchFrom = "yesterday" }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchReopen = -time.Second }},
+		{"txn-mixed", func(o *MicroOptions) { o.TxnPastRead = 1.5 }},
+		{"put", func(o *MicroOptions) { o.TxnPastRead = 0.5 }},
 	} {
 		o := microOptions()
 		if tt.mutate != nil {
