@@ -230,7 +230,17 @@ func ReadWatches(path string, fn func(*WatchResponse) error) error {
 // table, large range answers are packed into it (see RangeResponse). With reuse, each operation's parts
 // are carved from the memory of the one before (see decoder.reuse): fn must not keep them.
 func readOperations(path string, table *kvTable, reuse bool, slot func() *Operation, fn func(*Operation) error) error {
-	return readFile(path, contentOperations, table, reuse, func(d *decoder, rec []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	return readOperationsFrom(path, f, table, reuse, slot, fn)
+}
+
+// readOperationsFrom is readOperations on r, the content of the file at path.
+func readOperationsFrom(path string, r io.Reader, table *kvTable, reuse bool, slot func() *Operation, fn func(*Operation) error) error {
+	return readStream(path, r, contentOperations, table, reuse, func(d *decoder, rec []byte) error {
 		op := slot()
 		if err := d.operation(rec, op); err != nil {
 			return err
@@ -271,7 +281,12 @@ func readFile(path string, content byte, table *kvTable, reuse bool, binary func
 		return fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
+	return readStream(path, f, content, table, reuse, binary, legacy)
+}
+
+// readStream is readFile on r, the content of the file at path.
+func readStream(path string, r io.Reader, content byte, table *kvTable, reuse bool, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
+	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(headerSize)
 	if !bytes.HasPrefix(head, []byte(formatMagic)) {
 		return readJSONL(path, br, legacy)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 )
@@ -56,12 +57,23 @@ const storeChunk = 1 << 20
 // into a store that keeps its records on disk: in dir, where the history is (not in a temporary directory,
 // which may be held in memory), or, when dir cannot be written, in the temporary directory. The caller
 // closes the store.
-func LoadOperationStore(dir string) (_ *OperationStore, err error) {
+func LoadOperationStore(dir string) (*OperationStore, error) {
 	path, err := HistoryPath(dir)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newStoreBuilder(dir, true, storeSizes{})
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	return buildStore(dir, storeSizes{}, path, f)
+}
+
+// buildStore reads the operations of r, the content of the history file at path, into a store that keeps
+// its records in files in dir.
+func buildStore(dir string, sizes storeSizes, path string, r io.Reader) (_ *OperationStore, err error) {
+	b, err := newStoreBuilder(dir, true, sizes)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +91,7 @@ func LoadOperationStore(dir string) (_ *OperationStore, err error) {
 		}
 	}()
 	var op Operation
-	err = readOperations(path, nil, true, func() *Operation { // each is encoded before the next is read
+	err = readOperationsFrom(path, r, nil, true, func() *Operation { // each is encoded before the next is read
 		op = Operation{}
 		return &op
 	}, func(op *Operation) error {
