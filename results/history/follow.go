@@ -24,8 +24,8 @@ type Follower struct {
 	finish chan struct{} // closed by Finish: the writer is closed, the file complete
 	stop   chan struct{} // closed by Close: give up
 	done   chan struct{} // closed when the goroutine ends
-	once   sync.Once // closes finish
-	halt   sync.Once // closes stop
+	once   sync.Once     // closes finish
+	halt   sync.Once     // closes stop
 
 	store *OperationStore // set when the goroutine ends without an error
 	err   error
