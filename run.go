@@ -148,9 +148,11 @@ type run struct {
 	// ended, from which the summary counts the wait for the verdict.
 	during    *lin.DuringLoad
 	loadEnded time.Time
-	loadCPU   time.Duration // the generator's CPU time during the load
-	liveHeap  int64         // the generator's live heap at the end of the load
-	wl        workloads.Workload
+	// follower reads the operations into the check's store while the run writes them (run_check.go).
+	follower *history.Follower
+	loadCPU  time.Duration // the generator's CPU time during the load
+	liveHeap int64         // the generator's live heap at the end of the load
+	wl       workloads.Workload
 	// live exports the run as Prometheus metrics while it runs (run_live.go); nil without --metrics-addr
 	// or --prometheus-remote-write.
 	live        *live.Exporter
@@ -415,6 +417,9 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 	r.checkHistory(ctx, interrupted)
 	if r.during != nil {
 		r.during.Proofs().Close() // the checks during the load proved them for this check alone
+	}
+	if r.follower != nil {
+		r.follower.Close() // a store the check took is the check's; one it did not is released here
 	}
 	r.addMembersCheck()
 	if !r.loadEnded.IsZero() && s.CheckSeconds > 0 {

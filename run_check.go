@@ -8,6 +8,7 @@ import (
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
+	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // checkHistory runs the consistency checks on the run's own history at the end of a run and stores the
@@ -38,6 +39,18 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 		opts.Proofs = r.during.Proofs()
 	}
 	start := time.Now()
+	if r.follower != nil {
+		// The history writer is closed (teardown): the follower reads what it wrote last, and the check
+		// takes the store it built. When it has none, the check reads history.bin, as it would have.
+		ops, err := r.follower.Finish()
+		if err != nil {
+			fmt.Fprintf(r.out, "reading the history during the load failed (%v): reading it again\n", err)
+		} else {
+			opts.Operations = ops
+			r.summary.CheckReadDuringLoad = true
+			defer ops.Close()
+		}
+	}
 	rep, err := lin.CheckDir(ctx, r.dir, opts)
 	r.summary.CheckSeconds = time.Since(start).Seconds()
 	if d := r.summary.CheckDuringLoad; d != nil && rep != nil {
@@ -75,6 +88,15 @@ func (r *run) startCheckDuringLoad(ctx context.Context) {
 		return
 	}
 	r.during = lin.StartDuringLoad(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions}, r.history.Flush)
+}
+
+// startReadDuringLoad starts reading the operations into the check's store while the run writes them
+// (--read-during-load), when the run will check its history after the load.
+func (r *run) startReadDuringLoad() {
+	if !r.s.History || !r.s.Check || !r.s.ReadDuringLoad || r.split != nil || r.history == nil || r.follower != nil {
+		return
+	}
+	r.follower = history.FollowOperations(r.dir)
 }
 
 // stopCheckDuringLoad ends the checks during the load, at the load's end (and on every way out of it),

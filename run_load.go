@@ -138,6 +138,7 @@ func (r *run) runLoad(ctx context.Context, wl workloads.Workload) error {
 	if r.env.LoadBegan != nil {
 		r.env.LoadBegan(ctx, r.cluster)
 	}
+	r.startReadDuringLoad()
 	r.startCheckDuringLoad(ctx)
 	defer r.stopCheckDuringLoad()
 	cpuBefore := results.CPUTime()

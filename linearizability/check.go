@@ -44,6 +44,12 @@ type Options struct {
 	// check proves are added to it. See Proofs for why that is as good as searching them.
 	Proofs *Proofs
 
+	// Operations, when set, are the run's operations, read into a store while the run wrote them
+	// (history.Follower): CheckDir checks them instead of loading history.bin again, and leaves closing them
+	// to the caller. They are the store LoadOperationStore builds from the finished file, record for
+	// record, so the report is the same.
+	Operations *history.OperationStore
+
 	// stop, when set, is asked now and then during the passes (every few thousand records read): true
 	// ends the check, with context.Canceled. The passes before porcupine do not watch the context.
 	stop func() bool
@@ -100,11 +106,15 @@ var ErrUndecided = errors.New("consistency check undecided")
 // CheckDir checks the history recorded in run directory dir, writes check.json and, for a violation, the
 // visualization, and returns the report. The error wraps ErrViolation when a check failed.
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
-	ops, err := history.LoadOperationStore(dir)
-	if err != nil {
-		return nil, err
+	ops := opts.Operations
+	if ops == nil {
+		var err error
+		if ops, err = history.LoadOperationStore(dir); err != nil {
+			return nil, err
+		}
+		defer ops.Close()
 	}
-	defer ops.Close()
+	var err error
 	wl := watchLog{}
 	if path, err := history.WatchPath(dir); err == nil {
 		wl.path = path // a run without watches has no watch file

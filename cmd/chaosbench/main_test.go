@@ -173,7 +173,7 @@ func TestRunPut(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
 			args := []string{"run", "--workload", "put", "--duration", "4s", "--members", members, "--out", out}
 			if members == "5" {
-				args = append(args, "--check-during-load")
+				args = append(args, "--check-during-load", "--read-during-load=false")
 			}
 			cmd := exec.Command(binary, args...)
 			output, err := cmd.CombinedOutput()
@@ -222,6 +222,11 @@ func TestRunPut(t *testing.T) {
 			// one: they start at 256 KB), and left no copy of the history behind.
 			if s.CheckSeconds <= 0 || s.CheckAfterLoadSeconds < s.CheckSeconds || (s.CheckDuringLoad != nil) != (members == "5") {
 				t.Errorf("check timing: after the load %.2fs, checks %.2fs, during the load %+v", s.CheckAfterLoadSeconds, s.CheckSeconds, s.CheckDuringLoad)
+			}
+			// By default the operations were read while the load wrote them; --read-during-load=false reads
+			// them after it.
+			if s.CheckReadDuringLoad != (members == "1") {
+				t.Errorf("the check took the operations read during the load: %v, want %v", s.CheckReadDuringLoad, members == "1")
 			}
 			if left, _ := filepath.Glob(filepath.Join(out, ".check-during-load-*")); len(left) > 0 {
 				t.Errorf("left behind: %v", left)
