@@ -148,8 +148,8 @@ type run struct {
 	// ended, from which the summary counts the wait for the verdict.
 	during    *lin.DuringLoad
 	loadEnded time.Time
-	// follower reads the operations into the check's store while the run writes them (run_check.go).
-	follower *history.Follower
+	// follower reads the history for the check while the run writes it (run_check.go).
+	follower *lin.Follower
 	loadCPU  time.Duration // the generator's CPU time during the load
 	liveHeap int64         // the generator's live heap at the end of the load
 	wl       workloads.Workload
@@ -419,7 +419,7 @@ func (r *run) finish(ctx context.Context, loadErr error) (*results.Summary, erro
 		r.during.Proofs().Close() // the checks during the load proved them for this check alone
 	}
 	if r.follower != nil {
-		r.follower.Close() // a store the check took is the check's; one it did not is released here
+		r.follower.Close() // what it read was for the check alone
 	}
 	r.addMembersCheck()
 	if !r.loadEnded.IsZero() && s.CheckSeconds > 0 {

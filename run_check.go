@@ -8,7 +8,6 @@ import (
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
-	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
 // checkHistory runs the consistency checks on the run's own history at the end of a run and stores the
@@ -41,15 +40,13 @@ func (r *run) checkHistory(ctx context.Context, interrupted bool) {
 	start := time.Now()
 	if r.follower != nil {
 		// The history writer is closed (teardown): the follower reads what it wrote last, and the check
-		// takes the store it built. When it has none, the check reads history.bin, as it would have.
-		ops, err := r.follower.Finish()
-		if err != nil {
-			fmt.Fprintf(r.out, "reading the history during the load failed (%v): reading it again\n", err)
+		// takes what it read. What it could not read the check reads from the files, as it would have.
+		if err := r.follower.Finish(); err != nil {
+			fmt.Fprintf(r.out, "reading the history during the load: %v: the check reads it again\n", err)
 		} else {
-			opts.Operations = ops
 			r.summary.CheckReadDuringLoad = true
-			defer ops.Close()
 		}
+		opts.Followed = r.follower
 	}
 	rep, err := lin.CheckDir(ctx, r.dir, opts)
 	r.summary.CheckSeconds = time.Since(start).Seconds()
@@ -90,13 +87,14 @@ func (r *run) startCheckDuringLoad(ctx context.Context) {
 	r.during = lin.StartDuringLoad(ctx, r.dir, lin.Options{Timeout: r.s.CheckTimeout, Versions: r.summary.Versions}, r.history.Flush)
 }
 
-// startReadDuringLoad starts reading the operations into the check's store while the run writes them
-// (--read-during-load), when the run will check its history after the load.
+// startReadDuringLoad starts reading the history while the run writes it (--read-during-load), when the
+// run will check it after the load: the operations into the check's store, the watch records through the
+// check's first pass over them.
 func (r *run) startReadDuringLoad() {
 	if !r.s.History || !r.s.Check || !r.s.ReadDuringLoad || r.split != nil || r.history == nil || r.follower != nil {
 		return
 	}
-	r.follower = history.FollowOperations(r.dir)
+	r.follower = lin.Follow(r.dir)
 }
 
 // stopCheckDuringLoad ends the checks during the load, at the load's end (and on every way out of it),

@@ -101,9 +101,10 @@ type Scenario struct {
 	// default: the other passes still run after the load and are nearly all of its time, so it saves
 	// nothing measurable of the wait yet, for the cost of a CPU during the load (docs/checks.md).
 	CheckDuringLoad bool `json:"check-during-load"`
-	// ReadDuringLoad reads the operations into the checker's store while the run writes them
-	// (history.Follower), so that the check after the load does not read and encode history.bin again: the
-	// same store, so the same verdict. On by default: it is work the check does anyway, done earlier.
+	// ReadDuringLoad reads the history for the check while the run writes it (linearizability.Follower):
+	// the operations into the checker's store, the watch records through its first pass over them, so that
+	// the check after the load does not: what it takes is what it would have built, so the verdict is the
+	// same. On by default: it is work the check does anyway, done earlier.
 	ReadDuringLoad bool `json:"read-during-load"`
 	// KnownIssues is what a finding attributed by its evidence to a known upstream issue does to the
 	// outcome: report (name it and pass) or fail (a violation).
@@ -208,7 +209,7 @@ func bindCheckFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.BoolVar(&s.Check, "check", s.Check, "check the recorded history at the end of the run: linearizability, watch guarantees, serializable reads (needs --history)")
 	fs.DurationVar(&s.CheckTimeout, "check-timeout", s.CheckTimeout, "time limit of the checks; what is not decided in time is unknown, which is not a pass")
 	fs.BoolVar(&s.CheckDuringLoad, "check-during-load", s.CheckDuringLoad, "check the history recorded so far while the load runs (up to one CPU, taken from the load), so that the check after it searches only the per-key segments the load's last stretch changed; the verdict is the same")
-	fs.BoolVar(&s.ReadDuringLoad, "read-during-load", s.ReadDuringLoad, "read the history into the check's store while the load writes it, so that the check after the load does not read it again; the verdict is the same (--read-during-load=false: read it after the load)")
+	fs.BoolVar(&s.ReadDuringLoad, "read-during-load", s.ReadDuringLoad, "read the history for the check while the load writes it (the operations into the check's store, the watch records through its first pass), so that the check after the load does not; the verdict is the same (--read-during-load=false: read it after the load)")
 	fs.StringVar(&s.KnownIssues, "known-issues", s.KnownIssues, "a finding the recorded evidence attributes to a known upstream issue (linearizability/knownissues.yaml): report names it and passes, fail makes it a violation (exit 4)")
 }
 

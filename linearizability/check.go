@@ -44,11 +44,10 @@ type Options struct {
 	// check proves are added to it. See Proofs for why that is as good as searching them.
 	Proofs *Proofs
 
-	// Operations, when set, are the run's operations, read into a store while the run wrote them
-	// (history.Follower): CheckDir checks them instead of loading history.bin again, and leaves closing them
-	// to the caller. They are the store LoadOperationStore builds from the finished file, record for
-	// record, so the report is the same.
-	Operations *history.OperationStore
+	// Followed, when set, read the run's history while it was written, and has finished (Follower):
+	// CheckDir takes what it read instead of reading the files again. It is what CheckDir would have built
+	// from the finished files, so the report is the same. One check takes it; Close it after.
+	Followed *Follower
 
 	// stop, when set, is asked now and then during the passes (every few thousand records read): true
 	// ends the check, with context.Canceled. The passes before porcupine do not watch the context.
@@ -63,6 +62,8 @@ type Options struct {
 	pageDir    string
 	pageBudget int
 	pageBytes  int
+	// grouped is the watch records folded while they were written (Followed), or nil.
+	grouped *watcherGroups
 	// phaseDone, when set, is called as each phase of the check ends, and ten times during the replay
 	// (the benchmarks measure the live heap there).
 	phaseDone func(phase string)
@@ -106,7 +107,10 @@ var ErrUndecided = errors.New("consistency check undecided")
 // CheckDir checks the history recorded in run directory dir, writes check.json and, for a violation, the
 // visualization, and returns the report. The error wraps ErrViolation when a check failed.
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
-	ops := opts.Operations
+	var ops *history.OperationStore
+	if opts.Followed != nil {
+		ops, opts.grouped = opts.Followed.take()
+	}
 	if ops == nil {
 		var err error
 		if ops, err = history.LoadOperationStore(dir); err != nil {
@@ -118,6 +122,9 @@ func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	wl := watchLog{}
 	if path, err := history.WatchPath(dir); err == nil {
 		wl.path = path // a run without watches has no watch file
+	}
+	if wl.path != filepath.Join(dir, history.WatchFile) {
+		opts.grouped = nil // the follower read watch.bin; the check reads another file
 	}
 	if opts.Faults == nil {
 		if opts.Faults, err = results.ReadFaults(dir); err != nil {
@@ -208,7 +215,7 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 		ops = &stoppable{operations: ops, stop: opts.stop}
 	}
 	c := &checker{hist: ops, wl: wl, paging: opts.paging, pageDir: opts.pageDir, pageBudget: opts.pageBudget, pageBytes: opts.pageBytes, phaseDone: opts.phaseDone,
-		proofs: opts.Proofs, workers: opts.workers, stop: opts.stop}
+		proofs: opts.Proofs, workers: opts.workers, stop: opts.stop, grouped: opts.grouped}
 	defer func() {
 		for _, close := range c.paged {
 			close()

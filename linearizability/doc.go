@@ -208,27 +208,47 @@
 //
 // # Checks while the load runs
 //
-// DuringLoad checks the history a run has recorded so far, again each time it has grown by a quarter,
-// and keeps in Proofs every per-key segment porcupine proved linearizable, by a SHA-256 fingerprint of
-// all porcupine's verdict depends on: the key, the states the segment starts from, each operation's every
-// field the model reads, and what the check knows of the expiry of each lease the segment names. The
-// check after the load (Options.Proofs) runs every pass as the offline check does and searches only the
-// segments whose fingerprints were not proved. Porcupine's verdict on one segment is a function of those
-// inputs, so a proved fingerprint is as good as the search, and the report is the offline check's,
-// violation for violation: a segment the rest of the history changed (an operation in flight at the cut,
-// a starting state the full replay knows better, a later keep-alive) has another fingerprint and is
-// searched again; only linearizable verdicts are kept, so a failing segment is searched again for its
-// report. What a check of a cut history finds decides nothing: answers may show writes whose operations
-// were still in flight. A proof is 16 bytes (128 bits of the fingerprint), kept sorted; after each check
-// during the load only those it met stay, and at the load's end they are frozen, so the check after the
-// load holds them and nothing more than the offline check. A key's segment still open at a cut (shorter
-// than segmentTarget, or with an operation of unknown outcome) changes at the next: keys that live all run
-// long come proved only segment by closed segment.
+// What the check after the load can have done for it while the load runs, without a verdict differing
+// from the offline check's in any line, is what depends on the records themselves and nothing after them.
+// The check's first work is of that kind: reading history.bin, decoding each record and encoding it into
+// the store (history.OperationStore) the passes read. A run does it as the history is written
+// (--read-during-load, on by default): a history.Follower reads the file behind the writer, waiting at
+// its end (a record partly written included) until the writer is closed, and hands the check the store
+// (Options.Operations), which is the one LoadOperationStore builds from the finished file, record for
+// record: same records, same order, one encoder. It holds what that store holds (the memory does not
+// double: the check takes it instead of loading its own), costs the load what loading costs the check,
+// spread over the run, and leaves the check after the load the records written since it last caught up.
 //
-// What it does not do yet: the global passes (loading, the replay, the real-time order, the watch checks)
-// still run over the whole history after the load, and they are most of a check's time; the per-key
-// searches are the part left behind. The sweep that keeps only the open tail (above) would leave them
-// behind too.
+// The other passes cannot be moved so simply, because each takes evidence from any later record: a
+// failed write is resolved by a sighting of its value any time later; a revision's existence time is the
+// earliest of every later evidence; whether a revision nobody wrote is a gap depends on operations that
+// return later; base, which every per-revision array is indexed from, is the lowest revision any answer
+// carries; a lease's earliest expiry comes from every keep-alive; a watcher's span runs to its last event;
+// and the replay, the real-time order and the watch checks read those results in revision order, which is
+// not the order records are written in. Checking them during the load needs the revision-order sweep
+// with a bounded window (above): each fact that later evidence can change held as pending until the
+// evidence comes or the history ends, every place checked once the history has passed its revision's
+// existence time by D. That is a restructuring of prepare, the replay and the watch checks into
+// streaming form, to be proved equal to them report line by line; it is not done.
+//
+// DuringLoad (--check-during-load, off by default) checks the history a run has recorded so far, again
+// each time it has grown by a quarter, and keeps in Proofs every per-key segment porcupine proved
+// linearizable, by a SHA-256 fingerprint of all porcupine's verdict depends on: the key, the states the
+// segment starts from, each operation's every field the model reads, and what the check knows of the
+// expiry of each lease the segment names. The check after the load (Options.Proofs) runs every pass as
+// the offline check does and searches only the segments whose fingerprints were not proved. Porcupine's
+// verdict on one segment is a function of those inputs, so a proved fingerprint is as good as the search,
+// and the report is the offline check's, violation for violation: a segment the rest of the history
+// changed (an operation in flight at the cut, a starting state the full replay knows better, a later
+// keep-alive) has another fingerprint and is searched again; only linearizable verdicts are kept, so a
+// failing segment is searched again for its report. What a check of a cut history finds decides nothing:
+// answers may show writes whose operations were still in flight. A proof is 16 bytes (128 bits of the
+// fingerprint), kept sorted; after each check during the load only those it met stay, and at the load's
+// end they are frozen, so the check after the load holds them and nothing more than the offline check. A
+// key's segment still open at a cut (shorter than segmentTarget, or with an operation of unknown outcome)
+// changes at the next: keys that live all run long come proved only segment by closed segment. It is off
+// by default because porcupine's searches are a small part of a check (kube-shaped segments are short),
+// while each check of the history so far rereads all of it on a CPU the load could use.
 //
 // # Assumptions
 //

@@ -35,3 +35,7 @@ func CloneProofs(p *Proofs) *Proofs {
 // read-only, as DuringLoad does after each check and at the load's end.
 func PruneProofs(p *Proofs)  { p.prune() }
 func FreezeProofs(p *Proofs) { p.freeze("") }
+
+// FollowerRead says whether a finished follower holds the operations' store and the folded watch records
+// for the check to take.
+func FollowerRead(f *Follower) (ops, watches bool) { return f.store != nil, f.groups != nil }

@@ -13,8 +13,9 @@ import (
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 )
 
-// TestFollowedHistoryKeepsVerdicts: the check of a run's operations read while the run wrote them
-// (history.Follower, the files appended to in steps that cut records) finds exactly what the offline
+// TestFollowedHistoryKeepsVerdicts: the check of a run's history read while the run wrote it (Follower:
+// the operations' store and the watch records' first pass; the files appended to in steps that cut
+// records) finds exactly what the offline
 // check of the finished files finds, report line by line, on the recorded fixtures that must pass and
 // those that must fail, on histories observed in the field (violations), and on simulated kube histories, clean and
 // with every way the simulated etcd can misbehave: the ones that must fail fail.
@@ -77,15 +78,16 @@ func TestFollowedHistoryKeepsVerdicts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			fl := history.FollowOperations(run)
+			fl := lin.Follow(run)
 			defer fl.Close()
 			appendInSteps(t, src, run, 7, 30*time.Millisecond)
-			ops, err := fl.Finish()
-			if err != nil {
+			if err := fl.Finish(); err != nil {
 				t.Fatal(err)
 			}
-			defer ops.Close()
-			followed, _ := lin.CheckDir(ctx, run, lin.Options{Timeout: time.Minute, Operations: ops})
+			if ops, watches := lin.FollowerRead(fl); !ops || !watches {
+				t.Fatalf("the follower read the operations: %v, the watch records: %v", ops, watches)
+			}
+			followed, _ := lin.CheckDir(ctx, run, lin.Options{Timeout: time.Minute, Followed: fl})
 			sameFindings(t, offline, followed, src, run)
 			if c.fail != followed.Violated() {
 				t.Errorf("violated: %v, want %v: %+v", followed.Violated(), c.fail, followed.Checks)

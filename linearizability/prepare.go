@@ -62,6 +62,7 @@ type checker struct {
 	proofs     *Proofs // segments proved linearizable before, and the place to remember those proved now
 	workers    int     // porcupine's goroutines (0: one per CPU)
 	stop       func() bool
+	grouped    *watcherGroups // the watch records folded while they were written (Follower), or nil
 }
 
 // Stats counts what a check covered and what it could only check in part.
@@ -113,8 +114,7 @@ func (c *checker) rank(key string) int32 {
 // watchers, the keys and the highest revision; for the values the watchers saw, where their events are
 // and when revisions existed; and to keep one copy of each revision's events (unionObserved).
 func (c *checker) prepare() error {
-	keys := map[string]struct{}{}
-	watchMaxRev := c.groupWatchers(keys)
+	keys, watchMaxRev := c.groupWatchers()
 	c.collectKeys(keys)
 	c.classify()
 	if err := c.bounds(watchMaxRev); err != nil {

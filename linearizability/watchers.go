@@ -29,49 +29,72 @@ type watcher struct {
 
 // groupWatchers finds the run's watchers and, for each, its request, its first confirmation and the
 // highest revision it vouches for: the watch checks read each watcher's records again in arrival order,
-// the request apart. On the way it adds the keys of every event to keys and returns the highest revision
-// any record names.
-func (c *checker) groupWatchers(keys map[string]struct{}) (maxRev int64) {
-	byID := map[int]*watcher{}
-	c.eachWatch(func(_ int32, r *history.WatchResponse) {
-		maxRev = max(maxRev, r.Revision)
-		for j := range r.Events {
-			keys[r.Events[j].KV.Key] = struct{}{}
-			maxRev = max(maxRev, r.Events[j].KV.ModRevision)
-		}
-		w := byID[r.Watcher]
-		if w == nil {
-			w = &watcher{id: r.Watcher, client: r.Client, requested: r.Time}
-			byID[r.Watcher] = w
-			c.watchers = append(c.watchers, w)
-		}
-		if r.Request != nil && !w.hasReq {
-			w.req, w.hasReq = *r.Request, true
-			w.requested = min(w.requested, r.Time)
-		}
-		c.progress = c.progress || r.Progress
-		if isRequestRecord(r) {
-			return
-		}
-		if r.Created {
-			if !w.created {
-				w.created, w.createdRev = true, r.Revision
-			}
-			if w.createdFrom == 0 {
-				w.createdFrom = r.Revision + 1
-			}
-		}
-		if r.Progress {
-			w.seenTo = max(w.seenTo, r.Revision)
-		}
-		for j := range r.Events {
-			w.seenTo = max(w.seenTo, r.Events[j].KV.ModRevision)
-		}
-		c.stats.WatchEvents += len(r.Events)
-	})
+// the request apart. On the way it finds the keys of every event and the highest revision any record
+// names. A run folds the records while it writes them (Follower): then it only takes the result.
+func (c *checker) groupWatchers() (keys map[string]struct{}, maxRev int64) {
+	g := c.grouped
+	c.grouped = nil // its watchers are this check's from here on
+	if g == nil {
+		g = newWatcherGroups()
+		c.eachWatch(func(_ int32, r *history.WatchResponse) { g.add(r) })
+	}
+	c.watchers, c.progress, c.stats.WatchEvents = g.watchers, g.progress, g.events
 	slices.SortFunc(c.watchers, func(a, b *watcher) int { return a.id - b.id })
 	c.stats.Watchers = len(c.watchers)
-	return maxRev
+	return g.keys, g.maxRev
+}
+
+// watcherGroups is what groupWatchers finds, record by record: it depends on the watch records alone, in
+// file order, so a run can fold them as they are written.
+type watcherGroups struct {
+	byID     map[int]*watcher
+	watchers []*watcher // in the order first met
+	keys     map[string]struct{}
+	maxRev   int64
+	progress bool
+	events   int
+}
+
+func newWatcherGroups() *watcherGroups {
+	return &watcherGroups{byID: map[int]*watcher{}, keys: map[string]struct{}{}}
+}
+
+// add folds the next watch record in.
+func (g *watcherGroups) add(r *history.WatchResponse) {
+	g.maxRev = max(g.maxRev, r.Revision)
+	for j := range r.Events {
+		g.keys[r.Events[j].KV.Key] = struct{}{}
+		g.maxRev = max(g.maxRev, r.Events[j].KV.ModRevision)
+	}
+	w := g.byID[r.Watcher]
+	if w == nil {
+		w = &watcher{id: r.Watcher, client: r.Client, requested: r.Time}
+		g.byID[r.Watcher] = w
+		g.watchers = append(g.watchers, w)
+	}
+	if r.Request != nil && !w.hasReq {
+		w.req, w.hasReq = *r.Request, true
+		w.requested = min(w.requested, r.Time)
+	}
+	g.progress = g.progress || r.Progress
+	if isRequestRecord(r) {
+		return
+	}
+	if r.Created {
+		if !w.created {
+			w.created, w.createdRev = true, r.Revision
+		}
+		if w.createdFrom == 0 {
+			w.createdFrom = r.Revision + 1
+		}
+	}
+	if r.Progress {
+		w.seenTo = max(w.seenTo, r.Revision)
+	}
+	for j := range r.Events {
+		w.seenTo = max(w.seenTo, r.Events[j].KV.ModRevision)
+	}
+	g.events += len(r.Events)
 }
 
 // obsPlace is where an event any watcher saw is: its revision, key, record (its number in file order)

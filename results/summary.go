@@ -63,8 +63,8 @@ type Summary struct {
 	CheckAfterLoadSeconds float64          `json:"check_after_load_seconds,omitempty"`
 	CheckSeconds          float64          `json:"check_seconds,omitempty"`
 	CheckDuringLoad       *CheckDuringLoad `json:"check_during_load,omitempty"`
-	// CheckReadDuringLoad says the checks took the operations read while the load wrote them
-	// (--read-during-load), rather than reading history.bin after it.
+	// CheckReadDuringLoad says the checks took the history read while the load wrote it
+	// (--read-during-load), rather than reading it after the load.
 	CheckReadDuringLoad bool           `json:"check_read_during_load,omitempty"`
 	Kube                *Kube          `json:"kube,omitempty"`
 	GeneratorLoad       *GeneratorLoad `json:"generator_load,omitempty"`

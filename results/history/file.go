@@ -258,7 +258,17 @@ func readOperationsFrom(path string, r io.Reader, table *kvTable, reuse bool, sl
 // readWatches decodes each watch response into a zero WatchResponse from slot, then passes it to fn. With
 // a table, previous key-values are shared through it (see decoder.sharedKV).
 func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
-	return readFile(path, contentWatches, table, false, func(d *decoder, rec []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	return readWatchesFrom(path, f, table, slot, fn)
+}
+
+// readWatchesFrom is readWatches on r, the content of the file at path.
+func readWatchesFrom(path string, r io.Reader, table *kvTable, slot func() *WatchResponse, fn func(*WatchResponse) error) error {
+	return readStream(path, r, contentWatches, table, false, func(d *decoder, rec []byte) error {
 		r := slot()
 		if err := d.watch(rec, r); err != nil {
 			return err
@@ -273,18 +283,9 @@ func readWatches(path string, table *kvTable, slot func() *WatchResponse, fn fun
 	})
 }
 
-// readFile reads a history file record by record: the binary format with binary, legacy JSON lines with
-// legacy. With reuse, the decoder carves each record's parts from the memory of the one before.
-func readFile(path string, content byte, table *kvTable, reuse bool, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open history: %w", err)
-	}
-	defer f.Close()
-	return readStream(path, f, content, table, reuse, binary, legacy)
-}
-
-// readStream is readFile on r, the content of the file at path.
+// readStream reads a history file, whose content r is, record by record: the binary format with binary,
+// legacy JSON lines with legacy. With reuse, the decoder carves each record's parts from the memory of the
+// one before.
 func readStream(path string, r io.Reader, content byte, table *kvTable, reuse bool, binary func(*decoder, []byte) error, legacy func(*json.Decoder) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(headerSize)

@@ -5,49 +5,61 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
 
-// TestFollowerWhileWritten: a follower reading a history file while it is written, in pieces cut at any
-// byte (inside the header, inside records, inside a record's length), with pauses that make it wait at the
-// end of the file, builds the store LoadOperationStore builds from the finished file: every operation
-// comes back as written. A file that ends in a record cut short (a run killed while writing) ends there,
-// as it does for every reader; and the follower leaves no name in the run directory.
+// TestFollowerWhileWritten: followers reading a run's history files while they are written, in pieces cut
+// at any byte (inside the header, inside records, inside a record's length), with pauses that make them
+// wait at the end of a file, build the store LoadOperationStore builds from the finished file (every
+// operation comes back as written) and pass on every watch record as written. A file that ends in a
+// record cut short (a run killed while writing) ends there, as it does for every reader; and the
+// followers leave no name in the run directory.
 func TestFollowerWhileWritten(t *testing.T) {
 	for seed := range uint64(6) {
-		src, ops, _ := writeGenerated(t, seed)
-		data, err := os.ReadFile(filepath.Join(src, HistoryFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cut := seed%3 == 2 // the last record cut short
-		want := ops
+		src, ops, watches := writeGenerated(t, seed)
+		cut := seed%3 == 2 // the last record of each file cut short
+		want, wantWatches := ops, watches
 		if cut {
-			data, want = data[:len(data)-3], ops[:len(ops)-1]
+			want, wantWatches = ops[:len(ops)-1], watches[:len(watches)-1]
 		}
 		dir := t.TempDir()
-		f, err := os.Create(filepath.Join(dir, HistoryFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fl := followOperations(dir, time.Millisecond, storeSizes{kvBudget: 1 << 10, indexBudget: 1 << 10, pageBytes: 256})
-		rng := rand.New(rand.NewPCG(seed, 41))
-		for off := 0; off < len(data); {
-			n := min(len(data)-off, 1+rng.IntN(8<<10))
-			if seed == 0 && off == 0 {
-				n = 3 // inside the header
-			}
-			if _, err := f.Write(data[off : off+n]); err != nil {
+		var files [2]*os.File
+		var data [2][]byte
+		for i, name := range []string{HistoryFile, WatchFile} {
+			var err error
+			if data[i], err = os.ReadFile(filepath.Join(src, name)); err != nil {
 				t.Fatal(err)
 			}
-			off += n
-			if rng.IntN(8) == 0 {
-				time.Sleep(2 * time.Millisecond) // the follower reaches the end and waits
+			if cut {
+				data[i] = data[i][:len(data[i])-3]
+			}
+			if files[i], err = os.Create(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
+		fl := followOperations(dir, time.Millisecond, storeSizes{kvBudget: 1 << 10, indexBudget: 1 << 10, pageBytes: 256})
+		var got []*WatchResponse
+		wf := followWatches(dir, time.Millisecond, func(r *WatchResponse) { got = append(got, r) })
+		rng := rand.New(rand.NewPCG(seed, 41))
+		for i, f := range files {
+			for off := 0; off < len(data[i]); {
+				n := min(len(data[i])-off, 1+rng.IntN(8<<10))
+				if seed == 0 && off == 0 {
+					n = 3 // inside the header
+				}
+				if _, err := f.Write(data[i][off : off+n]); err != nil {
+					t.Fatal(err)
+				}
+				off += n
+				if rng.IntN(8) == 0 {
+					time.Sleep(2 * time.Millisecond) // the follower reaches the end and waits
+				}
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		s, err := fl.Finish()
 		if err != nil {
@@ -61,8 +73,15 @@ func TestFollowerWhileWritten(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if left, _ := os.ReadDir(dir); len(left) != 1 {
-			t.Fatalf("seed %d: the follower left %d entries in the run directory, want the history alone", seed, len(left))
+		if err := wf.Finish(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		wf.Close()
+		if !reflect.DeepEqual(got, wantWatches) {
+			t.Fatalf("seed %d: the watch follower passed on %d records, not the %d written (or not as written)", seed, len(got), len(wantWatches))
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 2 {
+			t.Fatalf("seed %d: the followers left %d entries in the run directory, want the history files alone", seed, len(left))
 		}
 	}
 }

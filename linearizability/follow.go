@@ -1,0 +1,67 @@
+package linearizability
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/etcd-chaosbench/chaosbench/results/history"
+)
+
+// Follower reads a run's history while the run writes it, so that the check after the load has less to
+// read: the operations into the store the check reads them from (history.Follower), and the watch records
+// through the first pass over them, which depends on them alone (the watchers, the keys their events name,
+// the highest revision). What it hands the check (Options.Followed) is what that check would have built
+// from the finished files, so the report is the same line by line; see the package documentation, Checks
+// while the load runs, for why the other passes wait for the load's end.
+type Follower struct {
+	ops     *history.Follower
+	watches *history.WatchFollower
+	groups  *watcherGroups // the watch records folded so far; nil once taken or when reading failed
+	store   *history.OperationStore
+}
+
+// Follow starts reading the history files of run directory dir (history.NewWriter created them) while
+// they are written, until Finish or Close.
+func Follow(dir string) *Follower {
+	f := &Follower{ops: history.FollowOperations(dir), groups: newWatcherGroups()}
+	f.watches = history.FollowWatches(dir, f.groups.add)
+	return f
+}
+
+// Finish tells the follower that the files are complete (their Writer is closed) and waits for it to read
+// the rest. An error says what it could not read: CheckDir reads that part from the files, which decides as
+// much; the rest it takes.
+func (f *Follower) Finish() error {
+	var errs []error
+	store, err := f.ops.Finish()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("read the operations while they were written: %w", err))
+	} else {
+		f.store = store
+	}
+	if err := f.watches.Finish(); err != nil {
+		f.groups = nil
+		errs = append(errs, fmt.Errorf("read the watch records while they were written: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the follower, when it has not finished, and releases the store.
+func (f *Follower) Close() error {
+	f.watches.Close()
+	err := f.ops.Close()
+	if f.store != nil {
+		err = errors.Join(err, f.store.Close())
+		f.store = nil
+	}
+	f.groups = nil
+	return err
+}
+
+// take hands what the follower read to one check: the store (which stays the follower's to close) and
+// the folded watch records (which become the check's: its watchers are changed by the checks).
+func (f *Follower) take() (*history.OperationStore, *watcherGroups) {
+	g := f.groups
+	f.groups = nil
+	return f.store, g
+}
