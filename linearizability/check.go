@@ -62,8 +62,10 @@ type Options struct {
 	pageDir    string
 	pageBudget int
 	pageBytes  int
-	// grouped is the watch records folded while they were written (Followed), or nil.
+	// grouped is the watch records folded while they were written (Followed), or nil; folded the
+	// operations, in a checker of their own whose paged arrays the check takes over.
 	grouped *watcherGroups
+	folded  *checker
 	// phaseDone, when set, is called as each phase of the check ends, and ten times during the replay
 	// (the benchmarks measure the live heap there).
 	phaseDone func(phase string)
@@ -109,7 +111,16 @@ var ErrUndecided = errors.New("consistency check undecided")
 func CheckDir(ctx context.Context, dir string, opts Options) (*Report, error) {
 	var ops *history.OperationStore
 	if opts.Followed != nil {
-		ops, opts.grouped = opts.Followed.take()
+		ops, opts.grouped, opts.folded = opts.Followed.take()
+	}
+	if opts.folded != nil {
+		defer func() {
+			if opts.folded.paged != nil { // the check did not take them
+				for _, close := range opts.folded.paged {
+					close()
+				}
+			}
+		}()
 	}
 	if ops == nil {
 		var err error
@@ -221,6 +232,11 @@ func check(ctx context.Context, ops operations, wl watchLog, opts Options) (rep 
 			close()
 		}
 	}()
+	if f := opts.folded; f != nil && f.fold != nil && f.ops != nil {
+		c.fold, c.ops, c.leases, c.revokes, c.compactions, c.refused = f.fold, f.ops, f.leases, f.revokes, f.compactions, f.refused
+		c.stats.FailedWrites = f.stats.FailedWrites
+		c.paged, f.paged = append(c.paged, f.paged...), nil
+	}
 	if err := c.prepare(); err != nil {
 		return nil, err
 	}

@@ -210,14 +210,18 @@
 //
 // What the check after the load can have done for it while the load runs, without a verdict differing
 // from the offline check's in any line, is what depends on the records themselves and nothing after them.
-// The check's first work is of that kind: reading history.bin, decoding each record and encoding it into
-// the store (history.OperationStore) the passes read. A run does it as the history is written
-// (--read-during-load, on by default): a history.Follower reads the file behind the writer, waiting at
-// its end (a record partly written included) until the writer is closed, and hands the check the store
-// (Options.Operations), which is the one LoadOperationStore builds from the finished file, record for
-// record: same records, same order, one encoder. It holds what that store holds (the memory does not
-// double: the check takes it instead of loading its own), costs the load what loading costs the check,
-// spread over the run, and leaves the check after the load the records written since it last caught up.
+// Two parts of a check are of that kind, and a run does them as the history is written
+// (--read-during-load, on by default; Follower): reading history.bin, decoding each record and encoding
+// it into the store (history.OperationStore) the passes read, and the first pass over the watch records
+// (the watchers with their requests and confirmations, the keys their events name, the highest revision:
+// a fold over the records in file order). Each follower reads its file behind the writer, waiting at its
+// end (a record partly written included) until the writer is closed; the check takes what they built
+// (Options.Followed), which is what it would have built from the finished files: the store record for
+// record (same records, same order, one encoder), the fold record for record. It holds what the check
+// would hold (the memory does not double: the check takes them instead of building its own), costs the
+// load what they cost the check, spread over the run, and leaves the check after the load the records
+// written since the followers last caught up. The watch records are read four more times after the
+// load, by passes that need the operations' indexes.
 //
 // The other passes cannot be moved so simply, because each takes evidence from any later record: a
 // failed write is resolved by a sighting of its value any time later; a revision's existence time is the

@@ -36,6 +36,8 @@ func CloneProofs(p *Proofs) *Proofs {
 func PruneProofs(p *Proofs)  { p.prune() }
 func FreezeProofs(p *Proofs) { p.freeze("") }
 
-// FollowerRead says whether a finished follower holds the operations' store and the folded watch records
-// for the check to take.
-func FollowerRead(f *Follower) (ops, watches bool) { return f.store != nil, f.groups != nil }
+// FollowerRead says whether a finished follower holds the operations' store, the folded watch records and
+// the folded operations (all of the store's) for the check to take.
+func FollowerRead(f *Follower) (ops, watches, folded bool) {
+	return f.store != nil, f.groups != nil, f.folded != nil && f.folded.ops != nil && f.store != nil && f.folded.ops.Len() == f.store.Len()
+}

@@ -18,12 +18,22 @@ type Follower struct {
 	watches *history.WatchFollower
 	groups  *watcherGroups // the watch records folded so far; nil once taken or when reading failed
 	store   *history.OperationStore
+	// folded is the operations folded so far (opFold and classifyOp), in a checker of its own whose
+	// paged arrays are in the run directory, as CheckDir's are; nil once taken or when reading failed.
+	folded *checker
 }
 
 // Follow starts reading the history files of run directory dir (history.NewWriter created them) while
 // they are written, until Finish or Close.
 func Follow(dir string) *Follower {
-	f := &Follower{ops: history.FollowOperations(dir), groups: newWatcherGroups()}
+	c := &checker{paging: true, pageDir: dir, fold: newOpFold()}
+	f := &Follower{groups: newWatcherGroups(), folded: c}
+	f.ops = history.FollowOperations(dir, func(i int, op *history.Operation) {
+		if i == 0 {
+			c.startClassify() // its array's file is made on the follower's goroutine, which recovers its failure
+		}
+		c.foldOp(i, op)
+	})
 	f.watches = history.FollowWatches(dir, f.groups.add)
 	return f
 }
@@ -35,6 +45,7 @@ func (f *Follower) Finish() error {
 	var errs []error
 	store, err := f.ops.Finish()
 	if err != nil {
+		f.closeFolded()
 		errs = append(errs, fmt.Errorf("read the operations while they were written: %w", err))
 	} else {
 		f.store = store
@@ -55,13 +66,28 @@ func (f *Follower) Close() error {
 		f.store = nil
 	}
 	f.groups = nil
+	f.closeFolded()
 	return err
 }
 
-// take hands what the follower read to one check: the store (which stays the follower's to close) and
-// the folded watch records (which become the check's: its watchers are changed by the checks).
-func (f *Follower) take() (*history.OperationStore, *watcherGroups) {
-	g := f.groups
-	f.groups = nil
-	return f.store, g
+// closeFolded releases the folded operations' paged arrays, when no check took them.
+func (f *Follower) closeFolded() {
+	if f.folded == nil {
+		return
+	}
+	for _, close := range f.folded.paged {
+		close()
+	}
+	f.folded = nil
+}
+
+// take hands what the follower read to one check: the store (which stays the follower's to close), the
+// folded watch records and the folded operations (which become the check's: it changes them).
+func (f *Follower) take() (*history.OperationStore, *watcherGroups, *checker) {
+	g, c := f.groups, f.folded
+	f.groups, f.folded = nil, nil
+	if f.store == nil {
+		c = nil // not folded from the store the check reads
+	}
+	return f.store, g, c
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // TestFollowedHistoryKeepsVerdicts: the check of a run's history read while the run wrote it (Follower:
-// the operations' store and the watch records' first pass; the files appended to in steps that cut
-// records) finds exactly what the offline
+// the operations' store and first pass, the watch records' first pass; the files appended to in steps
+// that cut records) finds exactly what the offline
 // check of the finished files finds, report line by line, on the recorded fixtures that must pass and
 // those that must fail, on histories observed in the field (violations), and on simulated kube histories, clean and
 // with every way the simulated etcd can misbehave: the ones that must fail fail.
@@ -84,8 +84,8 @@ func TestFollowedHistoryKeepsVerdicts(t *testing.T) {
 			if err := fl.Finish(); err != nil {
 				t.Fatal(err)
 			}
-			if ops, watches := lin.FollowerRead(fl); !ops || !watches {
-				t.Fatalf("the follower read the operations: %v, the watch records: %v", ops, watches)
+			if ops, watches, folded := lin.FollowerRead(fl); !ops || !watches || !folded {
+				t.Fatalf("the follower read the operations: %v, the watch records: %v, folded the operations: %v", ops, watches, folded)
 			}
 			followed, _ := lin.CheckDir(ctx, run, lin.Options{Timeout: time.Minute, Followed: fl})
 			sameFindings(t, offline, followed, src, run)

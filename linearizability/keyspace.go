@@ -27,77 +27,110 @@ func newKeyspace(keys map[string]struct{}) keyspace {
 	return ks
 }
 
-// collectKeys builds the keyspace from every key the history names: single keys of requests (a range's
-// bounds need not be keys), and every key of answers; keys holds those of watch events.
-func (c *checker) collectKeys(keys map[string]struct{}) {
+// opFold is what the passes that look at one operation at a time gather, besides its opInfo (classifyOp):
+// every key the history names (single keys of requests, since a range's bounds need not be keys, and every
+// key of answers) and the revisions answers carry (bounds). It depends on the operations alone, in file
+// order, so a run folds them in as they are written (Follower); CheckDir otherwise folds them in one pass.
+type opFold struct {
+	keys map[string]struct{}
 	// Most keys are answered again and again (every page of every list), each time with the store's one
 	// copy of its bytes: the cache spares hashing them into the set.
-	recent := history.NewRecentStrings(16)
-	add := func(k string) {
-		if _, ok := recent.Get(k); !ok {
-			keys[k] = struct{}{}
-			recent.Put(k, 0)
+	recent       *history.RecentStrings
+	base, maxRev int64 // the lowest base and highest revision the answers show so far (see bounds)
+	buf          []history.KV
+}
+
+func newOpFold() *opFold {
+	return &opFold{keys: map[string]struct{}{}, recent: history.NewRecentStrings(16), base: 1 << 62, maxRev: 1}
+}
+
+// foldOp folds operation i, the next one, in: its opInfo, leases and compactions, its keys, its revisions.
+func (c *checker) foldOp(i int, op *history.Operation) {
+	c.classifyOp(i, op)
+	f := c.fold
+	f.addReq(&op.Request)
+	if op.Response == nil {
+		return
+	}
+	f.addResp(op.Response)
+	h := op.Response.Revision
+	if h > 0 {
+		f.base = min(f.base, h)
+		f.maxRev = max(f.maxRev, h)
+	}
+	if v, ok := viewOf(op); ok && h > 0 {
+		if wrote, ok := answeredWrote(op, v, takenBranch(op)); ok && wrote {
+			f.base = min(f.base, h-1) // its own revision: the one before it existed
 		}
 	}
-	addKVs := func(kvs []history.KV) {
-		for i := range kvs {
-			add(kvs[i].Key)
-		}
+	forEachKV(op.Response, &f.buf, func(kv history.KV) { f.maxRev = max(f.maxRev, kv.ModRevision) })
+}
+
+func (f *opFold) add(k string) {
+	if _, ok := f.recent.Get(k); !ok {
+		f.keys[k] = struct{}{}
+		f.recent.Put(k, 0)
 	}
-	var addReq func(r *history.Request)
-	addReq = func(r *history.Request) {
-		switch r.Kind {
-		case history.KindRange:
-			if r.Range != nil && r.Range.End == "" {
-				add(r.Range.Key)
-			}
-		case history.KindPut:
-			if r.Put != nil {
-				add(r.Put.Key)
-			}
-		case history.KindDelete:
-			if r.Delete != nil && r.Delete.End == "" {
-				add(r.Delete.Key)
-			}
-		case history.KindTxn:
-			if r.Txn != nil {
-				for _, cmp := range r.Txn.Compares {
-					add(cmp.Key)
-				}
-				for i := range r.Txn.Then {
-					addReq(&r.Txn.Then[i])
-				}
-				for i := range r.Txn.Else {
-					addReq(&r.Txn.Else[i])
-				}
-			}
+}
+
+func (f *opFold) addReq(r *history.Request) {
+	switch r.Kind {
+	case history.KindRange:
+		if r.Range != nil && r.Range.End == "" {
+			f.add(r.Range.Key)
 		}
-	}
-	var addResp func(r *history.Response)
-	addResp = func(r *history.Response) {
-		if r.Range != nil {
-			for i := range r.Range.Len() {
-				add(r.Range.Key(i))
-			}
+	case history.KindPut:
+		if r.Put != nil {
+			f.add(r.Put.Key)
 		}
-		if r.Put != nil && r.Put.PrevKV != nil {
-			add(r.Put.PrevKV.Key)
+	case history.KindDelete:
+		if r.Delete != nil && r.Delete.End == "" {
+			f.add(r.Delete.Key)
 		}
-		if r.Delete != nil {
-			addKVs(r.Delete.PrevKVs)
-		}
+	case history.KindTxn:
 		if r.Txn != nil {
-			for i := range r.Txn.Results {
-				addResp(&r.Txn.Results[i])
+			for _, cmp := range r.Txn.Compares {
+				f.add(cmp.Key)
+			}
+			for i := range r.Txn.Then {
+				f.addReq(&r.Txn.Then[i])
+			}
+			for i := range r.Txn.Else {
+				f.addReq(&r.Txn.Else[i])
 			}
 		}
 	}
-	c.hist.Scan(func(_ int, op *history.Operation) {
-		addReq(&op.Request)
-		if op.Response != nil {
-			addResp(op.Response)
+}
+
+func (f *opFold) addResp(r *history.Response) {
+	if r.Range != nil {
+		for i := range r.Range.Len() {
+			f.add(r.Range.Key(i))
 		}
-	})
+	}
+	if r.Put != nil && r.Put.PrevKV != nil {
+		f.add(r.Put.PrevKV.Key)
+	}
+	if r.Delete != nil {
+		for i := range r.Delete.PrevKVs {
+			f.add(r.Delete.PrevKVs[i].Key)
+		}
+	}
+	if r.Txn != nil {
+		for i := range r.Txn.Results {
+			f.addResp(&r.Txn.Results[i])
+		}
+	}
+}
+
+// collectKeys builds the keyspace from every key the history names: the operations' (opFold) and those of
+// watch events, keys.
+func (c *checker) collectKeys(keys map[string]struct{}) {
+	for k := range c.fold.keys {
+		if _, ok := keys[k]; !ok {
+			keys[k] = struct{}{}
+		}
+	}
 	c.ks = newKeyspace(keys)
 	c.stats.Keys = len(c.ks.keys)
 }

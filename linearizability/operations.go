@@ -58,12 +58,16 @@ type leaseInfo struct {
 	expiredRev int64
 }
 
-// classify fills opInfo for every operation and collects leases and compactions.
-func (c *checker) classify() {
-	c.ops = newArray[opInfo](c, c.hist.Len())
+// startClassify prepares classifyOp: no operation classified yet.
+func (c *checker) startClassify() {
+	c.ops = newArray[opInfo](c, 0)
 	c.leases = map[int64]*leaseInfo{}
 	c.revokes = map[int64][]int32{}
-	c.stats.Operations = c.ops.Len()
+}
+
+// classifyOp fills opInfo for operation i, the next one, and collects leases and compactions: each depends
+// on the operation alone, so a run folds them in as the operations are written (Follower).
+func (c *checker) classifyOp(i int, op *history.Operation) {
 	lease := func(id int64) *leaseInfo {
 		l := c.leases[id]
 		if l == nil {
@@ -72,70 +76,68 @@ func (c *checker) classify() {
 		}
 		return l
 	}
-	c.hist.Scan(func(i int, op *history.Operation) {
-		oi := opInfo{call: op.Call, ret: op.Return, taken: -1}
-		defer func() { c.ops.Set(i, oi) }()
-		oi.writes = canWrite(&op.Request)
-		failed := op.Response == nil
-		oi.answered = !failed
-		switch rg := op.Request.Range; {
-		case op.Request.Kind == history.KindRange && rg != nil && rg.Serializable:
-			oi.kind = kindSerializable
-		case op.Request.Kind == history.KindRange && rg != nil && rg.Revision != 0:
-			oi.kind = kindPastRead
-		case op.Request.Kind == history.KindLeaseKeepAlive:
-			oi.kind = kindKeepAlive
-		case op.Request.Kind == history.KindCompact:
-			oi.kind = kindCompact
+	oi := opInfo{call: op.Call, ret: op.Return, taken: -1}
+	defer func() { c.ops.Add(oi) }()
+	oi.writes = canWrite(&op.Request)
+	failed := op.Response == nil
+	oi.answered = !failed
+	switch rg := op.Request.Range; {
+	case op.Request.Kind == history.KindRange && rg != nil && rg.Serializable:
+		oi.kind = kindSerializable
+	case op.Request.Kind == history.KindRange && rg != nil && rg.Revision != 0:
+		oi.kind = kindPastRead
+	case op.Request.Kind == history.KindLeaseKeepAlive:
+		oi.kind = kindKeepAlive
+	case op.Request.Kind == history.KindCompact:
+		oi.kind = kindCompact
+	}
+	if failed {
+		oi.ret = infinity
+		oi.state = opIgnored
+		if r, ok := refusedTxn(op); ok {
+			// Refused for its past read: applied nowhere, not a write that may have taken effect.
+			if c.refused == nil {
+				c.refused = map[int32]refusal{}
+			}
+			c.refused[int32(i)] = r
+		} else if oi.writes {
+			oi.state = opUnresolved
+			c.stats.FailedWrites++
+		}
+	} else {
+		oi.state = opAcked
+		oi.hdr = op.Response.Revision
+		oi.taken = takenBranch(op)
+	}
+	switch op.Request.Kind {
+	case history.KindLeaseGrant:
+		if !failed && op.Response.Lease != nil {
+			l := lease(op.Response.Lease.ID)
+			l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
+		}
+	case history.KindLeaseKeepAlive:
+		if !failed && op.Response.Lease != nil && op.Request.Lease != nil && op.Response.Lease.TTL > 0 {
+			l := lease(op.Request.Lease.ID)
+			l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
+		}
+	case history.KindLeaseRevoke:
+		if op.Request.Lease == nil {
+			oi.state = opIgnored
+			return
+		}
+		l := lease(op.Request.Lease.ID)
+		if !failed {
+			if l.revoked == 0 || op.Return < l.revoked {
+				l.revoked, l.revokeOp = op.Return, int32(i)
+			}
+			c.revokes[oi.hdr] = append(c.revokes[oi.hdr], int32(i))
+		}
+	case history.KindCompact:
+		if op.Request.Compact != nil {
+			c.compactions = append(c.compactions, compaction{rev: op.Request.Compact.Revision, call: op.Call, ret: oi.ret, acked: !failed})
 		}
 		if failed {
-			oi.ret = infinity
 			oi.state = opIgnored
-			if r, ok := refusedTxn(op); ok {
-				// Refused for its past read: applied nowhere, not a write that may have taken effect.
-				if c.refused == nil {
-					c.refused = map[int32]refusal{}
-				}
-				c.refused[int32(i)] = r
-			} else if oi.writes {
-				oi.state = opUnresolved
-				c.stats.FailedWrites++
-			}
-		} else {
-			oi.state = opAcked
-			oi.hdr = op.Response.Revision
-			oi.taken = takenBranch(op)
 		}
-		switch op.Request.Kind {
-		case history.KindLeaseGrant:
-			if !failed && op.Response.Lease != nil {
-				l := lease(op.Response.Lease.ID)
-				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
-			}
-		case history.KindLeaseKeepAlive:
-			if !failed && op.Response.Lease != nil && op.Request.Lease != nil && op.Response.Lease.TTL > 0 {
-				l := lease(op.Request.Lease.ID)
-				l.minExpiry = max(l.minExpiry, op.Call+op.Response.Lease.TTL*1e9)
-			}
-		case history.KindLeaseRevoke:
-			if op.Request.Lease == nil {
-				oi.state = opIgnored
-				return
-			}
-			l := lease(op.Request.Lease.ID)
-			if !failed {
-				if l.revoked == 0 || op.Return < l.revoked {
-					l.revoked, l.revokeOp = op.Return, int32(i)
-				}
-				c.revokes[oi.hdr] = append(c.revokes[oi.hdr], int32(i))
-			}
-		case history.KindCompact:
-			if op.Request.Compact != nil {
-				c.compactions = append(c.compactions, compaction{rev: op.Request.Compact.Revision, call: op.Call, ret: oi.ret, acked: !failed})
-			}
-			if failed {
-				oi.state = opIgnored
-			}
-		}
-	})
+	}
 }

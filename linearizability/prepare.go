@@ -63,6 +63,7 @@ type checker struct {
 	workers    int     // porcupine's goroutines (0: one per CPU)
 	stop       func() bool
 	grouped    *watcherGroups // the watch records folded while they were written (Follower), or nil
+	fold       *opFold        // the operations folded so far (by the Follower while they were written)
 }
 
 // Stats counts what a check covered and what it could only check in part.
@@ -115,8 +116,16 @@ func (c *checker) rank(key string) int32 {
 // and when revisions existed; and to keep one copy of each revision's events (unionObserved).
 func (c *checker) prepare() error {
 	keys, watchMaxRev := c.groupWatchers()
+	if c.fold == nil || c.ops.Len() != c.hist.Len() {
+		// Nothing folded while the operations were written (or not all of them: never, the follower read
+		// the store's own records), so fold them now.
+		c.fold = newOpFold()
+		c.startClassify()
+		c.stats.FailedWrites, c.compactions, c.refused = 0, nil, nil
+		c.hist.Scan(c.foldOp)
+	}
+	c.stats.Operations = c.ops.Len()
 	c.collectKeys(keys)
-	c.classify()
 	if err := c.bounds(watchMaxRev); err != nil {
 		return err
 	}
@@ -144,34 +153,12 @@ func (c *checker) prepare() error {
 	return nil
 }
 
-// bounds finds the revisions the run covers, the highest any watch record names among them. base is the last revision before the run: the lowest header
-// any answer carried, or the revision before the first write. A store that was empty at the start has
+// bounds finds the revisions the run covers, from what the operations carry (opFold) and the highest
+// revision any watch record names. base is the last revision before the run: the lowest header any
+// answer carried, or the revision before the first write. A store that was empty at the start has
 // base 1 (etcd starts at revision 1 with no keys).
 func (c *checker) bounds(watchMaxRev int64) error {
-	base, maxRev := int64(1<<62), int64(1)
-	note := func(r int64) {
-		if r > maxRev {
-			maxRev = r
-		}
-	}
-	var buf []history.KV
-	c.hist.Scan(func(_ int, op *history.Operation) {
-		if op.Response == nil {
-			return
-		}
-		h := op.Response.Revision
-		if h > 0 {
-			base = min(base, h)
-			note(h)
-		}
-		if v, ok := viewOf(op); ok && h > 0 {
-			if wrote, ok := answeredWrote(op, v, takenBranch(op)); ok && wrote {
-				base = min(base, h-1) // its own revision: the one before it existed
-			}
-		}
-		forEachKV(op.Response, &buf, func(kv history.KV) { note(kv.ModRevision) })
-	})
-	note(watchMaxRev)
+	base, maxRev := c.fold.base, max(c.fold.maxRev, watchMaxRev)
 	if base == 1<<62 {
 		base = 1
 	}

@@ -77,16 +77,19 @@ func (f *follow) end() {
 
 // FollowOperations starts reading the operations written to run directory dir's history file (which
 // NewWriter created) into a store, in the background, until Finish or Close. The store keeps its records in
-// files in dir, as LoadOperationStore's does.
-func FollowOperations(dir string) *Follower {
-	return followOperations(dir, followPoll, storeSizes{})
+// files in dir, as LoadOperationStore's does. fold, when set, is called with each operation and its number
+// in the store, on the follower's goroutine, before the next is read: it may keep the operation's strings,
+// not the operation or its other parts, whose memory the next one reuses. A ReadBackError it panics with
+// ends the follower with that error.
+func FollowOperations(dir string, fold func(i int, op *Operation)) *Follower {
+	return followOperations(dir, followPoll, storeSizes{}, fold)
 }
 
-func followOperations(dir string, poll time.Duration, sizes storeSizes) *Follower {
+func followOperations(dir string, poll time.Duration, sizes storeSizes, fold func(i int, op *Operation)) *Follower {
 	fl := &Follower{}
 	path := filepath.Join(dir, HistoryFile)
 	fl.start(path, poll, func(r io.Reader) (err error) {
-		fl.store, err = buildStore(dir, sizes, path, r)
+		fl.store, err = buildStore(dir, sizes, path, r, fold)
 		return err
 	})
 	return fl

@@ -39,7 +39,13 @@ func TestFollowerWhileWritten(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		fl := followOperations(dir, time.Millisecond, storeSizes{kvBudget: 1 << 10, indexBudget: 1 << 10, pageBytes: 256})
+		var folded []int
+		fl := followOperations(dir, time.Millisecond, storeSizes{kvBudget: 1 << 10, indexBudget: 1 << 10, pageBytes: 256}, func(i int, op *Operation) {
+			if !reflect.DeepEqual(op, ops[i]) {
+				t.Errorf("seed %d: operation %d folded differs from the one written", seed, i)
+			}
+			folded = append(folded, i)
+		})
 		var got []*WatchResponse
 		wf := followWatches(dir, time.Millisecond, func(r *WatchResponse) { got = append(got, r) })
 		rng := rand.New(rand.NewPCG(seed, 41))
@@ -66,6 +72,9 @@ func TestFollowerWhileWritten(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		requireStore(t, s, want)
+		if len(folded) != len(want) || (len(folded) > 0 && folded[len(folded)-1] != len(want)-1) {
+			t.Fatalf("seed %d: %d operations folded, want %d, numbered as in the store", seed, len(folded), len(want))
+		}
 		if err := fl.Close(); err != nil { // the store is the caller's now: Close leaves it
 			t.Fatal(err)
 		}
@@ -98,7 +107,7 @@ func TestFollowerClosedEarly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, HistoryFile), data[:len(data)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fl := followOperations(dir, time.Millisecond, storeSizes{})
+	fl := followOperations(dir, time.Millisecond, storeSizes{}, nil)
 	time.Sleep(20 * time.Millisecond)
 	done := make(chan error)
 	go func() { done <- fl.Close() }()

@@ -67,12 +67,12 @@ func LoadOperationStore(dir string) (*OperationStore, error) {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	return buildStore(dir, storeSizes{}, path, f)
+	return buildStore(dir, storeSizes{}, path, f, nil)
 }
 
 // buildStore reads the operations of r, the content of the history file at path, into a store that keeps
-// its records in files in dir.
-func buildStore(dir string, sizes storeSizes, path string, r io.Reader) (_ *OperationStore, err error) {
+// its records in files in dir, and passes each to fold, when set, with its number in the store.
+func buildStore(dir string, sizes storeSizes, path string, r io.Reader, fold func(i int, op *Operation)) (_ *OperationStore, err error) {
 	b, err := newStoreBuilder(dir, true, sizes)
 	if err != nil {
 		return nil, err
@@ -96,6 +96,9 @@ func buildStore(dir string, sizes storeSizes, path string, r io.Reader) (_ *Oper
 		return &op
 	}, func(op *Operation) error {
 		b.add(op)
+		if fold != nil {
+			fold(b.s.Len()-1, op)
+		}
 		return b.err // a chunk that could not be written out ends the load
 	})
 	if err == nil {
