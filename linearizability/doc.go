@@ -210,18 +210,22 @@
 //
 // What the check after the load can have done for it while the load runs, without a verdict differing
 // from the offline check's in any line, is what depends on the records themselves and nothing after them.
-// Two parts of a check are of that kind, and a run does them as the history is written
+// Three parts of a check are of that kind, and a run does them as the history is written
 // (--read-during-load, on by default; Follower): reading history.bin, decoding each record and encoding
-// it into the store (history.OperationStore) the passes read, and the first pass over the watch records
-// (the watchers with their requests and confirmations, the keys their events name, the highest revision:
-// a fold over the records in file order). Each follower reads its file behind the writer, waiting at its
-// end (a record partly written included) until the writer is closed; the check takes what they built
-// (Options.Followed), which is what it would have built from the finished files: the store record for
-// record (same records, same order, one encoder), the fold record for record. It holds what the check
-// would hold (the memory does not double: the check takes them instead of building its own), costs the
-// load what they cost the check, spread over the run, and leaves the check after the load the records
-// written since the followers last caught up. The watch records are read four more times after the
-// load, by passes that need the operations' indexes.
+// it into the store (history.OperationStore) the passes read; the first pass over the operations (opFold:
+// each operation's opInfo, the leases' least lifetimes, revokes and compactions, the keys it names, the
+// revisions it carries), a fold over the operations in file order; and the first pass over the watch
+// records (the watchers with their requests and confirmations, the keys their events name, the highest
+// revision), a fold over the records in file order. Each follower reads its file behind the writer,
+// waiting at its end (a record partly written included) until the writer is closed; the check takes what
+// they built (Options.Followed), which is what it would have built from the finished files: the store
+// record for record (same records, same order, one encoder), the folds record for record (the same
+// function of the same records; the operations folded are the ones the store holds, as decoded from the
+// file rather than from the store, which gives them back exactly: history.TestOperationStore). It holds
+// what the check would hold (the memory does not double: the check takes the store, the folds and their
+// paged arrays instead of building its own), costs the load what they cost the check, spread over the run,
+// and leaves the check after the load the records written since the followers last caught up. The
+// offline check makes the same fold in one pass over the store.
 //
 // The other passes cannot be moved so simply, because each takes evidence from any later record: a
 // failed write is resolved by a sighting of its value any time later; a revision's existence time is the

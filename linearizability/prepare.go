@@ -112,8 +112,10 @@ func (c *checker) rank(key string) int32 {
 // nobody can explain, and which failed writes may have taken effect.
 //
 // The watch records are read three times here (and twice more by the checks, see watchlog.go): for the
-// watchers, the keys and the highest revision; for the values the watchers saw, where their events are
-// and when revisions existed; and to keep one copy of each revision's events (unionObserved).
+// watchers, the keys and the highest revision (while the load writes them, when the run reads its
+// history then: Follower); for the values the watchers saw, where their events are and when revisions
+// existed; and to keep one copy of each revision's events (unionObserved). The operations' first pass
+// (opFold) is also made while the load writes them, in that case.
 func (c *checker) prepare() error {
 	keys, watchMaxRev := c.groupWatchers()
 	if c.fold == nil || c.ops.Len() != c.hist.Len() {

@@ -9,8 +9,9 @@ import (
 )
 
 // GeneratorLoad is what chaosbench itself used while it generated the load: its CPU time (the members are other
-// processes and not counted, nor is the consistency check after the load), the cores that amounts to over
-// the load, the requests it sent per CPU-second, and its peak resident memory.
+// processes and not counted, nor is the consistency check after the load; reading the history for the
+// check while the load writes it, --read-during-load, is in the process and counted), the cores that
+// amounts to over the load, the requests it sent per CPU-second, and its peak resident memory.
 type GeneratorLoad struct {
 	CPUSeconds        float64 `json:"cpu_s"`
 	Cores             float64 `json:"cores"`
