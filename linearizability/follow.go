@@ -10,9 +10,10 @@ import (
 // Follower reads a run's history while the run writes it, so that the check after the load has less to
 // do: the operations into the store the check reads them from (history.Follower) and through the first
 // pass over them (opFold), and the watch records through the first pass over them (the watchers, the keys
-// their events name, the highest revision); each pass depends on the records alone. What it hands the check (Options.Followed) is what that check would have built
-// from the finished files, so the report is the same line by line; see the package documentation, Checks
-// while the load runs, for why the other passes wait for the load's end.
+// their events name, the highest revision); each pass depends on the records alone. What it hands the
+// check (Options.Followed) is what that check would have built from the finished files, so the report is
+// the same line by line; see the package documentation, Checks while the load runs, for why the other
+// passes wait for the load's end.
 type Follower struct {
 	ops     *history.Follower
 	watches *history.WatchFollower
