@@ -2,6 +2,8 @@ package linearizability
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +89,11 @@ func TestTxnPastReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Read while it is written (Follower), the history checks the same: the refusals are part of
+			// the operations' fold the check takes.
+			if followed := checkFollowed(t, &tc.h.h); verdictsOf(followed) != verdictsOf(rep) {
+				t.Fatalf("read while written:\n%s\nin memory:\n%s", verdictsOf(followed), verdictsOf(rep))
+			}
 			var lin *results.Check
 			for i := range rep.Checks {
 				if rep.Checks[i].Name == CheckLinearizability {
@@ -116,4 +123,50 @@ func TestTxnPastReads(t *testing.T) {
 			t.Fatalf("violations %q, want one of kind %q", kinds, tc.want)
 		})
 	}
+}
+
+// checkFollowed writes h to a run directory through a history writer while a Follower reads it, and
+// checks it with what the follower read.
+func checkFollowed(t *testing.T, h *history.History) *Report {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := history.NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Follow(dir)
+	defer f.Close()
+	for i := range h.Operations {
+		w.Operation(&h.Operations[i])
+	}
+	for i := range h.Watches {
+		w.Watch(&h.Watches[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if f.folded == nil || f.folded.ops == nil || f.folded.ops.Len() != len(h.Operations) {
+		t.Fatal("the follower did not fold the operations")
+	}
+	rep, err := CheckDir(context.Background(), dir, Options{Timeout: 10 * time.Second, Followed: f})
+	if rep == nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// verdictsOf is a report's verdicts, details and violations, without times and paths.
+func verdictsOf(r *Report) string {
+	var s string
+	for _, c := range r.Checks {
+		detail, _, _ := strings.Cut(c.Detail, "\nvisualization:")
+		s += fmt.Sprintf("%s %s %s\n", c.Name, c.Verdict, detail)
+	}
+	for _, v := range r.Violations {
+		s += v.String() + "\n"
+	}
+	return s
 }
