@@ -18,14 +18,15 @@ build:
 ## run two at a time; then the others one at a time: their integration tests start real etcd clusters,
 ## and on a 2-core machine two packages' clusters would distort each other's timing assertions (a new
 ## package runs there unless it is added to LIGHT_PACKAGES); both groups run, and either failing fails
-## make test. go vet ran in lint, so go test does not run it again. A test whose tool (FUSE, Docker, fio,
+## make test. Inside a package, the tests that judge no latency (outcomes, exit codes, files) call
+## t.Parallel and run three at a time (-parallel 3) once the package's timing tests have run alone. go vet ran in lint, so go test does not run it again. A test whose tool (FUSE, Docker, fio,
 ## Chromium, ...) is missing skips, saying why; with CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails
 ## instead (internal/testenv).
 LIGHT_PACKAGES := ./ci ./clusters/kubebuild ./cmd/kubesim ./internal/testenv ./outcome ./results ./results/compare \
 	./results/history ./results/merge ./results/trend
 test: lint
 	CHAOSBENCH_LONG= $(GO) test -p 2 -vet=off -count=1 -timeout 20m $(LIGHT_PACKAGES); light=$$?; \
-	CHAOSBENCH_LONG= $(GO) test -p 1 -vet=off -count=1 -timeout 40m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))"); \
+	CHAOSBENCH_LONG= $(GO) test -p 1 -parallel 3 -vet=off -count=1 -timeout 40m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))"); \
 	heavy=$$?; [ $$light = 0 ] && [ $$heavy = 0 ]
 
 ## test-long: the long tests only (testenv.Long: the tests named TestLongSomething, which make test skips):

@@ -68,6 +68,7 @@ func TestParseUser(t *testing.T) {
 // external cluster is reached with --user's credentials only, refused ones a usage error before
 // anything starts.
 func TestEnableAuth(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

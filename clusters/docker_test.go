@@ -176,6 +176,7 @@ func countKeys(t *testing.T, ctx context.Context, endpoint, prefix string) int64
 // leader killed and restarted on its data, a follower paused and resumed, stopped and started, with the
 // cluster healthy and the data complete after each step.
 func TestDockerKillAndRestart(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	for _, version := range []string{testV35, testV36} {
 		t.Run(version, func(t *testing.T) {
 			requireDocker(t)
@@ -308,6 +309,7 @@ func waitCount(t *testing.T, ctx context.Context, endpoint, prefix string, want 
 // TestDockerMixedVersions: two 3.5 members and one 3.6 member form one cluster, each running its own
 // release, and serve traffic through every member.
 func TestDockerMixedVersions(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	requireDocker(t)
 	v35, v36 := testImage(t, testV35), testImage(t, testV36)
 	c, _ := startDockerCluster(t, []EtcdImage{v35, v35, v36})
@@ -361,6 +363,7 @@ func TestDockerMixedVersions(t *testing.T) {
 // TestDockerLimits: the per-member CPU and memory limits reach the containers, and a member that cannot
 // start (its flags) fails the start with its own last words.
 func TestDockerLimits(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	d := requireDocker(t)
 	img := testImage(t, testV36)
 	dir := t.TempDir()

@@ -15,6 +15,7 @@ import (
 // member's client proxy (as a partition=clients fault does) cuts that member off from its clients and
 // healing it lets them in again.
 func TestEmbeddedTLSClientProxies(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	ef, err := ParseEtcdFlags([]string{"heartbeat-interval=50", "election-timeout=500"})
 	if err != nil {
 		t.Fatal(err)

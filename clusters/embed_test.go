@@ -60,6 +60,7 @@ func newClient(t *testing.T, c Cluster, only ...Member) *clientv3.Client {
 }
 
 func TestEmbeddedKillLeaderRecovers(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 3, "heartbeat-interval=50", "election-timeout=500")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -98,6 +99,7 @@ func TestEmbeddedKillLeaderRecovers(t *testing.T) {
 }
 
 func TestEmbeddedPauseResumeAndRestart(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -155,6 +157,7 @@ func TestEmbeddedPauseResumeAndRestart(t *testing.T) {
 }
 
 func TestEmbeddedFiveMembers(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 5)
 	if len(c.Members()) != 5 || len(c.Endpoints()) != 5 {
 		t.Fatalf("%d members, %d endpoints", len(c.Members()), len(c.Endpoints()))
@@ -194,6 +197,7 @@ func TestEmbeddedFiveMembers(t *testing.T) {
 }
 
 func TestExternalMutualTLS(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
@@ -357,6 +361,7 @@ func TestIdentifySender(t *testing.T) {
 // TestMemberIDsKnownBeforeStart: the ids computed before start are the ones etcd uses, so that every
 // peer connection can be attributed from the start.
 func TestMemberIDsKnownBeforeStart(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 3)
 	want := map[uint64]string{}
 	for _, m := range c.Members() {

@@ -88,6 +88,7 @@ func TestCommonRevision(t *testing.T) {
 // TestMembersAgree: a real 3-member cluster agrees after writes and a compaction, and also while writes
 // go on, at the lowest revision all members have applied.
 func TestMembersAgree(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 3)
 	cli := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -136,6 +137,7 @@ func TestMembersAgree(t *testing.T) {
 // TestMemberDiverges: one follower's bbolt file is changed while it is stopped (the value of one
 // existing revision), and once it runs again the comparison names it, the revision and both hashes.
 func TestMemberDiverges(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	c := startCluster(t, 3)
 	cli := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -242,6 +244,7 @@ func divergeRevision(t *testing.T, dataDir string, rev int64) {
 // TestMembersAgreeOverTLS: an external cluster with mutual TLS is compared member by member, over the
 // members MemberList names and the client certificate given.
 func TestMembersAgreeOverTLS(t *testing.T) {
+	t.Parallel() // its own cluster; judges no latency
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	embedded, err := StartEmbedded(ctx, EmbedOptions{Members: 3, Dir: t.TempDir(), TLS: true})

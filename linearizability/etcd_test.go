@@ -132,6 +132,7 @@ var allOK = map[string]string{lin.CheckLinearizability: results.VerdictOK, lin.C
 
 // TestMicroWorkloadsPass: every micro workload against a healthy cluster records a history that checks.
 func TestMicroWorkloadsPass(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	c := startCluster(t, 1)
 	for _, name := range workloads.MicroNames {
 		t.Run(name, func(t *testing.T) {
@@ -184,6 +185,7 @@ func defaultTraffic(seed uint64) traffic {
 
 // TestTrafficPasses: the full request mix against a healthy cluster checks clean.
 func TestTrafficPasses(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	for _, members := range []int{3} {
 		t.Run(fmt.Sprintf("%d-members", members), func(t *testing.T) {
 			c := startCluster(t, members)
@@ -282,6 +284,7 @@ func faultLoop(ctx context.Context, tb testing.TB, c *clusters.Embedded, rec *wo
 // peer connection resets, with requests failing and timing out, must check clean. Each run is a fresh
 // 3-member cluster; CHAOS_RUNS sets how many (default 2; make soak-checker runs more).
 func TestTrafficUnderFaults(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	runs := 2
 	if s := os.Getenv("CHAOS_RUNS"); s != "" {
 		fmt.Sscan(s, &runs)
@@ -336,6 +339,7 @@ var expectedKinds = map[anomaly]struct {
 // cluster, each with keys of its own: a history owns its keys (see the package documentation), and keys
 // of an earlier case, leases included, change only outside them.
 func TestInjectedAnomaliesAreCaught(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	c := startCluster(t, 1)
 	for _, kind := range anomalies {
 		t.Run(string(kind), func(t *testing.T) {
@@ -379,6 +383,7 @@ func TestInjectedAnomaliesAreCaught(t *testing.T) {
 // compaction is recorded and checked; re-opened in the past or the future, and with deletes among the
 // writes, the history still checks clean. About 10 s.
 func TestWatchLatencyWatchesAgain(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	c := startCluster(t, 1)
 	for _, from := range []string{workloads.WatchFromPast, workloads.WatchFromFuture} {
 		t.Run(from, func(t *testing.T) {

@@ -120,6 +120,7 @@ func TestProofsKeepVerdicts(t *testing.T) {
 // as a run writes them, and the check after the load with their proofs finds what the offline check finds,
 // for a clean history and for one with lost writes and one with dropped watch events.
 func TestDuringLoadWhileWritten(t *testing.T) {
+	t.Parallel() // its own cluster; judges the history, not latency
 	for _, bug := range []string{"", "lost-write", "dropped-event"} {
 		t.Run("bug="+bug, func(t *testing.T) {
 			src, run := t.TempDir(), t.TempDir()

@@ -121,6 +121,7 @@ func checkDashboard(content []byte, exported map[string]bool) error {
 // variables query is exported by chaosbench (its live exporter, fed a request, an error, a late start, a
 // fault and a verdict) or by a real 3-member etcd cluster's /metrics. A copy with a misspelled series fails.
 func TestGrafanaDashboard(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	content, err := os.ReadFile(dashboardFile)
 	if err != nil {
 		t.Fatal(err)

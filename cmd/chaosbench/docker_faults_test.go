@@ -171,6 +171,7 @@ func lastEtcdVersion(t *testing.T, out string, n int) string {
 // up to 2 s more on a slow machine), and a follower chosen while it is still starting cannot be armed,
 // which the run rightly reports as a fault that did not happen.
 func TestDockerFailpoints(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	requireDocker(t)
 	needFailpointBuild(t)
 	out := filepath.Join(t.TempDir(), "run")

@@ -165,6 +165,7 @@ func TestLongDockerCompareVersions(t *testing.T) {
 // TestDockerKill9LeavesNoContainer: SIGKILL of chaosbench mid-run; its watchdog removes the containers
 // and the network. The cluster runs the builtin image: the static chaosbench binary in member mode.
 func TestDockerKill9LeavesNoContainer(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "none")
@@ -190,6 +191,7 @@ func TestDockerKill9LeavesNoContainer(t *testing.T) {
 // TestDockerCleanAfterCrash: when chaosbench and its watchdog both die, `chaosbench clean` finds the
 // orphans by label, removes them and says what it removed; a second clean has nothing to do.
 func TestDockerCleanAfterCrash(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--etcd-version", "v3.6.16", "--members", "1",
@@ -233,6 +235,7 @@ func TestDockerCleanAfterCrash(t *testing.T) {
 // TestDockerInterrupt: SIGINT of a docker run stops the load, writes partial results, removes the
 // containers and network, and exits with 130 within 10 s.
 func TestDockerInterrupt(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--etcd-version", "v3.6.16", "--workload", "put",
@@ -262,6 +265,7 @@ func TestDockerInterrupt(t *testing.T) {
 // TestEmbedVersion: --cluster embed --etcd-version runs built releases as the member processes, one per
 // member when given per member.
 func TestEmbedVersion(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "embed", "--etcd-version", "v3.5.35,v3.5.35,v3.6.16",
 		"--workload", "put", "--rate", "200", "--duration", "2s", "--out", out, "--progress", "none")

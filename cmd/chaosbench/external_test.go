@@ -42,6 +42,7 @@ func environWithout(extra ...string) []string {
 // TestRunExternal runs the binary against a member it did not start, named as etcdctl users name it: a
 // bare host:port, by flag or by ETCDCTL_ENDPOINTS.
 func TestRunExternal(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	member, err := clusters.StartEmbedded(ctx, clusters.EmbedOptions{Members: 1, Dir: t.TempDir()})

@@ -103,6 +103,7 @@ func requireFired(t *testing.T, w results.FaultWindow, lo, hi int) int {
 // started again on its own data (etcd says it restarts the local member from its WAL), the cluster
 // recovers, the history checks clean and the members' data agree after every window.
 func TestFailpointPanicBetweenWALAndCommit(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	output, code, s, out := failpointRun(t, "17s", "failpoint:random=raftAfterSave:panic@2s+2s/5s")
 	if code != 0 || s.Outcome != outcome.OK {
 		t.Fatalf("exit %d, outcome %s %v:\n%s", code, s.Outcome, s.Reasons, output)
@@ -188,6 +189,7 @@ func TestFailpointSleep(t *testing.T) {
 // backend commit crashes it once (it is started again on its data). The nemesis arms the same
 // count-limited terms when the members have failpoints: one pick among failpoints fires too.
 func TestFailpointCountLimited(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	output, code, s, _ := failpointRun(t, "13s", "--seed 7",
 		"failpoint:leader=raftBeforeSave:2*sleep(300ms)@2s+2s",
 		"failpoint:follower=beforeCommit:1*panic@5s+2s",
@@ -221,6 +223,7 @@ func TestFailpointCountLimited(t *testing.T) {
 // TestFailpointNeverReached: a failpoint armed where the run never goes (defragmentation, which nothing
 // runs) did not happen: the run says so and does not pass.
 func TestFailpointNeverReached(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	output, code, s, _ := failpointRun(t, "6s", "failpoint:leader=defragBeforeCopy:panic@2s+2s")
 	if code != outcome.ExitHarness || s.Outcome != outcome.HarnessError {
 		t.Fatalf("exit %d, outcome %s, want %d and %s:\n%s", code, s.Outcome, outcome.ExitHarness, outcome.HarnessError, output)
@@ -282,6 +285,7 @@ func TestFailpointBadInput(t *testing.T) {
 // (snapshot-count and snapshot-catchup-entries make that quick) is healed, the leader sends it a snapshot
 // (etcd's snapshot metrics, and both members' logs say so), and the history checks clean.
 func TestPartitionUntilSnapshot(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	b, err := exec.Command(binary, "run", "--out", out, "--members", "3", "--workload", "put", "--rate", "300",
 		"--request-timeout", "1s", "--duration", "20s", "--etcd-flag", "snapshot-count=500", "--etcd-flag", "snapshot-catchup-entries=200",
@@ -320,6 +324,7 @@ func TestPartitionUntilSnapshot(t *testing.T) {
 // crash between the WAL save and the backend commit, shortened to 18 s (two crashes), runs with its pinned
 // release, failpoints and fixed seed, passes, and each crash is recorded in its run's fault windows.
 func TestRegressionThroughSuite(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	needFailpointBuild(t)
 	list, err := exec.Command(binary, "suite", "../../ci/chaos/regressions", "--list").CombinedOutput()
 	if err != nil {
@@ -401,6 +406,7 @@ func TestImageBuildListsFailpoints(t *testing.T) {
 // the harness failed to run. The run passes, the defrag window recovered, the failpoint window records the
 // panic, and the member is started again on its data. About 20 s.
 func TestFailpointCrashInsideDefrag(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	output, code, s, _ := failpointRun(t, "10s", "failpoint:leader=defragBeforeRename:panic@2s+4s", "defrag:leader@3s")
 	if code != 0 || s.Outcome != outcome.OK {
 		t.Fatalf("exit %d, outcome %s %v:\n%s", code, s.Outcome, s.Reasons, output)

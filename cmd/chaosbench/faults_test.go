@@ -329,6 +329,7 @@ func listeningOwner(port int) string {
 // TestRunWithFaults: a run with a schedule records every window, splits results into phases, prints
 // both, and exits 0 when the cluster recovered from each fault.
 func TestRunWithFaults(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "9s", "--rate", "300", "--clients", "16", "--conns", "4",
 		"--etcd-flag", "heartbeat-interval=50", "--etcd-flag", "election-timeout=500", "--fault-settle", "1s",
@@ -376,6 +377,7 @@ func TestRunWithFaults(t *testing.T) {
 // TestFaultNotRecoveredExitCode: a cluster that does not recover within the bound is a reported failure
 // (exit code 3), not a hang.
 func TestFaultNotRecoveredExitCode(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "5s", "--rate", "100", "--clients", "8", "--conns", "2",
 		"--faults", "kill:leader@1s+1s", "--fault-recovery-timeout", "1ms", "--out", out, "--progress", "none")
@@ -403,6 +405,7 @@ func TestFaultNotRecoveredExitCode(t *testing.T) {
 // TestKill9LeavesNoMount: SIGKILL of chaosbench takes its members with it, and the slowfs helpers
 // unmount the data directories on their way out.
 func TestKill9LeavesNoMount(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	if err := slowfs.Available(); err != nil {
 		testenv.Missing(t, testenv.FUSE, "needs FUSE: %v", err)
 	}

@@ -206,6 +206,7 @@ func TestKubeRenderBadInput(t *testing.T) {
 // run with strict field validation. It needs the Kubernetes build cache (`chaosbench image kube`, which
 // .ci/run runs) and skips without it.
 func TestKubeRenderServerDryRun(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	r, _ := kubebuild.Parse(kubebuild.DefaultVersion)
 	b, ok := kubebuild.Cached(r, kubebuild.Options{})
 	if !ok {

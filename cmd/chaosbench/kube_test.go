@@ -46,6 +46,7 @@ func TestKubeDryRun(t *testing.T) {
 // leader kill: the per-(operation, resource) table, the operation mix against the plan, the SLO verdict and
 // the consistency checks all come out, and nothing is left behind.
 func TestRunKube(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--nodes", "40", "--duration", "14s", "--faults", "kill:leader@5s+3s", "--out", out, "--progress", "none")
 	output, err := cmd.CombinedOutput()

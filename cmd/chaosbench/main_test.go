@@ -23,6 +23,11 @@ import (
 // binary is the chaosbench binary built once for the tests that run it as a user would.
 var binary string
 
+// TestMain builds the binary the tests run. The tests that judge only outcomes, exit codes and files (never a
+// latency, a rate or a verdict that depends on one) call t.Parallel: they wait while the others run one at a
+// time, then run together (make test gives -parallel 3), since most of their time is a paced load, a fault
+// window or a wait for a process to exit, not CPU. The tests that judge latency (compare, qualify, the slow
+// disk and paused-leader report, the live metrics, the split's counts) stay sequential, alone in this package.
 func TestMain(m *testing.M) {
 	clusters.RunMemberIfRequested()
 	dir, err := os.MkdirTemp("", "chaosbench-bin-")
@@ -293,6 +298,7 @@ func TestCheckCommand(t *testing.T) {
 
 // TestRunWithoutHistory: with --history=false the run says it skipped the checks.
 func TestRunWithoutHistory(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "2s", "--members", "1", "--history=false", "--out", out)
 	output, err := cmd.CombinedOutput()
@@ -320,6 +326,7 @@ func atoi(s string) int {
 
 // TestKill9LeavesNoMember: SIGKILL of chaosbench mid-run takes its members with it.
 func TestKill9LeavesNoMember(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "none")
 	waitForLine(t, cmd, "cluster ready")
@@ -371,6 +378,7 @@ func waitForLine(t *testing.T, cmd *exec.Cmd, prefix string) {
 // TestInterrupt: SIGINT stops the load, writes partial results marked incomplete, stops the cluster and
 // exits with 130 within 10 s.
 func TestInterrupt(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "lines")
 	waitForLine(t, cmd, "elapsed") // the first progress line: the load is running

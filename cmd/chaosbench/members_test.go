@@ -25,6 +25,7 @@ import (
 // bbolt file was changed while it was stopped); a run against the cluster, as an external one, exits 4
 // and its members-agree check names the member, the revision and both hashes.
 func TestDivergedMemberExits4(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, follower := startDivergedCluster(ctx, t)
@@ -155,6 +156,7 @@ func divergeRevision(t *testing.T, dataDir string, rev int64) {
 // TestMembersAgreeThroughKillsAndPartitions: a clean 3-member run through a follower kill and a leader
 // partition finds the members agreeing after each window, with the load running, and after the load.
 func TestMembersAgreeThroughKillsAndPartitions(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--workload", "put", "--duration", "6s", "--rate", "200", "--clients", "16", "--conns", "4",
 		"--etcd-flag", "heartbeat-interval=50", "--etcd-flag", "election-timeout=500", "--fault-settle", "1s",

@@ -112,6 +112,7 @@ func TestSplitLoad(t *testing.T) {
 // real-time order (the case docs/scale-out.md warns about); and an anomaly in one worker's history is caught in
 // the merged check.
 func TestSplitChecks(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	if testing.Short() {
 		t.Skip("runs a cluster for 20 s")
 	}
@@ -285,6 +286,7 @@ func hlogCounts(t *testing.T, dir string) map[string]int64 {
 // limited, on the docker cluster's network; this process only holds the cluster and the faults. The merged
 // run's fault window is measured over the workers' requests, and nothing is left behind.
 func TestSplitWorkerContainers(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	if testing.Short() {
 		t.Skip("runs a docker cluster for 20 s")
 	}

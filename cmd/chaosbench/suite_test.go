@@ -181,6 +181,7 @@ func TestSuiteShardsAndBadInput(t *testing.T) {
 // an unhealthy cluster) runs once more, with the same seed, into <name>.retry1; it stays red, and the retry
 // shows in suite.json, JUnit, suite.md and the printed text.
 func TestSuiteRetryHarness(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	reg := t.TempDir()
 	body := "name: skipped-fault\nworkload: put\nrate: 100\nclients: 4\nconns: 2\nduration: 6s\nprogress: none\n" +
 		"faults: [pause:m1@1s+4s, kill:m2@3s+1s]\nfault-health-timeout: 300ms\n"
@@ -226,6 +227,7 @@ func TestSuiteRetryHarness(t *testing.T) {
 // exit 4, it is not retried under --retry-harness, and the verdict line, suite.json, the scenario's summary and
 // JUnit name the crash with the member's panic.
 func TestSuiteMemberPanicsByItself(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	needFailpointBuild(t)
 	reg := t.TempDir()
 	body := "name: leader-panics\nworkload: put\nrate: 200\nclients: 8\nconns: 4\nduration: 8s\nprogress: none\n" +
@@ -297,6 +299,7 @@ func needFailpointRelease(t *testing.T, v string) {
 // as its attempt's; and the same file on v3.5.5 must pass clean. About 150 s (two 60 s loads), plus the two
 // failpoint builds on a cold cache (a few minutes).
 func TestRegressionPairSingleMemberCrash(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	const name = "regression-single-member-crash-unsynced-write"
 	for _, tc := range []struct {
 		release, version string
