@@ -85,7 +85,7 @@ func TestLongKubeLocalNightly(t *testing.T) {
 			kubenode.Down(nodeDir)
 		}
 	})
-	node := parseUp(t, up.output())
+	node := parseUp(t, up)
 	node.kubeconfig = filepath.Join(nodeDir, "kubeconfig")
 	t.Logf("node up in %.0fs (%s)", time.Since(nodeUp).Seconds(), strings.Join(node.images, ", "))
 
@@ -106,25 +106,34 @@ type localNode struct {
 	images  []string
 }
 
-func parseUp(t *testing.T, out string) localNode {
+// parseUp reads what a `kube local up` prints after its ready line (its output is read as it comes: it
+// waits up to 30 s for the lines).
+func parseUp(t *testing.T, up *background) localNode {
 	t.Helper()
-	var n localNode
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(l)
-		if v, ok := strings.CutPrefix(l, "kubectl: "); ok {
-			n.kubectl = v
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n localNode
+		out := up.output()
+		for _, l := range strings.Split(out, "\n") {
+			l = strings.TrimSpace(l)
+			if v, ok := strings.CutPrefix(l, "kubectl: "); ok {
+				n.kubectl = v
+			}
+			if v, ok := strings.CutPrefix(l, "image: "); ok {
+				n.images = append(n.images, strings.Fields(v)[0])
+			}
+			if v, ok := strings.CutPrefix(l, "pods reach this machine at "); ok {
+				n.gateway = net.ParseIP(strings.TrimSuffix(strings.Fields(v)[0], ":"))
+			}
 		}
-		if v, ok := strings.CutPrefix(l, "image: "); ok {
-			n.images = append(n.images, strings.Fields(v)[0])
+		if n.kubectl != "" && len(n.images) > 0 && n.gateway != nil {
+			return n
 		}
-		if v, ok := strings.CutPrefix(l, "pods reach this machine at "); ok {
-			n.gateway = net.ParseIP(strings.TrimSuffix(strings.Fields(v)[0], ":"))
+		if time.Now().After(deadline) {
+			t.Fatalf("kube local up named no kubectl, image or gateway:\n%s", out)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if n.kubectl == "" || len(n.images) == 0 || n.gateway == nil {
-		t.Fatalf("kube local up named no kubectl, image or gateway:\n%s", out)
-	}
-	return n
 }
 
 func (n localNode) kubectlIn(t *testing.T, ns string, args ...string) string {

@@ -151,7 +151,7 @@ func TestLongKubeLocalSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := parseUp(t, up.output())
+	node := parseUp(t, up)
 	node.kubeconfig = filepath.Join(nodeDir, "kubeconfig")
 	kubeconfig, kubectlBin := node.kubeconfig, node.kubectl
 	t.Logf("node up in %.0fs", time.Since(began).Seconds())
