@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,6 +22,7 @@ const cronJobFile = "kubernetes/nightly-chaos.yaml"
 
 // manifests are the decoded objects of the Kubernetes file.
 type manifests struct {
+	namespaces map[string]bool
 	secrets    map[string]corev1.Secret
 	configMaps map[string]corev1.ConfigMap
 	claims     map[string]corev1.PersistentVolumeClaim
@@ -31,7 +34,7 @@ type manifests struct {
 // schedule, the container and its arguments, and that every volume, mount, Secret, ConfigMap and claim the
 // CronJob names exists in the file.
 func decodeManifests(content string) (*manifests, error) {
-	m := &manifests{secrets: map[string]corev1.Secret{}, configMaps: map[string]corev1.ConfigMap{}, claims: map[string]corev1.PersistentVolumeClaim{}}
+	m := &manifests{namespaces: map[string]bool{}, secrets: map[string]corev1.Secret{}, configMaps: map[string]corev1.ConfigMap{}, claims: map[string]corev1.PersistentVolumeClaim{}}
 	for i, doc := range strings.Split(content, "\n---\n") {
 		var head struct {
 			APIVersion string `json:"apiVersion"`
@@ -41,28 +44,42 @@ func decodeManifests(content string) (*manifests, error) {
 			return nil, fmt.Errorf("document %d: %w", i+1, err)
 		}
 		var err error
+		var ns string
 		switch head.APIVersion + " " + head.Kind {
+		case "v1 Namespace":
+			var o corev1.Namespace
+			err = yaml.UnmarshalStrict([]byte(doc), &o)
+			m.namespaces[o.Name] = true
+			ns = o.Name
 		case "v1 Secret":
 			var o corev1.Secret
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			m.secrets[o.Name] = o
+			ns = o.Namespace
 		case "v1 ConfigMap":
 			var o corev1.ConfigMap
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			m.configMaps[o.Name] = o
+			ns = o.Namespace
 		case "v1 PersistentVolumeClaim":
 			var o corev1.PersistentVolumeClaim
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			m.claims[o.Name] = o
+			ns = o.Namespace
 		case "batch/v1 CronJob":
 			var o batchv1.CronJob
 			err = yaml.UnmarshalStrict([]byte(doc), &o)
 			m.cronJobs = append(m.cronJobs, o)
+			ns = o.Namespace
 		default:
 			err = fmt.Errorf("unexpected %s %s", head.APIVersion, head.Kind)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("document %d (%s): %w", i+1, head.Kind, err)
+		}
+		// `kubectl apply -f` of the file must create everything in one namespace the file creates first.
+		if head.Kind != "Namespace" && !m.namespaces[ns] {
+			return nil, fmt.Errorf("document %d (%s): namespace %q is not created earlier in the file", i+1, head.Kind, ns)
 		}
 	}
 	if len(m.cronJobs) != 1 {
@@ -93,6 +110,15 @@ func decodeManifests(content string) (*manifests, error) {
 	}
 	if !slices.Contains(c.Args, "--retry-harness") {
 		return nil, fmt.Errorf("args %v: want --retry-harness (a harness error is ours: retried once, nothing else is)", c.Args)
+	}
+	// The kubelet expands $(VAR) in args from the container's env, and leaves an undefined one as it is:
+	// the suite would then select by the tag "$(TAGS)" and run nothing.
+	for _, a := range c.Args {
+		for _, ref := range envRef.FindAllStringSubmatch(a, -1) {
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == ref[1] }) {
+				return nil, fmt.Errorf("args: %s: %s is not in the container's env", a, ref[0])
+			}
+		}
 	}
 	for _, a := range c.Args {
 		if strings.Contains(a, "known-issues=fail") {
@@ -125,6 +151,22 @@ func decodeManifests(content string) (*manifests, error) {
 		}
 	}
 	return m, nil
+}
+
+// envRef matches a reference to the container's environment in its args, as the kubelet expands them.
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expandEnv expands the container's env in an argument as the kubelet does (values only, no references
+// to secrets or fields: the CronJob has none).
+func expandEnv(c corev1.Container, arg string) string {
+	return envRef.ReplaceAllStringFunc(arg, func(ref string) string {
+		for _, e := range c.Env {
+			if "$("+e.Name+")" == ref {
+				return e.Value
+			}
+		}
+		return ref
+	})
 }
 
 // suiteArgs are the CronJob's suite arguments: the scenario paths and the --set settings.
@@ -188,11 +230,30 @@ func TestKubernetesCronJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the ConfigMap's scenarios with the CronJob's settings: %v", err)
 	}
-	sel, err := chaosbench.SelectSuite(entries, chaosbench.SuiteOptions{Tags: []string{"nightly"}})
-	if err != nil || len(sel) != len(cm.Data) {
-		t.Fatalf("--tags=nightly selects %d of %d scenarios: %v", len(sel), len(cm.Data), err)
+	// Every night runs the nightly-tagged scenarios (TAGS as the CronJob sets it); the quick check, TAGS set
+	// to smoke by hand (the file's header), runs the smoke-tagged one, and it is quick. Every scenario is in
+	// one of the two.
+	tags := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(expandEnv(c, a), "--tags="); ok {
+			tags = v
+		}
 	}
-	for _, e := range sel {
+	if tags != "nightly" {
+		t.Fatalf("the CronJob's --tags is %q, want nightly", tags)
+	}
+	nightly, err := chaosbench.SelectSuite(entries, chaosbench.SuiteOptions{Tags: []string{"nightly"}})
+	if err != nil || len(nightly) < 2 {
+		t.Fatalf("--tags=nightly selects %d scenarios: %v", len(nightly), err)
+	}
+	smoke, err := chaosbench.SelectSuite(entries, chaosbench.SuiteOptions{Tags: []string{"smoke"}})
+	if err != nil || len(smoke) != 1 || smoke[0].Scenario.Duration > 30*time.Second {
+		t.Fatalf("--tags=smoke selects %d scenarios (want one quick check): %v", len(smoke), err)
+	}
+	if len(nightly)+len(smoke) != len(cm.Data) {
+		t.Errorf("%d nightly and %d smoke scenarios of %d: each one in one of the two", len(nightly), len(smoke), len(cm.Data))
+	}
+	for _, e := range append(nightly, smoke...) {
 		if e.Scenario.Cluster != "external" || len(e.Scenario.Endpoints) != 3 {
 			t.Errorf("%s: cluster %s, endpoints %v", e.Name, e.Scenario.Cluster, e.Scenario.Endpoints)
 		}
@@ -217,6 +278,8 @@ func TestKubernetesCronJobBroken(t *testing.T) {
 		{"no backoff limit", "      backoffLimit: 0\n", "", "backoffLimit <nil>"},
 		{"no retry of harness errors", "                - --retry-harness\n", "", "--retry-harness"},
 		{"known issues fail", "                - --retry-harness\n", "                - --retry-harness\n                - --set=known-issues=fail\n", "known issue passes"},
+		{"tag variable not in env", "                - name: TAGS\n", "                - name: TAG\n", "$(TAGS) is not in the container's env"},
+		{"no namespace", "kind: Namespace\nmetadata:\n  name: chaosbench\n", "kind: Namespace\nmetadata:\n  name: chaos\n", `namespace "chaosbench" is not created`},
 		{"unmounted volume", "- name: results\n                  mountPath", "- name: result\n                  mountPath", "no such volume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

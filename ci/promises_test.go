@@ -23,11 +23,12 @@ var toolNames = map[string]testenv.Tool{
 	"FUSE": testenv.FUSE, "Strace": testenv.Strace, "Docker": testenv.Docker, "Fio": testenv.Fio,
 	"Chromium": testenv.Chromium, "Prometheus": testenv.Prometheus, "Etcdctl": testenv.Etcdctl,
 	"Failpoints": testenv.Failpoints, "Kube": testenv.Kube, "KubeNode": testenv.KubeNode,
+	"Debootstrap": testenv.Debootstrap,
 }
 
 // promiseTool matches a skip's reason that names one of the tools: such a skip must go through
 // testenv.Missing, or CI would let the test skip.
-var promiseTool = regexp.MustCompile(`(?i)\b(fuse|slowfs|strace|docker|fio|chromium|browser|prometheus|etcdctl|check perf|failpoints?|gofail|kubernetes|kwok|kube-apiserver|control plane|kubelet|containerd|runc|cni)\b`)
+var promiseTool = regexp.MustCompile(`(?i)\b(fuse|slowfs|strace|docker|fio|chromium|browser|prometheus|etcdctl|check perf|failpoints?|gofail|kubernetes|kwok|kube-apiserver|control plane|kubelet|containerd|runc|cni|debootstrap)\b`)
 
 // skipsOnTools returns the places in src (a Go file) where a test skips, with t.Skip, t.Skipf or t.SkipNow,
 // for a reason that names a tool, unless the skip is there for a short or a race-detector run (an if on

@@ -17,7 +17,8 @@
 # else 1 when the history could not be fetched.
 #
 # Environment: ARTIFACTS, JOB_NAME and BUILD_ID (set by Prow); HISTORY (default
-# gs://kubernetes-ci-logs/logs/$JOB_NAME); NIGHTS; CHAOSBENCH, a chaosbench binary to use instead of
+# gs://kubernetes-ci-logs/logs/$JOB_NAME); NIGHTS; TAGS, the scenarios' tags (default nightly; smoke for a
+# quick check of the job itself); CHAOSBENCH, a chaosbench binary to use instead of
 # building one; GCS_ENDPOINT, where GCS's JSON API answers (default https://storage.googleapis.com).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -30,7 +31,7 @@ if [ -z "$chaosbench" ]; then
 fi
 
 status=0
-"$chaosbench" suite ci/chaos --tags nightly --retry-harness --out "$ARTIFACTS/suite" || status=$?
+"$chaosbench" suite ci/chaos --tags "${TAGS:-nightly}" --retry-harness --out "$ARTIFACTS/suite" || status=$?
 cp "$ARTIFACTS/suite/junit.xml" "$ARTIFACTS/junit_chaosbench.xml" ||
 	echo "no $ARTIFACTS/suite/junit.xml: the suite did not finish (exit code $status)"
 

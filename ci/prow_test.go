@@ -103,7 +103,7 @@ var gcloudCommand = regexp.MustCompile(`(?m)^[^#\n]*\b(gcloud|gsutil)\b.*$`)
 // without gcloud, and judge the trend.
 func checkProwScript(content string) error {
 	content = withoutComments(content)
-	for _, w := range []string{`chaosbench" suite ci/chaos --tags nightly --retry-harness --out "$ARTIFACTS/suite"`,
+	for _, w := range []string{`chaosbench" suite ci/chaos --tags "${TAGS:-nightly}" --retry-harness --out "$ARTIFACTS/suite"`,
 		`$ARTIFACTS/junit_chaosbench.xml`, `chaosbench" trend`, `--fail-on-regression`, "GCS_ENDPOINT", "storage/v1/b/"} {
 		if !strings.Contains(content, w) {
 			return fmt.Errorf("%s lacks %s", prowScript, w)
@@ -210,7 +210,8 @@ func TestProwScriptBroken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, old, new, want string }{
-		{"no retry of harness errors", "--tags nightly --retry-harness --out", "--tags nightly --out", "lacks"},
+		{"no retry of harness errors", `--tags "${TAGS:-nightly}" --retry-harness --out`, `--tags "${TAGS:-nightly}" --out`, "lacks"},
+		{"another default tag", `--tags "${TAGS:-nightly}"`, `--tags "${TAGS:-smoke}"`, "lacks"},
 		{"known issues fail the night", `--out "$ARTIFACTS/suite" || status`, `--out "$ARTIFACTS/suite" --known-issues=fail || status`, "--known-issues=fail"},
 		{"no junit for testgrid", `"$ARTIFACTS/junit_chaosbench.xml" ||`, `"$ARTIFACTS/results.xml" ||`, "junit_"},
 		{"no trend gate", `--out "$ARTIFACTS/trend" --fail-on-regression`, `--out "$ARTIFACTS/trend"`, "--fail-on-regression"},

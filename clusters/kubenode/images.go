@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/moby/moby/client"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
@@ -45,7 +47,13 @@ func (n *Node) importImages(ctx context.Context) error {
 		return fmt.Errorf("start node: import images: %w", err)
 	}
 	for _, r := range refs {
-		if !strings.Contains(out, "docker.io/"+r) {
+		// containerd names an image by its full reference: docker.io/library/golang:1.26 for golang:1.26,
+		// docker.io/library/golang:latest for golang.
+		named, err := reference.ParseNormalizedNamed(r)
+		if err != nil {
+			return fmt.Errorf("start node: image %s: %w", r, err)
+		}
+		if !slices.Contains(strings.Fields(out), reference.TagNameOnly(named).String()) {
 			return fmt.Errorf("start node: image %s is not in the node's containerd after the import (it has: %s)", r, strings.Join(strings.Fields(out), " "))
 		}
 	}

@@ -151,16 +151,9 @@ func TestLongKubeLocalSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(nodeDir, "kubeconfig")
-	var kubectlBin string
-	for _, l := range strings.Split(up.output(), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "kubectl: "); ok {
-			kubectlBin = v
-		}
-	}
-	if kubectlBin == "" {
-		t.Fatalf("kube local up named no kubectl:\n%s", up.output())
-	}
+	node := parseUp(t, up)
+	node.kubeconfig = filepath.Join(nodeDir, "kubeconfig")
+	kubeconfig, kubectlBin := node.kubeconfig, node.kubectl
 	t.Logf("node up in %.0fs", time.Since(began).Seconds())
 	// The node leaves nothing: checked after up has stopped (cleanups run last-in first-out).
 	t.Cleanup(func() {
@@ -192,23 +185,7 @@ func TestLongKubeLocalSplit(t *testing.T) {
 	// mergeExit waits for the merge Job's pod to end and returns its exit code and log.
 	mergeExit := func(name string, timeout time.Duration) (int, string) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			code := kubectl(t, kubectlBin, kubeconfig, "get", "pods", "-l", "job-name="+name+"-merge",
-				"-o", "jsonpath={.items[*].status.containerStatuses[*].state.terminated.exitCode}")
-			if strings.TrimSpace(code) != "" {
-				n, err := strconv.Atoi(strings.Fields(code)[0])
-				if err != nil {
-					t.Fatalf("merge pod's exit code %q", code)
-				}
-				return n, kubectl(t, kubectlBin, kubeconfig, "logs", "job/"+name+"-merge")
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the merge Job %s-merge has not ended within %s:\n%s", name, timeout,
-					kubectl(t, kubectlBin, kubeconfig, "get", "pods,jobs,pvc", "-o", "wide"))
-			}
-			time.Sleep(2 * time.Second)
-		}
+		return podExit(t, node, "default", "job-name="+name+"-merge", timeout)
 	}
 
 	// The split run, as a user runs it.

@@ -58,11 +58,14 @@ const (
 	// runc and the CNI plugins (Debian's containerd, runc, containernetworking-plugins), cgroups, and the
 	// kubelet, kubectl and CoreDNS in the build cache (built by `chaosbench image kube`).
 	KubeNode Tool = "kubenode"
+	// Debootstrap: debootstrap and Debian's archive, which make a Debian root file system: the stand-in for the
+	// Prow job's golang image, which cannot be pulled here (Debian's debootstrap).
+	Debootstrap Tool = "debootstrap"
 )
 
 // Tools returns every tool.
 func Tools() []Tool {
-	return []Tool{FUSE, Strace, Docker, Fio, Chromium, Prometheus, Etcdctl, Failpoints, Kube, KubeNode}
+	return []Tool{FUSE, Strace, Docker, Fio, Chromium, Prometheus, Etcdctl, Failpoints, Kube, KubeNode, Debootstrap}
 }
 
 // Required returns the tools a value of Env names: none for "", every tool for "all". A name that is not a
