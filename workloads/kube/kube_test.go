@@ -426,3 +426,56 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestPreloadKeepsEventsAndOthers: the events a cluster keeps when the load begins are preloaded on leases
+// of the event TTL (a lease per 1000, as the apiserver attaches them), and the objects of resources the
+// workload does not model under their storage prefixes, at their sizes.
+func TestPreloadKeepsEventsAndOthers(t *testing.T) {
+	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500,
+		Others: []Others{{Prefix: "apiregistration.k8s.io/apiservices", Objects: 40, Bytes: 1200}, {Prefix: "flowschemas", Objects: 13, Bytes: 1024}}}.Resolve(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, 1, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := New(cfg)
+	if err := w.Setup(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	events, err := e.raw.Get(ctx, "/registry/events/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := map[int64]int{}
+	for _, kv := range events.Kvs {
+		leases[kv.Lease]++
+	}
+	if len(events.Kvs) != 1500 || len(leases) != 2 || leases[0] != 0 {
+		t.Fatalf("%d events on leases %v, want 1500 on two leases (1000 and 500)", len(events.Kvs), leases)
+	}
+	for id := range leases {
+		ttl, err := e.raw.TimeToLive(ctx, clientv3.LeaseID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.GrantedTTL != 3600 {
+			t.Errorf("kept events' lease granted for %d s, want the event TTL, 3600", ttl.GrantedTTL)
+		}
+	}
+	for _, x := range cfg.Others {
+		got, err := e.raw.Get(ctx, "/registry/"+x.Prefix+"/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Kvs) != x.Objects {
+			t.Errorf("%s: %d objects, want %d", x.Prefix, len(got.Kvs), x.Objects)
+		}
+		for _, kv := range got.Kvs {
+			if len(kv.Value) != x.Bytes || kv.Lease != 0 {
+				t.Fatalf("%s: %d bytes on lease %d, want %d bytes on none", kv.Key, len(kv.Value), kv.Lease, x.Bytes)
+			}
+		}
+	}
+}
