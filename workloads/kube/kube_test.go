@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
@@ -383,7 +384,7 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 		a.caches[ResPods].cache.put(p.key(), rev)
 	}
 	// The first pod's deletion as planned, the grace period skipped.
-	steps := w.podDeletion(a, doomed[0], 1)
+	steps := w.podDeletion(a, doomed[0], 0, 1)
 	for _, st := range steps {
 		st.do(ctx, c, nil)
 	}
@@ -424,6 +425,57 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
 			t.Errorf("%s still in etcd (%v)", p.key(), err)
 		}
+	}
+}
+
+// TestPodDeletionWithAThirdCall: with three DELETE calls a pod (KWOK's second grace-zero DELETE), the third
+// reads the pod before the kubelet's removal lands and removes it from the revision it read: one more read
+// and one more delete, which fails its comparison and finds the pod gone. With two, the deletion is the
+// user's and the kubelet's calls alone.
+func TestPodDeletionWithAThirdCall(t *testing.T) {
+	for _, c := range []struct {
+		calls                 float64
+		gets, deletes, failed int64
+	}{{3, 3, 2, 1}, {2, 2, 1, 0}} {
+		e := newEnv(t, 1, time.Minute)
+		ctx := context.Background()
+		cfg, err := Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}.Resolve(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := New(cfg)
+		w.r = e.runner
+		a := &apiserver{r: e.runner, caches: map[string]*watchCache{ResPods: {res: ResPods, cache: newObjectCache()}}}
+		e.runner.Recorder().Begin()
+		cl := e.runner.NewClient(0)
+		p := pod{namespace: "default", name: "doomed"}
+		ok, rev, err := create(ctx, cl, nil, "create/"+ResPods, p.key(), cl.NewValue(2048), 0)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		a.caches[ResPods].cache.put(p.key(), rev)
+		for _, st := range w.podDeletion(a, p, 0, 1) {
+			st.do(ctx, cl, nil)
+		}
+		end := e.runner.Recorder().Now()
+		if err := e.col.Close(end); err != nil {
+			t.Fatal(err)
+		}
+		ops := e.col.Operations(end)
+		for _, want := range []struct {
+			op            string
+			count, failed int64
+		}{{"get/" + ResPods, c.gets, 0}, {"update/" + ResPods, 2, 0}, {"delete/" + ResPods, c.deletes, c.failed}} {
+			if o := ops[want.op]; o == nil || o.Count != want.count || o.Failed != want.failed {
+				t.Errorf("%g calls: %s: %+v, want %d requests (%d failed their comparison)", c.calls, want.op, o, want.count, want.failed)
+			}
+		}
+		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
+			t.Errorf("%g calls: %s still in etcd (%v)", c.calls, p.key(), err)
+		}
+	}
+	if _, err := (Options{DeleteCalls: 3.5}).Resolve(time.Minute); !outcome.IsUsage(err) {
+		t.Errorf("3.5 delete calls: %v, want a usage error", err)
 	}
 }
 

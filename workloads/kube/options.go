@@ -83,6 +83,9 @@ type Options struct {
 	// profile sets them from a cluster's own events and pod updates per pod created.
 	EventsPerPod float64 `json:"events-per-pod,omitempty"`
 	StatusPerPod float64 `json:"status-per-pod,omitempty"`
+	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
+	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
+	DeleteCalls float64 `json:"delete-calls,omitempty"`
 	// Events is the events that exist when the load begins, preloaded on leases of --event-ttl (0: none):
 	// a profile sets it from the cluster's events less those created in its window, as a real cluster
 	// keeps an hour of them.
@@ -173,6 +176,8 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
 		return Config{}, outcome.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
+	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
+		return Config{}, outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
 	case o.Events < 0:
 		return Config{}, outcome.Usagef("events %d: must not be negative", o.Events)
 	}

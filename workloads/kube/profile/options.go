@@ -15,6 +15,8 @@ import (
 const (
 	maxEventsPerPod = 5
 	maxStatusPerPod = 3
+	minDeleteCalls  = 2
+	maxDeleteCalls  = 3
 )
 
 // systemNamespaces are the namespaces every cluster has besides its workloads'.
@@ -107,6 +109,11 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.EventsPerPod = math.Min(maxEventsPerPod, ev/creates)
 		} else {
 			o.EventsPerPod = 1e-6 // none: zero would be the default
+		}
+		// Every DELETE call reads the pod from etcd, and the workload reads pods for nothing else: the
+		// pod reads per pod created are its deletion's DELETE calls (KWOK sends a third).
+		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
+			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
 		}
 		if up := res("pods").EtcdRequests["update"]; up > 0 {
 			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))

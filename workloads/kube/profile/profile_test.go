@@ -128,6 +128,10 @@ func TestOptionsFromProfile(t *testing.T) {
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
 		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
 	}
+	// Pod reads: (700-100)/120 = 5 a second for 2 creates, 2.5 DELETE calls a pod.
+	if o.DeleteCalls != 2.5 {
+		t.Errorf("delete calls %g, want 2.5", o.DeleteCalls)
+	}
 	// Events kept: 1440 stored at the end, less the (300-60)/120 = 2 created a second over the 120 s
 	// window: 1200 existed when it began.
 	if o.Events != 1200 || o.EventsPerPod != 1 {
