@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
@@ -86,5 +90,53 @@ func TestFidelityOutcome(t *testing.T) {
 				t.Errorf("fidelity.html does not lead with the outcome, or a row says pass or fail")
 			}
 		})
+	}
+}
+
+// sample parses one member's metrics text as a fidelity sample taken at second at.
+func sample(t *testing.T, at int, text string) *etcdSample {
+	t.Helper()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &etcdSample{at: time.Unix(int64(at), 0), families: []map[string]*dto.MetricFamily{fams}}
+}
+
+// TestFidelityCountsRequestsStarted: the gRPC rows count the requests begun during the load on both sides.
+// The emulation ends its 186 watch streams with its load (handled), the real apiservers theirs after it;
+// both opened them before: no Watch row, where the handled counts gave one on the emulated side alone.
+func TestFidelityCountsRequestsStarted(t *testing.T) {
+	side := func(watchHandled, rangesBefore, rangesAfter int) *fidelitySide {
+		text := func(ranges, handled int) string {
+			return fmt.Sprintf(`# TYPE grpc_server_started_total counter
+grpc_server_started_total{grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} %d
+grpc_server_started_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 186
+# TYPE grpc_server_handled_total counter
+grpc_server_handled_total{grpc_code="OK",grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} %d
+grpc_server_handled_total{grpc_code="OK",grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} %d
+`, ranges, ranges, handled)
+		}
+		return &fidelitySide{load: [2]*etcdSample{sample(t, 0, text(rangesBefore, 0)), sample(t, 100, text(rangesAfter, watchHandled))},
+			mid: sample(t, 50, text(rangesBefore, 0))}
+	}
+	rep := &FidelityReport{}
+	rep.addEtcdCounters(side(186, 1000, 2650), side(0, 500, 1870))
+	rows := map[string]FidelityRow{}
+	for _, r := range rep.Rows {
+		if r.Group == "gRPC requests/s" {
+			rows[r.Name] = r
+		}
+	}
+	if _, ok := rows["Watch"]; ok {
+		t.Errorf("a Watch row %+v: no stream was opened during either load", rows["Watch"])
+	}
+	// Ranges: 1650 and 1370 in 100 s.
+	if r := rows["Range"]; r.Emulated != 16.5 || r.Real != 13.7 || r.Match {
+		t.Errorf("Range row %+v, want 16.5 and 13.7 a second, 0.83: not within 15%%", r)
+	}
+	if len(rows) != 1 {
+		t.Errorf("gRPC rows %v, want Range alone", rows)
 	}
 }

@@ -58,8 +58,11 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 	if r.cpBefore == nil {
 		return nil
 	}
+	// etcd first: scraping an apiserver makes it read etcd's Status (Kubernetes 1.37), which is the
+	// harness's request, not the load's, and must not fall in the profile's window.
+	r.saveEtcdScrapes(ctx, 2)
 	after := r.controlPlane.Snapshot(ctx)
-	r.saveScrapes(ctx, 2)
+	r.saveApiserverScrapes(ctx, 2)
 	rep := controlplane.Compare(*r.cpBefore, after)
 	type file struct {
 		controlplane.Report
@@ -85,25 +88,39 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 // time of its scrape: the input of `chaosbench profile --run`.
 const MetricsDir = "metrics"
 
-// saveScrapes saves every apiserver's and every etcd member's metrics text as scrape n. A scrape that
-// fails is left out (a profile then says which process it lacks).
+// saveScrapes saves every apiserver's and every etcd member's metrics text as scrape n, the apiservers
+// first (scrape 1, where the load begins: the Status reads the apiservers' scrapes cost etcd fall before
+// etcd's); stopControlPlane saves scrape 2 the other way round.
 func (r *run) saveScrapes(ctx context.Context, n int) {
+	r.saveApiserverScrapes(ctx, n)
+	r.saveEtcdScrapes(ctx, n)
+}
+
+// saveScrape saves one process's metrics text as its scrape n, led by the time of the scrape. A scrape
+// that fails is left out (a profile then says which process it lacks).
+func (r *run) saveScrape(name string, n int, body []byte) {
 	dir := filepath.Join(r.dir, MetricsDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
-	save := func(name string, body []byte) {
-		head := profile.ScrapeHeader + time.Now().UTC().Format(time.RFC3339Nano) + "\n"
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s.%d.prom", name, n)), append([]byte(head), body...), 0o644)
-	}
+	head := profile.ScrapeHeader + time.Now().UTC().Format(time.RFC3339Nano) + "\n"
+	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s.%d.prom", name, n)), append([]byte(head), body...), 0o644)
+}
+
+// saveApiserverScrapes saves every apiserver's metrics text as scrape n.
+func (r *run) saveApiserverScrapes(ctx context.Context, n int) {
 	for i := range r.controlPlane.APIServerURLs() {
 		if body, err := r.controlPlane.ScrapeText(ctx, i); err == nil {
-			save(fmt.Sprintf("kube-apiserver-%d", i), body)
+			r.saveScrape(fmt.Sprintf("kube-apiserver-%d", i), n, body)
 		}
 	}
+}
+
+// saveEtcdScrapes saves every etcd member's metrics text as scrape n.
+func (r *run) saveEtcdScrapes(ctx context.Context, n int) {
 	for i, p := range clusters.Processes(r.cluster) {
 		if body, err := fetchText(ctx, p.MetricsURL()+"/metrics"); err == nil {
-			save(fmt.Sprintf("etcd-%d", i), body)
+			r.saveScrape(fmt.Sprintf("etcd-%d", i), n, body)
 		}
 	}
 }

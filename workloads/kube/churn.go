@@ -43,6 +43,14 @@ func (c Config) statusPerPod() float64 {
 	return statusPerPod
 }
 
+// deleteCalls is the DELETE calls of a pod's deletion on average (2 to 3).
+func (c Config) deleteCalls() float64 {
+	if c.DeleteCalls > 0 {
+		return c.DeleteCalls
+	}
+	return deleteCalls
+}
+
 // updatesPerPod are a pod's updates: its binding, its status updates and its deletion's.
 func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + deleteCalls }
 
@@ -75,7 +83,7 @@ func (w *Workload) churn(ctx context.Context) {
 		slot := *s
 		lives.Go(func() { w.live(ctx, a, slot, end, w.podLife(a, slot.N, rng)) })
 		if old, ok := w.pods.pop(); ok {
-			lives.Go(func() { w.live(ctx, a, slot, end, w.podDeletion(a, old, deletionSeed)) })
+			lives.Go(func() { w.live(ctx, a, slot, end, w.podDeletion(a, old, slot.N, deletionSeed)) })
 		}
 	})
 	lives.Wait()
@@ -151,10 +159,16 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 // again and removes it at once, from the watch cache's copy: that copy rarely holds the update just made,
 // so the removal usually fails its comparison once and succeeds with the revision the failed
 // transaction read, as the apiserver's conditional delete retries.
-func (w *Workload) podDeletion(a *apiserver, old pod, seed uint64) []step {
+//
+// With more than two calls a pod (Options.DeleteCalls, deletion n alternating), a third DELETE of grace
+// zero comes with the kubelet's, as KWOK's pod-delete stage sends it again while the pod still carries its
+// deletion timestamp: it reads the pod before the kubelet's removal lands and removes it from the
+// revision it read, which that removal has made stale (one read and one failed delete).
+func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 	podSize := w.size(rand.New(rand.NewPCG(seed, 0)), ResPods)
 	k := old.key()
 	ok := false
+	extra := share(n, w.cfg.deleteCalls()-deleteCalls) > 0
 	call := func(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
 		resp, err := get(ctx, c, s, "get/"+ResPods, k)
 		if err != nil || len(resp.Range.KVs) == 0 {
@@ -167,8 +181,22 @@ func (w *Workload) podDeletion(a *apiserver, old pod, seed uint64) []step {
 			ok = call(ctx, c, s)
 		}},
 		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			if ok && call(ctx, c, s) {
-				w.deleteCached(ctx, a, c, nil, ResPods, k)
+			if !ok || !call(ctx, c, s) {
+				return
+			}
+			var read int64
+			if extra {
+				if resp, err := get(ctx, c, nil, "get/"+ResPods, k); err == nil && len(resp.Range.KVs) > 0 {
+					read = resp.Range.KVs[0].ModRevision
+				}
+			}
+			w.deleteCached(ctx, a, c, nil, ResPods, k)
+			if read != 0 {
+				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, read)
+				w.stats.conflict("delete/"+ResPods, conflicts)
+				if errors.Is(err, errNotFound) {
+					w.stats.notFound.Add(1)
+				}
 			}
 		}},
 	}

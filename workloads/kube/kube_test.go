@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
+	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/results"
 	"github.com/etcd-chaosbench/chaosbench/results/history"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
@@ -383,7 +384,7 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 		a.caches[ResPods].cache.put(p.key(), rev)
 	}
 	// The first pod's deletion as planned, the grace period skipped.
-	steps := w.podDeletion(a, doomed[0], 1)
+	steps := w.podDeletion(a, doomed[0], 0, 1)
 	for _, st := range steps {
 		st.do(ctx, c, nil)
 	}
@@ -423,6 +424,110 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 	for _, p := range doomed {
 		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
 			t.Errorf("%s still in etcd (%v)", p.key(), err)
+		}
+	}
+}
+
+// TestPodDeletionWithAThirdCall: with three DELETE calls a pod (KWOK's second grace-zero DELETE), the third
+// reads the pod before the kubelet's removal lands and removes it from the revision it read: one more read
+// and one more delete, which fails its comparison and finds the pod gone. With two, the deletion is the
+// user's and the kubelet's calls alone.
+func TestPodDeletionWithAThirdCall(t *testing.T) {
+	for _, c := range []struct {
+		calls                 float64
+		gets, deletes, failed int64
+	}{{3, 3, 2, 1}, {2, 2, 1, 0}} {
+		e := newEnv(t, 1, time.Minute)
+		ctx := context.Background()
+		cfg, err := Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}.Resolve(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := New(cfg)
+		w.r = e.runner
+		a := &apiserver{r: e.runner, caches: map[string]*watchCache{ResPods: {res: ResPods, cache: newObjectCache()}}}
+		e.runner.Recorder().Begin()
+		cl := e.runner.NewClient(0)
+		p := pod{namespace: "default", name: "doomed"}
+		ok, rev, err := create(ctx, cl, nil, "create/"+ResPods, p.key(), cl.NewValue(2048), 0)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		a.caches[ResPods].cache.put(p.key(), rev)
+		for _, st := range w.podDeletion(a, p, 0, 1) {
+			st.do(ctx, cl, nil)
+		}
+		end := e.runner.Recorder().Now()
+		if err := e.col.Close(end); err != nil {
+			t.Fatal(err)
+		}
+		ops := e.col.Operations(end)
+		for _, want := range []struct {
+			op            string
+			count, failed int64
+		}{{"get/" + ResPods, c.gets, 0}, {"update/" + ResPods, 2, 0}, {"delete/" + ResPods, c.deletes, c.failed}} {
+			if o := ops[want.op]; o == nil || o.Count != want.count || o.Failed != want.failed {
+				t.Errorf("%g calls: %s: %+v, want %d requests (%d failed their comparison)", c.calls, want.op, o, want.count, want.failed)
+			}
+		}
+		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
+			t.Errorf("%g calls: %s still in etcd (%v)", c.calls, p.key(), err)
+		}
+	}
+	if _, err := (Options{DeleteCalls: 3.5}).Resolve(time.Minute); !outcome.IsUsage(err) {
+		t.Errorf("3.5 delete calls: %v, want a usage error", err)
+	}
+}
+
+// TestPreloadKeepsEventsAndOthers: the events a cluster keeps when the load begins are preloaded on leases
+// of the event TTL (a lease per 1000, as the apiserver attaches them), and the objects of resources the
+// workload does not model under their storage prefixes, at their sizes.
+func TestPreloadKeepsEventsAndOthers(t *testing.T) {
+	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500,
+		Others: []Others{{Prefix: "apiregistration.k8s.io/apiservices", Objects: 40, Bytes: 1200}, {Prefix: "flowschemas", Objects: 13, Bytes: 1024}}}.Resolve(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, 1, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := New(cfg)
+	if err := w.Setup(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	events, err := e.raw.Get(ctx, "/registry/events/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := map[int64]int{}
+	for _, kv := range events.Kvs {
+		leases[kv.Lease]++
+	}
+	if len(events.Kvs) != 1500 || len(leases) != 2 || leases[0] != 0 {
+		t.Fatalf("%d events on leases %v, want 1500 on two leases (1000 and 500)", len(events.Kvs), leases)
+	}
+	for id := range leases {
+		ttl, err := e.raw.TimeToLive(ctx, clientv3.LeaseID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.GrantedTTL != 3600 {
+			t.Errorf("kept events' lease granted for %d s, want the event TTL, 3600", ttl.GrantedTTL)
+		}
+	}
+	for _, x := range cfg.Others {
+		got, err := e.raw.Get(ctx, "/registry/"+x.Prefix+"/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Kvs) != x.Objects {
+			t.Errorf("%s: %d objects, want %d", x.Prefix, len(got.Kvs), x.Objects)
+		}
+		for _, kv := range got.Kvs {
+			if len(kv.Value) != x.Bytes || kv.Lease != 0 {
+				t.Fatalf("%s: %d bytes on lease %d, want %d bytes on none", kv.Key, len(kv.Value), kv.Lease, x.Bytes)
+			}
 		}
 	}
 }

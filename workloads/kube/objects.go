@@ -31,6 +31,9 @@ const (
 	resLargeConfigMaps = "large-configmaps"
 )
 
+// modeledResources are the resources the workload writes itself.
+var modeledResources = []string{ResNamespaces, ResNodes, ResPods, ResLeases, ResEvents, ResConfigMaps, ResSecrets, ResMasterLeases, ResPeerServerLeases}
+
 // cachedResources are the resources each simulated apiserver keeps a watch cache of. Events are not cached:
 // kube-apiserver sends every watch and list of events to etcd.
 var cachedResources = []string{ResNamespaces, ResNodes, ResPods, ResLeases, ResConfigMaps, ResSecrets, ResMasterLeases}

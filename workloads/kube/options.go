@@ -83,12 +83,45 @@ type Options struct {
 	// profile sets them from a cluster's own events and pod updates per pod created.
 	EventsPerPod float64 `json:"events-per-pod,omitempty"`
 	StatusPerPod float64 `json:"status-per-pod,omitempty"`
+	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
+	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
+	DeleteCalls float64 `json:"delete-calls,omitempty"`
+	// Events is the events that exist when the load begins, preloaded on leases of --event-ttl (0: none):
+	// a profile sets it from the cluster's events less those created in its window, as a real cluster
+	// keeps an hour of them.
+	Events int `json:"events,omitempty"`
+	// Others are the objects of resources the workload does not model (apiservices, flowschemas,
+	// priorityclasses, ...), preloaded and never written again; a profile sets them from a cluster's own.
+	Others []Others `json:"others,omitempty"`
 	// Label names where the options came from when no preset did (a profile at a scale), in
 	// descriptions only.
 	Label string `json:"label,omitempty"`
 	// Actors selects the actors to run (empty: all); SkipActors turns some off.
 	Actors     []string `json:"actors,omitempty"`
 	SkipActors []string `json:"skip-actors,omitempty"`
+}
+
+// Others are Objects objects of Bytes bytes each under /registry/Prefix/ (e.g. "flowschemas",
+// "apiregistration.k8s.io/apiservices").
+type Others struct {
+	Prefix  string `json:"prefix"`
+	Objects int    `json:"objects"`
+	Bytes   int    `json:"bytes"`
+}
+
+// check refuses an empty or modeled prefix and counts or sizes out of range.
+func (x Others) check() error {
+	switch {
+	case x.Prefix == "" || strings.HasPrefix(x.Prefix, "/") || strings.HasSuffix(x.Prefix, "/"):
+		return outcome.Usagef("other objects %q: a key prefix under /registry/, without slashes at its ends", x.Prefix)
+	case slices.Contains(modeledResources, strings.SplitN(x.Prefix, "/", 2)[0]):
+		return outcome.Usagef("other objects %q: the workload writes that resource itself", x.Prefix)
+	case x.Objects < 0 || x.Objects > 1_000_000:
+		return outcome.Usagef("other objects %q: %d objects, between 0 and 1000000", x.Prefix, x.Objects)
+	case x.Bytes < 1 || x.Bytes > 1<<20:
+		return outcome.Usagef("other objects %q: %d bytes each, between 1 and 1 MiB", x.Prefix, x.Bytes)
+	}
+	return nil
 }
 
 // presetNodes are the node counts of the presets.
@@ -143,6 +176,15 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
 		return Config{}, outcome.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
+	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
+		return Config{}, outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
+	case o.Events < 0:
+		return Config{}, outcome.Usagef("events %d: must not be negative", o.Events)
+	}
+	for _, x := range o.Others {
+		if err := x.check(); err != nil {
+			return Config{}, err
+		}
 	}
 	if o.Namespaces == 0 {
 		o.Namespaces = max(1, (o.Nodes+9)/10)

@@ -62,6 +62,11 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		{Options{ObjectSizes: "events=lots"}, "bad size"},
 		{Options{Actors: []string{"churm"}}, "did you mean churn"},
 		{Options{SkipActors: []string{"nope"}}, "no such actor"},
+		{Options{Events: -1}, "events -1"},
+		{Options{Others: []Others{{Prefix: "/flowschemas", Objects: 1, Bytes: 10}}}, "without slashes"},
+		{Options{Others: []Others{{Prefix: "pods", Objects: 1, Bytes: 10}}}, "writes that resource itself"},
+		{Options{Others: []Others{{Prefix: "flowschemas", Objects: -1, Bytes: 10}}}, "-1 objects"},
+		{Options{Others: []Others{{Prefix: "flowschemas", Objects: 1}}}, "0 bytes each"},
 	}
 	for _, c := range cases {
 		_, err := c.opts.Resolve(time.Minute)

@@ -108,7 +108,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	add(ActorChurn, "create/"+ResPods, churn)
 	add(ActorChurn, "update/"+ResPods, churn*c.updatesPerPod())
 	add(ActorChurn, "delete/"+ResPods, churn)
-	add(ActorChurn, "get/"+ResPods, churn*deleteCalls)
+	add(ActorChurn, "get/"+ResPods, churn*c.deleteCalls())
 	add(ActorChurn, "create/"+ResEvents, churn*c.eventsPerPod())
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
 	if c.Active[ActorChurn] {

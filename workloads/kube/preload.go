@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 
@@ -74,12 +75,17 @@ type preloader struct {
 }
 
 func (p *preloader) add(ctx context.Context, k string, size int) error {
+	return p.addLeased(ctx, k, size, 0)
+}
+
+// addLeased adds an object attached to a lease (none: 0).
+func (p *preloader) addLeased(ctx context.Context, k string, size int, lease int64) error {
 	if len(p.puts) == preloadBatch || (p.bytes+size > preloadBatchBytes && len(p.puts) > 0) {
 		if err := p.flush(ctx); err != nil {
 			return err
 		}
 	}
-	p.puts = append(p.puts, history.Request{Kind: history.KindPut, Put: &history.Put{Key: k, Value: p.c.NewValue(size)}})
+	p.puts = append(p.puts, history.Request{Kind: history.KindPut, Put: &history.Put{Key: k, Value: p.c.NewValue(size), Lease: lease}})
 	p.cmps = append(p.cmps, history.Compare{Key: k, Target: history.CompareModRevision, Result: history.Equal})
 	p.bytes += size
 	return nil
@@ -142,12 +148,46 @@ func (w *Workload) preload(ctx context.Context) (*podQueue, error) {
 		}
 		q.push(pd)
 	}
+	if err := w.preloadKept(ctx, p, rng); err != nil {
+		return nil, err
+	}
 	if err := p.flush(ctx); err != nil {
 		return nil, err
 	}
 	// Shuffle the deletion order, seeded: churn removes pods of every namespace and node.
 	rng.Shuffle(len(q.pods), func(i, j int) { q.pods[i], q.pods[j] = q.pods[j], q.pods[i] })
 	return q, nil
+}
+
+// preloadKept creates, when apiserver 0 is simulated here, the events that exist when the load begins
+// (on leases of the event TTL, at most 1000 events a lease, as the apiserver attaches them) and the
+// objects of the resources the workload does not model.
+func (w *Workload) preloadKept(ctx context.Context, p *preloader, rng *rand.Rand) error {
+	if !w.owns(0) {
+		return nil
+	}
+	var lease int64
+	for i := range w.cfg.Events {
+		if i%leaseMaxObjects == 0 {
+			resp, err := p.c.Do(ctx, nil, "preload", history.Request{Kind: history.KindLeaseGrant, Lease: &history.Lease{TTL: int64(w.cfg.EventTTL.Seconds())}})
+			if err != nil {
+				return err
+			}
+			lease = resp.Lease.ID
+		}
+		k := key(ResEvents, namespaceName(i%w.cfg.Namespaces), "kept-"+strconv.Itoa(i))
+		if err := p.addLeased(ctx, k, w.cfg.Sizes[ResEvents].pick(rng), lease); err != nil {
+			return err
+		}
+	}
+	for _, x := range w.cfg.Others {
+		for i := range x.Objects {
+			if err := p.add(ctx, "/registry/"+x.Prefix+"/object-"+strconv.Itoa(i), x.Bytes); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // preloadShared creates the cluster-wide objects (namespaces with their configmaps and secrets, large

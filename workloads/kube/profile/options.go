@@ -15,6 +15,8 @@ import (
 const (
 	maxEventsPerPod = 5
 	maxStatusPerPod = 3
+	minDeleteCalls  = 2
+	maxDeleteCalls  = 3
 )
 
 // systemNamespaces are the namespaces every cluster has besides its workloads'.
@@ -108,6 +110,11 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		} else {
 			o.EventsPerPod = 1e-6 // none: zero would be the default
 		}
+		// Every DELETE call reads the pod from etcd, and the workload reads pods for nothing else: the
+		// pod reads per pod created are its deletion's DELETE calls (KWOK sends a third).
+		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
+			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
+		}
 		if up := res("pods").EtcdRequests["update"]; up > 0 {
 			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
 		}
@@ -126,6 +133,11 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusRate = -1
 		}
 	}
+	// Events live an hour (--event-ttl): the cluster kept those created before the window.
+	if ev := res("events"); ev.Objects > 0 {
+		o.Events = max(0, int(math.Round((ev.Objects-ev.EtcdRequests["create"]*p.Source.WindowSeconds)*f)))
+	}
+	o.Others = p.others(objects)
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c
 	}
@@ -141,6 +153,64 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	}
 	o.ObjectSizes = strings.Join(sizes, ",")
 	return o, nil
+}
+
+// otherMeanBytes is the size of an object of a resource the workload does not model when the profile
+// has none: about a flowschema's or a cluster role's.
+const otherMeanBytes = 1024
+
+// modeledProfile are the profile's resources the kube workload writes (besides those it maps in emulated):
+// apiserver identity and endpoint leases are leases.
+var modeledProfile = map[string]bool{"masterleases": true, "peerserverleases": true}
+
+// others are the objects of the profile's resources the kube workload does not model, at a scale of their
+// counts, with their mean sizes (otherMeanBytes when unknown), under their storage prefixes.
+func (p *Profile) others(scale float64) []kube.Others {
+	mapped := map[string]bool{}
+	for _, r := range emulated {
+		mapped[r] = true
+	}
+	var out []kube.Others
+	for _, r := range sortedKeys(p.Resources) {
+		x := p.Resources[r]
+		n := int(math.Round(x.Objects * scale))
+		if mapped[r] || modeledProfile[r] || n <= 0 {
+			continue
+		}
+		b := x.MeanBytes
+		if b <= 0 {
+			b = otherMeanBytes
+		}
+		out = append(out, kube.Others{Prefix: storagePrefix(r), Objects: min(n, 1_000_000), Bytes: min(1<<20, max(1, int(math.Round(b))))})
+	}
+	return out
+}
+
+// storagePrefix is where kube-apiserver keeps a resource under /registry/ (k8s.io/kubernetes
+// pkg/registry/*/storage): its plural, but for the few built-in resources stored under other names
+// (services/specs, services/endpoints, controllers, ingress, minions), the aggregator's and the CRDs'
+// resources under their groups, and custom resources (plural.group) under group/plural.
+func storagePrefix(r string) string {
+	switch r {
+	case "services":
+		return "services/specs"
+	case "endpoints":
+		return "services/endpoints"
+	case "replicationcontrollers":
+		return "controllers"
+	case "ingresses":
+		return "ingress"
+	case "nodes":
+		return "minions"
+	case "apiservices":
+		return "apiregistration.k8s.io/apiservices"
+	case "customresourcedefinitions":
+		return "apiextensions.k8s.io/customresourcedefinitions"
+	}
+	if plural, group, ok := strings.Cut(r, "."); ok {
+		return group + "/" + plural
+	}
+	return r
 }
 
 // pagesPer is the pages of a namespace's pod list, as the workload pages it (500 a page).

@@ -128,11 +128,35 @@ func TestOptionsFromProfile(t *testing.T) {
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
 		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
 	}
+	// Pod reads: (700-100)/120 = 5 a second for 2 creates, 2.5 DELETE calls a pod.
+	if o.DeleteCalls != 2.5 {
+		t.Errorf("delete calls %g, want 2.5", o.DeleteCalls)
+	}
+	// Events kept: 1440 stored at the end, less the (300-60)/120 = 2 created a second over the 120 s
+	// window: 1200 existed when it began.
+	if o.Events != 1200 || o.EventsPerPod != 1 {
+		t.Errorf("events %d and %g per pod, want 1200 kept and 2/2 = 1 per pod", o.Events, o.EventsPerPod)
+	}
+	// The resources the workload does not model, by storage prefix: apiservices under their group,
+	// 48000/40 = 1200 bytes each; flowschemas (apiserver_storage_objects, no size: 1024); the custom
+	// resource widgets.example.com under example.com/widgets.
+	want := []kube.Others{{Prefix: "apiregistration.k8s.io/apiservices", Objects: 40, Bytes: 1200},
+		{Prefix: "flowschemas", Objects: 13, Bytes: 1024}, {Prefix: "example.com/widgets", Objects: 3, Bytes: 1024}}
+	if !reflect.DeepEqual(o.Others, want) {
+		t.Errorf("others %+v, want %+v", o.Others, want)
+	}
 	two, _ := p.Options(Scale{Factor: 2})
+	if two.Events != 2400 || two.Others[0].Objects != 80 || two.Others[2].Objects != 6 {
+		t.Errorf("2x: events %d, others %+v; want 2400 events, 80 apiservices and 6 widgets", two.Events, two.Others)
+	}
 	if two.Nodes != 100 || two.PodsPerNode != 30 || two.Namespaces != 10 || two.Churn != 4 || two.ListRate != 0.5 || two.Apiservers != 2 {
 		t.Errorf("2x options = %+v", two)
 	}
 	rates, _ := p.Options(Scale{Factor: 2, RatesOnly: true})
+	// Events kept follow the rates (twice the events in an hour); the other objects stay.
+	if rates.Events != 2400 || rates.Others[0].Objects != 40 {
+		t.Errorf("2x rates: events %d, others %+v; want 2400 events and 40 apiservices", rates.Events, rates.Others)
+	}
 	if rates.Nodes != 50 || rates.Namespaces != 5 || rates.Churn != 4 || rates.ListRate != 0.5 {
 		t.Errorf("2x rates options = %+v", rates)
 	}
