@@ -75,7 +75,7 @@ func runCI(t *testing.T, setup func(bin, tree string)) (string, int, string) {
 // finds its tool missing fails there; an install or a build that fails stops it at once, naming what
 // failed, before make test could pass by skipping.
 func TestCIRunRequiresEveryTool(t *testing.T) {
-	debian := []string{"fio", "chromium", "prometheus", "strace", "python3", "containerd", "runc"}
+	debian := []string{"fio", "chromium", "prometheus", "strace", "python3", "containerd", "runc", "debootstrap"}
 	installed := func(bin, tree string) {
 		for _, tool := range debian {
 			stub(t, bin, tool, "exit 0")
@@ -106,16 +106,16 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 				t.Fatal(err)
 			}
 			stub(t, bin, "apt-get", `for a; do case $a in -*|update|install) ;; containernetworking-plugins) printf '#!/bin/sh\n' > "`+tree+`/cni/bridge"; chmod +x "`+tree+`/cni/bridge";; *) printf '#!/bin/sh\n' > "`+bin+`/$a"; chmod +x "`+bin+`/$a";; esac; done`)
-		}, true, []string{"ci: Debian packages (fio chromium prometheus strace python3 containerd runc containernetworking-plugins) in"}},
+		}, true, []string{"ci: Debian packages (fio chromium prometheus strace python3 containerd runc debootstrap containernetworking-plugins) in"}},
 		{"installed, yet not on PATH", func(t *testing.T, bin, tree string) { stub(t, bin, "apt-get", "exit 0") }, false,
 			[]string{"FAIL: apt-get installed the package fio, but there is no fio on PATH"}},
 		{"apt-get fails", func(t *testing.T, bin, tree string) { stub(t, bin, "apt-get", "exit 100") }, false,
-			[]string{"FAIL: could not install fio chromium prometheus strace python3 containerd runc containernetworking-plugins"}},
-		{"no apt-get", func(t *testing.T, bin, tree string) {}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc containernetworking-plugins missing"}},
+			[]string{"FAIL: could not install fio chromium prometheus strace python3 containerd runc debootstrap containernetworking-plugins"}},
+		{"no apt-get", func(t *testing.T, bin, tree string) {}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc debootstrap containernetworking-plugins missing"}},
 		{"not root", func(t *testing.T, bin, tree string) {
 			stub(t, bin, "apt-get", "exit 0")
 			stub(t, bin, "id", "echo 1000")
-		}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc containernetworking-plugins missing, and apt-get cannot install them"}},
+		}, false, []string{"FAIL: fio chromium prometheus strace python3 containerd runc debootstrap containernetworking-plugins missing, and apt-get cannot install them"}},
 		{"etcdctl does not build", func(t *testing.T, bin, tree string) {
 			installed(bin, tree)
 			stub(t, filepath.Join(tree, "ci"), "etcd-tool.sh", "exit 1")
