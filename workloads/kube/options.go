@@ -138,6 +138,23 @@ type Config struct {
 	Share workloads.Share `json:"-"`
 }
 
+// checkKept refuses the profile's shapes out of range: a pod deletion's DELETE calls, the events kept
+// and the objects of resources the workload does not model.
+func (o Options) checkKept() error {
+	switch {
+	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
+		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
+	case o.Events < 0:
+		return outcome.Usagef("events %d: must not be negative", o.Events)
+	}
+	for _, x := range o.Others {
+		if err := x.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Resolve fills derived values and checks the options for a run of the given length. Every problem is a
 // usage error naming the flag.
 func (o Options) Resolve(duration time.Duration) (Config, error) {
@@ -176,15 +193,9 @@ func (o Options) Resolve(duration time.Duration) (Config, error) {
 		return Config{}, outcome.Usagef("--event-ttl and --compaction-interval must not be negative")
 	case o.CompactionInterval > 0 && o.CompactionInterval < time.Second:
 		return Config{}, outcome.Usagef("--compaction-interval %s: at least 1s", o.CompactionInterval)
-	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
-		return Config{}, outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
-	case o.Events < 0:
-		return Config{}, outcome.Usagef("events %d: must not be negative", o.Events)
 	}
-	for _, x := range o.Others {
-		if err := x.check(); err != nil {
-			return Config{}, err
-		}
+	if err := o.checkKept(); err != nil {
+		return Config{}, err
 	}
 	if o.Namespaces == 0 {
 		o.Namespaces = max(1, (o.Nodes+9)/10)
