@@ -19,7 +19,8 @@ import (
 // directory: the seeded fault schedule (jittered times, random targets) and each client's request plan
 // (the keys it writes, in order) come out the same.
 func TestReplay(t *testing.T) {
-	t.Parallel() // judges outcomes and files, not latency (see TestMain)
+	// Not parallel: which client a free request slot goes to depends on timing, and the plan per client is
+	// compared.
 	tmp := t.TempDir()
 	first, second := filepath.Join(tmp, "first"), filepath.Join(tmp, "replay")
 	run := func(args ...string) {
