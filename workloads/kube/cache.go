@@ -269,20 +269,58 @@ var idleResources = []string{
 }
 
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of
-// its own, as the watch caches' watches.
-// started is called once etcd has confirmed the watch, with its stream (for progress requests).
+// its own, as the watch caches' watches. When etcd ends the watch (a member that lost its leader ends
+// the watches that require one; a killed member ends them all), it watches again on a new stream from the
+// last revision it saw, after the reflector's backoff, as a real apiserver does: progress requests then go
+// to the live stream, never to a closed one. started is called each time etcd confirms the watch, with
+// its stream (for progress requests).
 func idleWatch(ctx context.Context, c *workloads.Client, res string, started func(*workloads.WatchStream)) {
+	var rev int64
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if watchIdle(ctx, c, res, &rev, started) {
+			backoff = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// watchIdle runs one idle watch from *rev + 1 (from now when *rev is 0) until it ends, keeping *rev at the
+// newest revision etcd reported; a compaction of that revision starts the next watch from now (the
+// resource holds nothing to relist). It reports whether etcd confirmed the watch.
+func watchIdle(ctx context.Context, c *workloads.Client, res string, rev *int64, started func(*workloads.WatchStream)) (confirmed bool) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream := c.NewWatchStream()
 	defer stream.Close()
 	p := prefix(res)
-	watch := stream.Watch(ctx, history.WatchRequest{Key: p, End: prefixEnd(p), PrevKV: true, ProgressNotify: true, RequireLeader: true})
+	req := history.WatchRequest{Key: p, End: prefixEnd(p), PrevKV: true, ProgressNotify: true, RequireLeader: true}
+	if *rev > 0 {
+		req.Revision = *rev + 1
+	}
+	watch := stream.Watch(wctx, req)
 	go func() {
 		select {
 		case <-watch.Ready:
 			started(stream)
-		case <-ctx.Done():
+		case <-wctx.Done():
 		}
 	}()
-	for range watch.C {
+	for resp := range watch.C {
+		if resp.CompactRevision > 0 {
+			*rev = 0
+			return confirmed
+		}
+		if resp.Canceled || resp.Error != "" {
+			return confirmed
+		}
+		confirmed = true
+		*rev = max(*rev, resp.Revision)
 	}
+	return confirmed
 }
