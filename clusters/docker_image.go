@@ -170,7 +170,7 @@ func EnsureImage(ctx context.Context, d *client.Client, img EtcdImage, log io.Wr
 		return false, fmt.Errorf("build image %s: %w", img.Ref, err)
 	}
 	defer res.Body.Close()
-	if err := readBuildStream(res.Body); err != nil {
+	if err := ReadDockerStream(res.Body); err != nil {
 		return false, fmt.Errorf("build image %s: %w", img.Ref, err)
 	}
 	fmt.Fprintf(log, "built image %s (etcd %s) in %.1fs\n", img.Ref, img.Version, time.Since(began).Seconds())
@@ -224,8 +224,9 @@ func imageContext(img EtcdImage) (io.Reader, error) {
 	return &buf, nil
 }
 
-// readBuildStream consumes the daemon's JSON progress stream and returns the error it reports, if any.
-func readBuildStream(r io.Reader) error {
+// ReadDockerStream consumes the Docker engine's JSON progress stream (of an image build, import or load)
+// and returns the error it reports, if any.
+func ReadDockerStream(r io.Reader) error {
 	dec := json.NewDecoder(r)
 	var last string
 	for {
@@ -239,7 +240,7 @@ func readBuildStream(r io.Reader) error {
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("read build output: %w (last: %s)", err, last)
+			return fmt.Errorf("read the engine's progress: %w (last: %s)", err, last)
 		}
 		if msg.Error != "" {
 			return errors.New(strings.TrimSpace(msg.Error))

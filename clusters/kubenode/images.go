@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,20 +81,10 @@ func buildPause(ctx context.Context, d *client.Client, base string) error {
 		return fmt.Errorf("build %s from %s: %w", PauseImage, base, err)
 	}
 	defer res.Body.Close()
-	dec := json.NewDecoder(res.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("build %s: %w", PauseImage, err)
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("build %s from %s: %s", PauseImage, base, strings.TrimSpace(msg.Error))
-		}
+	if err := clusters.ReadDockerStream(res.Body); err != nil {
+		return fmt.Errorf("build %s from %s: %w", PauseImage, base, err)
 	}
+	return nil
 }
 
 // saveImages writes refs from the Docker engine into one archive at path (docker save).

@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -686,7 +683,8 @@ func golangStandIn(t *testing.T, image string) {
 		},
 	})
 	if err == nil {
-		err = importStream(res)
+		err = clusters.ReadDockerStream(res)
+		res.Close()
 	}
 	if werr := tarCmd.Wait(); err == nil && werr != nil {
 		err = fmt.Errorf("tar: %w: %s", werr, tarErr.String())
@@ -695,25 +693,6 @@ func golangStandIn(t *testing.T, image string) {
 		t.Fatalf("import the stand-in %s: %v", image, err)
 	}
 	t.Logf("built the stand-in %s: debootstrap %s in %.0fs, import in %.0fs", image, release, debootstrapped.Seconds(), (time.Since(began) - debootstrapped).Seconds())
-}
-
-// importStream reads the engine's answer to an import and returns the error it reports.
-func importStream(r io.ReadCloser) error {
-	defer r.Close()
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
 }
 
 // tail returns the last n lines of out.

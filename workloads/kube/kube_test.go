@@ -358,15 +358,12 @@ func TestEventLeasesAreReused(t *testing.T) {
 	}
 }
 
-// TestPodDeletionAsTheRegistrySendsIt: a pod's graceful deletion reaches etcd as the apiserver's generic
-// registry sends it: two DELETE calls (the user's, then the kubelet's), each a read from etcd and an update
-// through the watch cache's copy, then the removal. A removal from a stale copy of the watch cache (the
-// kubelet's update not yet seen) fails its comparison once and succeeds with the revision the failed
-// transaction read.
-func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
+// podsToDelete starts a one-member cluster and a workload of options o whose one apiserver watches pods,
+// and creates the pods doomed, each in that apiserver's watch cache: the start of a deletion test.
+func podsToDelete(t *testing.T, o Options, doomed ...pod) (*env, *Workload, *apiserver, *workloads.Client) {
+	t.Helper()
 	e := newEnv(t, 1, time.Minute)
-	ctx := context.Background()
-	cfg, err := Options{Nodes: 10, Apiservers: 1}.Resolve(time.Minute)
+	cfg, err := o.Resolve(time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,14 +372,25 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 	a := &apiserver{r: e.runner, caches: map[string]*watchCache{ResPods: {res: ResPods, cache: newObjectCache()}}}
 	e.runner.Recorder().Begin()
 	c := e.runner.NewClient(0)
-	doomed := []pod{{namespace: "default", name: "doomed-0"}, {namespace: "default", name: "doomed-1"}}
 	for _, p := range doomed {
-		ok, rev, err := create(ctx, c, nil, "create/"+ResPods, p.key(), c.NewValue(2048), 0)
+		ok, rev, err := create(context.Background(), c, nil, "create/"+ResPods, p.key(), c.NewValue(2048), 0)
 		if err != nil || !ok {
 			t.Fatal(ok, err)
 		}
 		a.caches[ResPods].cache.put(p.key(), rev)
 	}
+	return e, w, a, c
+}
+
+// TestPodDeletionAsTheRegistrySendsIt: a pod's graceful deletion reaches etcd as the apiserver's generic
+// registry sends it: two DELETE calls (the user's, then the kubelet's), each a read from etcd and an update
+// through the watch cache's copy, then the removal. A removal from a stale copy of the watch cache (the
+// kubelet's update not yet seen) fails its comparison once and succeeds with the revision the failed
+// transaction read.
+func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
+	ctx := context.Background()
+	doomed := []pod{{namespace: "default", name: "doomed-0"}, {namespace: "default", name: "doomed-1"}}
+	e, w, a, c := podsToDelete(t, Options{Nodes: 10, Apiservers: 1}, doomed...)
 	// The first pod's deletion as planned, the grace period skipped.
 	steps := w.podDeletion(a, doomed[0], 0, 1)
 	for _, st := range steps {
@@ -437,23 +445,9 @@ func TestPodDeletionWithAThirdCall(t *testing.T) {
 		calls                 float64
 		gets, deletes, failed int64
 	}{{3, 3, 2, 1}, {2, 2, 1, 0}} {
-		e := newEnv(t, 1, time.Minute)
 		ctx := context.Background()
-		cfg, err := Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}.Resolve(time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := New(cfg)
-		w.r = e.runner
-		a := &apiserver{r: e.runner, caches: map[string]*watchCache{ResPods: {res: ResPods, cache: newObjectCache()}}}
-		e.runner.Recorder().Begin()
-		cl := e.runner.NewClient(0)
 		p := pod{namespace: "default", name: "doomed"}
-		ok, rev, err := create(ctx, cl, nil, "create/"+ResPods, p.key(), cl.NewValue(2048), 0)
-		if err != nil || !ok {
-			t.Fatal(ok, err)
-		}
-		a.caches[ResPods].cache.put(p.key(), rev)
+		e, w, a, cl := podsToDelete(t, Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}, p)
 		for _, st := range w.podDeletion(a, p, 0, 1) {
 			st.do(ctx, cl, nil)
 		}
