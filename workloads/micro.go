@@ -344,7 +344,8 @@ func (l *txnMixedLoad) Run(ctx context.Context, r *Runner) error {
 				then = append(then, history.Request{Kind: history.KindRange, Range: &history.Range{Key: key, Revision: past}})
 			}
 		}
-		if resp, err := w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: then}}); err == nil {
+		resp, err := w.Do(ctx, s, "txn-write", history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: then}})
+		if err == nil && l.o.TxnPastRead > 0 { // the shared revision only serves past reads
 			for last := l.lastRev.Load(); resp.Revision > last && !l.lastRev.CompareAndSwap(last, resp.Revision); last = l.lastRev.Load() {
 			}
 		}
