@@ -167,6 +167,10 @@ func TestLongDockerCompareVersions(t *testing.T) {
 func TestDockerKill9LeavesNoContainer(t *testing.T) {
 	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	d := requireDocker(t)
+	// The builtin image is built first, on its own, so that the wait below covers the cluster's start only.
+	if code, log := runBinary(t, "image", "build", "--etcd-version", "builtin"); code != 0 {
+		t.Fatalf("image build builtin: exit code %d\n%s", code, log)
+	}
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--workload", "put", "--duration", "60s", "--out", out, "--progress", "none")
 	waitForLine(t, cmd, "cluster ready")
