@@ -243,6 +243,15 @@ func Qualify(ctx context.Context, o QualifyOptions) (*Qualification, error) {
 	if o.Scenario.Seed == 0 {
 		o.Scenario.Seed = newSeed()
 	}
+	if o.Scenario.Cluster == "external" {
+		// An endpoint that does not answer, or refuses --user, is bad input: one line, before the
+		// qualification's directory or its plan, not at its first step.
+		c, err := o.Scenario.connectExternal(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.Close(ctx)
+	}
 	q, dir, err := o.begin()
 	if err != nil {
 		return nil, err

@@ -68,18 +68,24 @@ func (r *run) startDocker(ctx context.Context) error {
 
 // connectExternal connects to the scenario's external cluster.
 func (r *run) connectExternal(ctx context.Context) error {
-	user, err := r.s.externalUser()
-	if err != nil {
-		return err
-	}
-	external, err := clusters.ConnectExternal(ctx, clusters.ExternalOptions{
-		Endpoints: r.s.Endpoints, CACert: r.s.CACert, Cert: r.s.Cert, Key: r.s.Key, User: user,
-	})
+	external, err := r.s.connectExternal(ctx)
 	if err != nil {
 		return err
 	}
 	r.cluster = external
 	return nil
+}
+
+// connectExternal connects to the scenario's external cluster, logged in as --user: an endpoint that does
+// not answer, or credentials it refuses, are usage errors (nothing was started).
+func (s *Scenario) connectExternal(ctx context.Context) (*clusters.External, error) {
+	user, err := s.externalUser()
+	if err != nil {
+		return nil, err
+	}
+	return clusters.ConnectExternal(ctx, clusters.ExternalOptions{
+		Endpoints: s.Endpoints, CACert: s.CACert, Cert: s.Cert, Key: s.Key, User: user,
+	})
 }
 
 // embedCommands returns the member commands of an embedded cluster running built releases (nil for the

@@ -40,6 +40,7 @@ func failpointBuild(t *testing.T) string {
 // members serve failpoints, and only then; every failpoint it picks is one the release has; and its picks
 // replay with the seed.
 func TestNemesisPicksFailpoints(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	bin := failpointBuild(t)
 	names, err := etcdbuild.FailpointNames(bin)
 	if err != nil {

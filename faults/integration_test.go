@@ -299,6 +299,7 @@ func TestKillLeader(t *testing.T) {
 // TestPartitionLeader: the leader is cut off from the majority. It cannot commit, the majority elects a
 // new leader, and after the heal every member reports the same KV hash at the same revision.
 func TestPartitionLeader(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, clusters.EmbedOptions{})
 	old := leaderOf(t, c)
 	var majority []string
@@ -593,6 +594,7 @@ func TestPause(t *testing.T) {
 // TestKillDropUnsynced: a leader killed with drop-unsynced loses what it had not fsynced, restarts on what
 // a disk would hold after a power failure, and the cluster converges.
 func TestKillDropUnsynced(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	if err := slowfs.Available(); err != nil {
 		testenv.Missing(t, testenv.FUSE, "drop-unsynced needs FUSE: %v", err)
 	}
@@ -613,6 +615,7 @@ func TestKillDropUnsynced(t *testing.T) {
 
 // TestNemesisIsSeeded: the same seed picks the same faults, targets and values.
 func TestNemesisIsSeeded(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, clusters.EmbedOptions{})
 	s, err := Parse([]string{"nemesis"})
 	if err != nil {
@@ -645,6 +648,7 @@ func TestNemesisIsSeeded(t *testing.T) {
 // TestReplaceAndSnapshot: operations under load. A replaced follower comes back under its name with a new
 // raft id, as a voting member with the same data; a snapshot is saved and its file removed.
 func TestReplaceAndSnapshot(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, clusters.EmbedOptions{})
 	ctx := context.Background()
 	cli := newClient(t, c)

@@ -112,6 +112,7 @@ func checkLines(t *testing.T, r *Runner) {
 // TestProblems drives each cheap shortfall through a runner on one real single-member cluster: every case
 // must report exactly the problems it causes, and a schedule that ran as asked none.
 func TestProblems(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, clusters.EmbedOptions{Members: 1})
 	member := clusters.Processes(c)[0]
 	recorded := func(r *Runner) bool { return len(r.Windows())+len(r.Problems()) > 0 }
@@ -197,6 +198,7 @@ func TestProblems(t *testing.T) {
 // reported, not only logged. The only member stops during the burst, so the next compaction cannot read
 // the revision (it gives up after its 10 s timeout).
 func TestProblemCompactionFailed(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, clusters.EmbedOptions{Members: 1})
 	log := newSignalLog(t, "injected at", nil)
 	r := startSchedule(t, c, []string{"compact=100ms@0s+1s"}, Options{Log: log, RecoveryTimeout: 500 * time.Millisecond})

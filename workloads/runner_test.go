@@ -154,6 +154,7 @@ func TestPauseShowsInResponseTimeNotServiceTime(t *testing.T) {
 }
 
 func TestMicroWorkloads(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, 1)
 	opts := RunOptions{Rate: 200, Clients: 4, Conns: 2, Duration: 2 * time.Second, RequestTimeout: 10 * time.Second, Seed: 7}
 	tests := []struct {
@@ -227,6 +228,7 @@ func TestMicroWorkloads(t *testing.T) {
 // at a past revision, never ahead of the last revision a write was answered at, in the same transaction;
 // with nothing compacted etcd answers them all.
 func TestTxnPastRead(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	c := startCluster(t, 1)
 	o := microOptions()
 	o.RWRatio, o.TxnPastRead = 0, 1

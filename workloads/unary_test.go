@@ -457,6 +457,7 @@ func TestUnaryConnSilentServer(t *testing.T) {
 // TestUnaryKVAgainstEtcd: every KV request kind, over plain TCP and over mutual TLS, answers through the
 // unary connection exactly as through etcd's own client, against a real member.
 func TestUnaryKVAgainstEtcd(t *testing.T) {
+	t.Parallel() // judges behaviour, not latency (see TestMain)
 	for _, secure := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "tls"}[secure], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

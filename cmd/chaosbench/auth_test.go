@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	chaosbench "github.com/etcd-chaosbench/chaosbench"
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 	lin "github.com/etcd-chaosbench/chaosbench/linearizability"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
@@ -21,6 +24,7 @@ import (
 // the schedule, and an external one logged in to with --user, whose password must not be written into
 // the results. Refused or missing credentials are one line and exit 2, nothing started.
 func TestRunAuth(t *testing.T) {
+	t.Parallel() // judges outcomes, checks and files, not latency (see TestMain)
 	t.Run("--auth", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "run")
 		code, output := runBinary(t, "run", "--auth", "--workload", "txn-mixed", "--duration", "8s", "--rate", "150",
@@ -77,18 +81,7 @@ func TestRunAuth(t *testing.T) {
 		if !slices.Contains(s.Command, a.Admin.User+":REDACTED") {
 			t.Errorf("summary command %q: want --user's password redacted", s.Command)
 		}
-		if err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			b, err := os.ReadFile(p)
-			if err == nil && bytes.Contains(b, []byte(a.Admin.Password)) {
-				t.Errorf("%s holds the password", p)
-			}
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		noPasswordUnder(t, out, a.Admin.Password)
 	})
 
 	t.Run("--user with --password-file", func(t *testing.T) {
@@ -101,6 +94,50 @@ func TestRunAuth(t *testing.T) {
 			"--conns", "1", "--faults", "none", "--progress", "none", "--out", filepath.Join(t.TempDir(), "run"))
 		if code != outcome.ExitOK {
 			t.Fatalf("exit %d:\n%s", code, output)
+		}
+	})
+
+	// qualify logs in as run does: its steps' load and checks run as --user, the password read from its
+	// file, and it never reaches the qualification's files; a refused password is one line and exit 2.
+	t.Run("qualify --user", func(t *testing.T) {
+		pw := filepath.Join(t.TempDir(), "pw")
+		if err := os.WriteFile(pw, []byte(a.Admin.Password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "qualify")
+		code, output := runBinary(t, "qualify", "--cluster", "external", "--endpoints", ep, "--user", a.Admin.User,
+			"--password-file", pw, "--class", "small", "--step-duration", "4s", "--warmup", "1s", "--disk-probe=false",
+			"--progress", "none", "--out", out)
+		var q chaosbench.Qualification
+		data, err := os.ReadFile(filepath.Join(out, chaosbench.QualificationFile))
+		if err == nil {
+			err = json.Unmarshal(data, &q)
+		}
+		if err != nil {
+			t.Fatalf("exit %d, no qualification: %v\n%s", code, err, output)
+		}
+		// The step's run decided (passed, or failed a limit on a busy machine), which needs the load and the
+		// checks to have logged in: refused credentials would leave it a harness error. (The step itself may
+		// still be undecided on a machine too busy to keep the schedule; that is the generator's, not auth's.)
+		if len(q.Steps) != 1 || (q.Steps[0].RunOutcome != outcome.OK && q.Steps[0].RunOutcome != outcome.ThresholdFailed) {
+			t.Fatalf("exit %d: steps %+v: want small's step run decided\n%s", code, q.Steps, output)
+		}
+		st, err := results.ReadSummary(filepath.Join(out, q.Steps[0].Dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(st.Checks, func(c results.Check) bool { return c.Name == lin.CheckLinearizability }); i < 0 || st.Checks[i].Verdict != results.VerdictOK {
+			t.Errorf("step checks %+v: want linearizability ok", st.Checks)
+		}
+		noPasswordUnder(t, out, a.Admin.Password)
+		refused := filepath.Join(t.TempDir(), "refused")
+		code, output = runBinary(t, "qualify", "--cluster", "external", "--endpoints", ep, "--user", a.Admin.User+":wrong",
+			"--class", "small", "--out", refused)
+		if code != outcome.ExitUsage || strings.Count(strings.TrimSpace(output), "\n") != 0 || !strings.Contains(output, "refused the credentials") {
+			t.Errorf("a refused password: exit %d, %q: want one line and exit 2", code, output)
+		}
+		if _, err := os.Stat(refused); err == nil {
+			t.Errorf("a refused password created %s", refused)
 		}
 	})
 
@@ -117,11 +154,12 @@ func TestRunAuth(t *testing.T) {
 		{"password twice", []string{"--user", "root:x", "--password-file", "/etc/hostname"}, "--user root: a password in --user and --password-file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			unsetEtcdctlEnv(t)
 			out := filepath.Join(t.TempDir(), "run")
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"run", "--cluster", "external", "--endpoints", ep, "--workload", "put", "--out", out}, tt.args...)
-			code := execute(args, &stdout, &stderr)
+			cmd := exec.Command(binary, append([]string{"run", "--cluster", "external", "--endpoints", ep, "--workload", "put", "--out", out}, tt.args...)...)
+			cmd.Env, cmd.Stdout, cmd.Stderr = environWithout(), &stdout, &stderr // etcdctl's variables would stand in for --user
+			cmd.Run()
+			code := cmd.ProcessState.ExitCode()
 			if code != outcome.ExitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("exit %d, stderr %q; want %d and one line containing %q", code, stderr.String(), outcome.ExitUsage, tt.want)
 			}
@@ -144,5 +182,22 @@ func requireChecked(t *testing.T, s *results.Summary) {
 	}
 	if ops := s.Operations["txn-write"]; ops != nil && ops.Errors > 0 {
 		t.Errorf("txn-write errors %d of %d", ops.Errors, ops.Count)
+	}
+}
+
+// noPasswordUnder fails t if a file under dir holds password.
+func noPasswordUnder(t *testing.T, dir, password string) {
+	t.Helper()
+	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(password)) {
+			t.Errorf("%s holds the password", p)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

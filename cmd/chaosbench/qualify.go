@@ -108,6 +108,8 @@ check perf's rule, so that its verdict can be laid beside check perf's own.`,
 	fs.StringVar(&s.CACert, "cacert", "", "CA bundle of an external cluster")
 	fs.StringVar(&s.Cert, "cert", "", "client certificate for mutual TLS")
 	fs.StringVar(&s.Key, "key", "", "client key for mutual TLS")
+	fs.StringVar(&s.User, "user", "", "an external cluster with authentication on: log in as name[:password], as etcdctl (without a password: --password-file)")
+	fs.StringVar(&s.PasswordFile, "password-file", "", "file whose first line is the password of --user")
 	fs.Float64Var(&s.MemberCPUs, "member-cpus", 0, "docker: CPU limit of each member container in cores (an instance size)")
 	fs.StringVar(&s.MemberMemory, "member-memory", "", "docker: memory limit of each member container, e.g. 2GiB")
 	fs.StringVar(&s.EtcdVersion, "etcd-version", "", "etcd release the members run (default: the linked etcd)")
