@@ -190,6 +190,8 @@ func TestQualifyBadInput(t *testing.T) {
 		{[]string{"--disk-result", "/does/not/exist.json", "--cluster", "external", "--endpoints", "127.0.0.1:1"}},
 		{[]string{"--disk-result", "/etc/hostname", "--cluster", "external", "--endpoints", "127.0.0.1:1"}},
 		{[]string{"--disk-result", "/etc/hostname"}},
+		{[]string{"--cluster", "external", "--endpoints", "127.0.0.1:1", "--disk-probe=false"}}, // no etcd answers there
+		{[]string{"--user", "root"}}, // --user is for an external cluster
 	} {
 		out := filepath.Join(t.TempDir(), "q")
 		cmd := exec.Command(binary, append([]string{"qualify", "--out", out}, tc.args...)...)
