@@ -36,9 +36,14 @@ func (c Crash) Text() string {
 	return s
 }
 
-// Why is the line of the log tail that best says why the member ended: a panic or fatal line if there is one,
-// else the last line.
+// Why is the line of the log tail that best says why the member ended: Go's own panic or fatal line if there
+// is one (short: "panic: unexpected error during txn"), else a logged panic or fatal entry, else the last line.
 func (c Crash) Why() string {
+	for _, l := range c.LogTail {
+		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
+			return oneLine(l)
+		}
+	}
 	for _, l := range c.LogTail {
 		if isPanicLine(l) {
 			return oneLine(l)
@@ -67,7 +72,13 @@ func isPanicLine(l string) bool {
 	return strings.HasPrefix(l, "panic:") || strings.Contains(l, `"level":"panic"`) || strings.Contains(l, `"level":"fatal"`) || strings.HasPrefix(l, "fatal error:")
 }
 
-// LogTail returns the last n lines of the file at path (nil when it cannot be read), each at most 1 KB.
+// panicLookback is how far back from a log's end LogTail looks for a panic: a Go panic's goroutine dump,
+// printed after its message, runs to tens of lines and more.
+const panicLookback = 400
+
+// LogTail returns the last n lines of the file at path (nil when it cannot be read), each at most 1 KB; when
+// the last panic or fatal line lies further back than that, within the last panicLookback lines (a goroutine
+// dump after it), the n lines from that panic instead, so that the tail says why the process ended.
 func LogTail(path string, n int) []string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -80,6 +91,7 @@ func LogTail(path string, n int) []string {
 			return nil
 		}
 	}
+	keep := max(n, panicLookback)
 	var lines []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -89,9 +101,30 @@ func LogTail(path string, n int) []string {
 			l = l[:1024] + " ..."
 		}
 		lines = append(lines, l)
-		if len(lines) > n {
+		if len(lines) > keep {
 			lines = lines[1:]
 		}
 	}
-	return lines
+	from := max(len(lines)-n, 0)
+	if last := lastPanic(lines); last >= 0 && last < from {
+		// The panic's first line: zap's panic entry comes a line or two before Go's "panic:" line.
+		first := last
+		for i := last - 1; i >= max(last-3, 0); i-- {
+			if isPanicLine(lines[i]) {
+				first = i
+			}
+		}
+		return lines[first:min(first+n, len(lines))]
+	}
+	return lines[from:]
+}
+
+// lastPanic is the index of the last panic or fatal line, -1 without one.
+func lastPanic(lines []string) int {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if isPanicLine(lines[i]) {
+			return i
+		}
+	}
+	return -1
 }
