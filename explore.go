@@ -33,7 +33,8 @@ type ExploreOptions struct {
 	// MaxLoad is the longest load a scenario gets.
 	MaxLoad time.Duration
 	// Tries is how many seeds a shrinking candidate runs with: failures are intermittent, so a candidate
-	// still fails when any of them does.
+	// still fails when at least half of them fail the way the finding did (its outcome's kind), and the
+	// scenario written reproduces at least as often as that (the rate is measured again and stated).
 	Tries int
 	// Out is the directory of every run and of the scenario file the search writes.
 	Out string
@@ -196,6 +197,24 @@ func Shrink(ctx context.Context, c ExploreCase, fails func(ExploreCase) bool) Ex
 	return c
 }
 
+// reproduces runs try up to tries times and reports whether at least half of the tries fail (try returns
+// true), with how many did: it stops as soon as that is decided either way.
+func reproduces(tries int, try func() bool) (failed int, ok bool) {
+	need := (tries + 1) / 2
+	for ran := 0; ran < tries; ran++ {
+		if try() {
+			failed++
+		}
+		switch {
+		case failed >= need:
+			return failed, true
+		case failed+(tries-ran-1) < need:
+			return failed, false
+		}
+	}
+	return failed, failed >= need
+}
+
 // ExploreResult is what the search did and found.
 type ExploreResult struct {
 	Seed     int64
@@ -279,17 +298,15 @@ func Explore(ctx context.Context, opts ExploreOptions, env Env) (*ExploreResult,
 			if _, err := planFaults(ptr(d.Scenario(opts.EtcdVersion, opts.Failpoints, 1, ""))); err != nil {
 				return false
 			}
-			for range opts.Tries {
-				if o := run(d, rnd.Int64()); o.Kind.Severe() {
-					fmt.Fprintf(env.Out, "  still fails: %s on %d members, %s, %d clients, faults %s\n", d.Workload, d.Members, d.Duration, d.Clients, strings.Join(d.Faults, ","))
-					return true
-				}
+			failed, ok := reproduces(opts.Tries, func() bool { return run(d, rnd.Int64()).Kind == res.Finding.Kind })
+			if ok {
+				fmt.Fprintf(env.Out, "  still fails (%d of its runs): %s on %d members, %s, %d clients, faults %s\n", failed, d.Workload, d.Members, d.Duration, d.Clients, strings.Join(d.Faults, ","))
 			}
-			return false
+			return ok
 		})
 		res.Shrunk = &shrunk
 		for range opts.Tries {
-			if run(shrunk, rnd.Int64()).Kind.Severe() {
+			if run(shrunk, rnd.Int64()).Kind == res.Finding.Kind {
 				res.Repro[0]++
 			}
 			res.Repro[1]++

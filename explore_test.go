@@ -89,3 +89,30 @@ func TestExploreOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestReproduces: a shrinking candidate is kept when at least half of its tries fail, and its runs stop as
+// soon as that is decided either way.
+func TestReproduces(t *testing.T) {
+	for _, tc := range []struct {
+		fails  []bool // what each try returns, in order
+		tries  int
+		ok     bool
+		failed int
+		ran    int
+	}{
+		{[]bool{true, true, false}, 3, true, 2, 2},
+		{[]bool{false, false, true}, 3, false, 0, 2},
+		{[]bool{true, false, true}, 3, true, 2, 3},
+		{[]bool{false, true, false}, 3, false, 1, 3},
+		{[]bool{true}, 1, true, 1, 1},
+		{[]bool{false}, 1, false, 0, 1},
+		{[]bool{false, true, false, false}, 4, false, 1, 4},
+		{[]bool{false, true, true, false}, 4, true, 2, 3},
+	} {
+		ran := 0
+		failed, ok := reproduces(tc.tries, func() bool { ran++; return tc.fails[ran-1] })
+		if ok != tc.ok || failed != tc.failed || ran != tc.ran {
+			t.Errorf("%v of %d: ok %v, %d failed, %d ran; want %v, %d, %d", tc.fails, tc.tries, ok, failed, ran, tc.ok, tc.failed, tc.ran)
+		}
+	}
+}

@@ -21,8 +21,8 @@ among kills, pauses, partitions, until-snapshot partitions, compactions, defragm
 --failpoints, crash failpoints) one after the other on one etcd release, for --count scenarios or --for a
 time, and stops at the first run that finds etcd failing: a violation, members disagreeing, a crashed member.
 It then shrinks it (fewer faults, a shorter load, fewer clients and keys, a simpler workload), running each
-smaller candidate with --tries seeds and keeping it when any of them still fails, and writes the smallest
-as found.yaml, ready for ci/chaos/regressions/. A finding attributed to a known upstream issue is reported
+smaller candidate with --tries seeds and keeping it when at least half of them still fail the same way
+(a violation, a crashed member), and writes the smallest as found.yaml, ready for ci/chaos/regressions/. A finding attributed to a known upstream issue is reported
 and the search goes on. Every choice follows --seed (printed); every run's directory is kept.`,
 		Example: `  chaosbench explore --etcd-version v3.5.5 --failpoints --count 20
   chaosbench explore --for 1h --seed 42 --out results/explore-night`,
@@ -45,7 +45,7 @@ and the search goes on. Every choice follows --seed (printed); every run's direc
 	fs.IntVar(&opts.Count, "count", 0, "stop after this many scenarios")
 	fs.DurationVar(&opts.For, "for", 0, "stop once this long has passed (no new scenario starts after it)")
 	fs.DurationVar(&opts.MaxLoad, "max-load", opts.MaxLoad, "longest load of a scenario (at least 20s)")
-	fs.IntVar(&opts.Tries, "tries", opts.Tries, "seeds each shrinking candidate runs with: it still fails when any of them does")
+	fs.IntVar(&opts.Tries, "tries", opts.Tries, "seeds each shrinking candidate runs with: it still fails when at least half of them fail as the finding did")
 	fs.StringVar(&opts.Out, "out", "", "directory of every run, found.yaml and explore.json (default results/<time>-explore)")
 	return cmd
 }
