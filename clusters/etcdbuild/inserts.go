@@ -12,7 +12,7 @@ import (
 )
 
 // Failpoints inserted into old releases. etcd's robustness suite reproduces some of its bugs on releases
-// that predate the failpoint that makes them reachable (beforeSendWatchResponse came with 3.5.21 and 3.6,
+// that predate the failpoint that makes them reachable (beforeSendWatchResponse came with 3.5.20 and 3.6,
 // compactBeforeSetFinishedCompact with 3.5.14, the fix of the very bug it reproduces). A failpoint build of
 // such a release gets the gofail comment written into its copy of the server module before gofail runs, at
 // the place later releases have it, so that the failpoint exists and the same scenario arms it on the
@@ -44,7 +44,7 @@ type insertion struct {
 }
 
 // insertions are the failpoints etcd's robustness suite adds to 3.5 releases for its regression tests:
-// where they sit in v3.5.21 and v3.6 (server/etcdserver/api/v3rpc/watch.go, server/mvcc/kvstore_compaction.go
+// where they sit in v3.5.20 and v3.6 (server/etcdserver/api/v3rpc/watch.go, server/mvcc/kvstore_compaction.go
 // in 3.5's layout).
 var insertions = []insertion{
 	{
