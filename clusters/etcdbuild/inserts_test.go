@@ -174,3 +174,29 @@ func TestInsertCommentRefusesAmbiguity(t *testing.T) {
 		})
 	}
 }
+
+// TestInsertFailpointsSkipsWhatItCannotPlace: a release whose source has no place for a failpoint (its
+// statement missing, or its file) is left as it is, each failpoint not inserted named with the reason.
+func TestInsertFailpointsSkipsWhatItCannotPlace(t *testing.T) {
+	root := t.TempDir()
+	watch := filepath.Join(root, "etcdserver", "api", "v3rpc", "watch.go")
+	if err := os.MkdirAll(filepath.Dir(watch), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "package v3rpc\n\nfunc sendLoop() {\n\tsend()\n}\n\nfunc send() {}\n"
+	if err := os.WriteFile(watch, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inserted, skipped, err := insertFailpoints(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inserted) != 0 || len(skipped) != 2 ||
+		!strings.Contains(skipped[0], "beforeSendWatchResponse") || !strings.Contains(skipped[0], "0 statements") ||
+		!strings.Contains(skipped[1], "compactBeforeSetFinishedCompact") || !strings.Contains(skipped[1], "no mvcc/kvstore_compaction.go") {
+		t.Fatalf("inserted %v, skipped %q", inserted, skipped)
+	}
+	if got, _ := os.ReadFile(watch); string(got) != src {
+		t.Errorf("a file with no place for its failpoint was rewritten:\n%s", got)
+	}
+}
