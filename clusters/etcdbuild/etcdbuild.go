@@ -114,17 +114,24 @@ func CacheDir() (string, error) {
 	return filepath.Join(base, "chaosbench", "etcd"), nil
 }
 
-// Cached returns the path of r's binary when it is already built.
+// Cached returns the path of r's binary when it is already built. A 3.5 failpoint build made without the
+// current set of inserted failpoints (inserts.go) is not: it is built again.
 func Cached(r Release, opts Options) (string, bool) {
 	dir, err := cacheDir(opts)
 	if err != nil {
 		return "", false
 	}
 	bin := filepath.Join(dir, r.key(), "etcd")
-	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
-		return bin, true
+	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() {
+		return "", false
 	}
-	return "", false
+	if r.Failpoints && r.Minor == 5 {
+		record, err := os.ReadFile(filepath.Join(dir, r.key(), InsertsFile))
+		if err != nil || !strings.HasPrefix(string(record), insertsVersion+"\n") {
+			return "", false
+		}
+	}
+	return bin, true
 }
 
 func cacheDir(opts Options) (string, error) {
@@ -168,7 +175,7 @@ func Build(ctx context.Context, r Release, opts Options) (string, error) {
 	fmt.Fprintf(opts.Log, "building etcd %s from the Go module proxy (about a minute, once: cached in %s)\n", r, dir)
 	began := time.Now()
 	bin := filepath.Join(dir, r.key(), "etcd")
-	if err := build(ctx, r, bin); err != nil {
+	if err := build(ctx, r, bin, opts.Log); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(opts.Log, "built etcd %s in %.0fs\n", r, time.Since(began).Seconds())
@@ -176,7 +183,7 @@ func Build(ctx context.Context, r Release, opts Options) (string, error) {
 }
 
 // build builds r into bin through a temporary module, then checks that the binary reports the release.
-func build(ctx context.Context, r Release, bin string) error {
+func build(ctx context.Context, r Release, bin string, log io.Writer) error {
 	work, err := os.MkdirTemp("", "chaosbench-etcd-build-")
 	if err != nil {
 		return fmt.Errorf("build etcd %s: %w", r.Version, err)
@@ -199,11 +206,11 @@ func build(ctx context.Context, r Release, bin string) error {
 		{"go", "mod", "tidy"},
 		{"go", "build", "-trimpath", "-o", tmp, "."},
 	}
-	var names []string
+	var names, inserted []string
 	if r.Failpoints {
 		// The server module, copied and rewritten by gofail, replaces the proxy's (failpoints.go).
 		var err error
-		if names, err = enableFailpoints(ctx, r, work); err != nil {
+		if names, inserted, err = enableFailpoints(ctx, r, work, log); err != nil {
 			return err
 		}
 		steps = steps[1:]
@@ -244,6 +251,12 @@ func build(ctx context.Context, r Release, bin string) error {
 		// The list first: a cached binary always has its list beside it.
 		if err := os.WriteFile(filepath.Join(filepath.Dir(bin), FailpointsFile), []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
 			return fmt.Errorf("build etcd %s: %w", r, err)
+		}
+		if r.Minor == 5 {
+			record := strings.Join(append([]string{insertsVersion}, inserted...), "\n") + "\n"
+			if err := os.WriteFile(filepath.Join(filepath.Dir(bin), InsertsFile), []byte(record), 0o644); err != nil {
+				return fmt.Errorf("build etcd %s: %w", r, err)
+			}
 		}
 	}
 	if err := os.Rename(bin+".tmp", bin); err != nil {

@@ -153,6 +153,85 @@ func TestBuildFailpoints(t *testing.T) {
 			t.Errorf("failpoints %v lack %s", names, want)
 		}
 	}
+	if served := servedFailpoints(t, bin, names); !slices.Equal(served, names) {
+		t.Errorf("the binary serves failpoints %v, the build listed %v", served, names)
+	}
+}
+
+// TestBuildInsertedFailpoints: a failpoint build of v3.5.12, a release without beforeSendWatchResponse and
+// compactBeforeSetFinishedCompact, has both inserted: listed, and served by the binary under GOFAIL_HTTP
+// (gofail rewrote the inserted comments into failpoints). The insertion set is recorded beside it.
+func TestBuildInsertedFailpoints(t *testing.T) {
+	r, err := Parse("v3.5.12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Failpoints = true
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin, err := Build(ctx, r, Options{Log: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := FailpointNames(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := servedFailpoints(t, bin, names)
+	for _, want := range []string{"beforeSendWatchResponse", "compactBeforeSetFinishedCompact", "raftBeforeSave"} {
+		if !slices.Contains(names, want) || !slices.Contains(served, want) {
+			t.Errorf("%s: listed %v, served %v", want, slices.Contains(names, want), slices.Contains(served, want))
+		}
+	}
+	record, err := os.ReadFile(filepath.Join(filepath.Dir(bin), InsertsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := insertsVersion + "\nbeforeSendWatchResponse\ncompactBeforeSetFinishedCompact\n"; string(record) != want {
+		t.Errorf("%s: %q, want %q", InsertsFile, record, want)
+	}
+}
+
+// TestCachedNeedsInsertions: a 3.5 failpoint build cached by a builder without the current insertion set
+// is not taken from the cache (it lacks failpoints scenarios ask for); a 3.6 one, which needs none, is.
+func TestCachedNeedsInsertions(t *testing.T) {
+	dir := t.TempDir()
+	put := func(key, name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, key), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, key, name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r35, _ := Parse("v3.5.12")
+	r35.Failpoints = true
+	r36, _ := Parse("v3.6.16")
+	r36.Failpoints = true
+	put(r35.key(), "etcd", "binary")
+	put(r36.key(), "etcd", "binary")
+	opts := Options{CacheDir: dir}
+	if _, ok := Cached(r35, opts); ok {
+		t.Error("a 3.5 failpoint build without an insertion record was taken from the cache")
+	}
+	put(r35.key(), InsertsFile, "chaosbench-failpoint-inserts 0\n")
+	if _, ok := Cached(r35, opts); ok {
+		t.Error("a 3.5 failpoint build of an older insertion set was taken from the cache")
+	}
+	put(r35.key(), InsertsFile, insertsVersion+"\nbeforeSendWatchResponse\n")
+	if _, ok := Cached(r35, opts); !ok {
+		t.Error("a 3.5 failpoint build of the current insertion set was not taken from the cache")
+	}
+	if _, ok := Cached(r36, opts); !ok {
+		t.Error("a 3.6 failpoint build was not taken from the cache")
+	}
+}
+
+// servedFailpoints starts bin with GOFAIL_HTTP and returns the failpoints it serves, sorted: asked until
+// they are want (or 20 s passed).
+func servedFailpoints(t *testing.T, bin string, want []string) []string {
+	t.Helper()
 	port := freePort(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--data-dir", filepath.Join(dir, "data"),
@@ -166,7 +245,7 @@ func TestBuildFailpoints(t *testing.T) {
 	// gofail serves from its runtime package's init, before the packages that declare failpoints have
 	// registered theirs: ask until the list is whole (or the deadline says some are missing).
 	var served []string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !slices.Equal(served, names); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !slices.Equal(served, want); time.Sleep(100 * time.Millisecond) {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
 		if err != nil {
 			continue
@@ -179,9 +258,7 @@ func TestBuildFailpoints(t *testing.T) {
 		}
 		slices.Sort(served)
 	}
-	if !slices.Equal(served, names) {
-		t.Errorf("the binary serves failpoints %v, the build listed %v", served, names)
-	}
+	return served
 }
 
 func freePort(t *testing.T) int {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -32,11 +33,12 @@ const FailpointsFile = "failpoints"
 var gofailVar = regexp.MustCompile(`//\s*gofail:\s*var\s+([A-Za-z_][A-Za-z0-9_]*)`)
 
 // enableFailpoints prepares work (a module with go.mod and main.go) to build r with failpoints: the server
-// module copied into work/server, rewritten by gofail, and required through a replace. It returns the
-// failpoint names, sorted.
-func enableFailpoints(ctx context.Context, r Release, work string) ([]string, error) {
+// module copied into work/server, the failpoints a 3.5 release lacks inserted (inserts.go), rewritten by
+// gofail, and required through a replace. It returns the failpoint names, sorted, and those it inserted;
+// log receives a line about each insertion made or not made.
+func enableFailpoints(ctx context.Context, r Release, work string, log io.Writer) (names, inserted []string, err error) {
 	if r.Minor < 5 {
-		return nil, outcome.Usagef("etcd version %s: failpoint builds need etcd 3.5 or later", r.Version)
+		return nil, nil, outcome.Usagef("etcd version %s: failpoint builds need etcd 3.5 or later", r.Version)
 	}
 	run := func(dir string, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -59,33 +61,48 @@ func enableFailpoints(ctx context.Context, r Release, work string) ([]string, er
 	}
 	out, err := run(work, "go", "mod", "download", "-json", r.Module+"@"+r.ModuleVersion)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		return nil, fmt.Errorf("build etcd %s: go mod download printed no module directory: %s", r, out)
+		return nil, nil, fmt.Errorf("build etcd %s: go mod download printed no module directory: %s", r, out)
 	}
 	server := filepath.Join(work, "server")
 	if err := copyTree(mod.Dir, server); err != nil {
-		return nil, fmt.Errorf("build etcd %s: copy the server module: %w", r, err)
+		return nil, nil, fmt.Errorf("build etcd %s: copy the server module: %w", r, err)
 	}
 	names, dirs, err := scanFailpoints(server)
 	if err != nil {
-		return nil, fmt.Errorf("build etcd %s: %w", r, err)
+		return nil, nil, fmt.Errorf("build etcd %s: %w", r, err)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("build etcd %s: the server module has no gofail failpoints", r)
+		return nil, nil, fmt.Errorf("build etcd %s: the server module has no gofail failpoints", r)
+	}
+	if r.Minor == 5 {
+		var skipped []string
+		if inserted, skipped, err = insertFailpoints(server, names); err != nil {
+			return nil, nil, fmt.Errorf("build etcd %s: %w", r, err)
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(log, "etcd %s: failpoint not inserted, %s\n", r, s)
+		}
+		if len(inserted) > 0 {
+			fmt.Fprintf(log, "etcd %s: inserted failpoints %s\n", r, strings.Join(inserted, ", "))
+			if names, dirs, err = scanFailpoints(server); err != nil {
+				return nil, nil, fmt.Errorf("build etcd %s: %w", r, err)
+			}
+		}
 	}
 	if _, err := run(work, append([]string{"go", "run", GofailModule, "enable"}, dirs...)...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := run(server, "go", "mod", "edit", "-require", GofailModule); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := run(work, "go", "mod", "edit", "-require", r.Module+"@"+r.ModuleVersion, "-replace", r.Module+"=./server"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return names, nil
+	return names, inserted, nil
 }
 
 // scanFailpoints returns the failpoint names declared under root and the directories (relative to the

@@ -400,6 +400,27 @@ func TestImageBuildListsFailpoints(t *testing.T) {
 	}
 }
 
+// TestImageBuildListsInsertedFailpoints: v3.5.12 has neither beforeSendWatchResponse nor
+// compactBeforeSetFinishedCompact in its source; its failpoint build inserts them (etcdbuild's
+// insertions), and `image build --failpoints` lists them among its failpoints.
+func TestImageBuildListsInsertedFailpoints(t *testing.T) {
+	needFailpointRelease(t, "v3.5.12")
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"image", "build", "--binary-only", "--failpoints", "--etcd-version", "v3.5.12"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`(?m)^v3\.5\.12 \(failpoints\)\t\S+\n  \d+ failpoints: (.*)$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no failpoint list in:\n%s", stdout.String())
+	}
+	listed := strings.Fields(m[1])
+	for _, want := range []string{"beforeSendWatchResponse", "compactBeforeSetFinishedCompact", "raftBeforeSave"} {
+		if !slices.Contains(listed, want) {
+			t.Errorf("no %s among %v", want, listed)
+		}
+	}
+}
+
 // TestFailpointCrashInsideDefrag: faults that meet. The leader is armed to panic before it renames its
 // defragmented database into place, and a defragmentation of the leader runs inside that window: the
 // member crashes inside its defragmentation, which is what the schedule asked for, not a defragmentation
