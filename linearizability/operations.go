@@ -82,7 +82,7 @@ func (c *checker) classifyOp(i int, op *history.Operation) {
 	failed := op.Response == nil
 	oi.answered = !failed
 	switch rg := op.Request.Range; {
-	case op.Request.Kind == history.KindRange && rg != nil && rg.Serializable:
+	case serializableRead(&op.Request):
 		oi.kind = kindSerializable
 	case op.Request.Kind == history.KindRange && rg != nil && rg.Revision != 0:
 		oi.kind = kindPastRead
@@ -140,4 +140,28 @@ func (c *checker) classifyOp(i int, op *history.Operation) {
 			oi.state = opIgnored
 		}
 	}
+}
+
+// serializableRead reports whether etcd serves r from the answering member's own state, without a
+// linearizable read: a serializable range, or a transaction every operation of whose branches is one
+// (etcd's isTxnSerializable: its compares, too, are then evaluated on that member's state). Its answer may
+// be stale by design; the serializable-reads check judges it, never linearizability.
+func serializableRead(r *history.Request) bool {
+	switch r.Kind {
+	case history.KindRange:
+		return r.Range != nil && r.Range.Serializable
+	case history.KindTxn:
+		if r.Txn == nil {
+			return false
+		}
+		for _, branch := range [][]history.Request{r.Txn.Then, r.Txn.Else} {
+			for i := range branch {
+				if branch[i].Kind != history.KindRange || branch[i].Range == nil || !branch[i].Range.Serializable {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
 }

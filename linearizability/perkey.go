@@ -164,7 +164,7 @@ func (c *checker) project(i int, leaseKeys map[int64][]int32, lo, hi int32, p *p
 		}
 		return
 	}
-	if op.Request.Kind == history.KindRange && op.Request.Range != nil && (op.Request.Range.Serializable || op.Request.Range.Revision != 0) {
+	if serializableRead(&op.Request) || (op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Revision != 0) {
 		return // not linearizable at the current revision: the replay checks them
 	}
 	v, ok := viewOf(op)

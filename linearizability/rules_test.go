@@ -59,6 +59,17 @@ func putResp(rev int64) *history.Response {
 	return &history.Response{Revision: rev, Put: &history.PutResponse{}}
 }
 
+// readTxn is a read-only transaction of one range of key, as txn-mixed's reads are (serializable or not).
+func readTxn(key string, serializable bool) history.Request {
+	return history.Request{Kind: history.KindTxn, Txn: &history.Txn{Then: []history.Request{
+		{Kind: history.KindRange, Range: &history.Range{Key: key, Serializable: serializable}}}}}
+}
+
+// readTxnResp answers readTxn at revision rev with kvs.
+func readTxnResp(rev int64, kvs ...history.KV) *history.Response {
+	return &history.Response{Revision: rev, Txn: &history.TxnResponse{Succeeded: true, Results: []history.Response{*getResp(rev, kvs...)}}}
+}
+
 func getResp(rev int64, kvs ...history.KV) *history.Response {
 	return &history.Response{Revision: rev, Range: &history.RangeResponse{KVs: kvs, Count: int64(len(kvs))}}
 }
@@ -165,6 +176,22 @@ func TestRules(t *testing.T) {
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(1, 12, 15, history.Request{Kind: history.KindRange, Range: &history.Range{Key: "k", Serializable: true}}, getResp(3, k2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)), bad(CheckSerializable)},
+		{"serializable read-only txn may be stale", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, readTxn("k", true), readTxnResp(2, k1)), ok},
+		{"linearizable read-only txn may not be stale", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, readTxn("k", false), readTxnResp(2, k1)), bad(CheckLinearizability)},
+		{"serializable read-only txn from the future", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(1, 12, 15, readTxn("k", true), readTxnResp(3, k2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)), bad(CheckSerializable)},
+		{"serializable read-only txn of a state that never was", new(hb).
+			op(0, 0, 10, putReq("k", 1), putResp(2)).
+			op(0, 20, 30, putReq("k", 2), putResp(3)).
+			op(1, 40, 50, readTxn("k", true), readTxnResp(3, k1)), bad(CheckSerializable)},
 		{"serializable read of a state that never was", new(hb).
 			op(0, 0, 10, putReq("k", 1), putResp(2)).
 			op(0, 20, 30, putReq("k", 2), putResp(3)).
@@ -290,7 +317,7 @@ func nothingFor(h *history.History) map[string]bool {
 		watched = watched || len(w.Events) > 0 || w.Progress
 	}
 	for _, op := range h.Operations {
-		serializable = serializable || (op.Response != nil && op.Request.Range != nil && op.Request.Range.Serializable)
+		serializable = serializable || (op.Response != nil && serializableRead(&op.Request))
 	}
 	return map[string]bool{CheckLinearizability: len(h.Operations) == 0, CheckWatch: !watched, CheckSerializable: !serializable}
 }

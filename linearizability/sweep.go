@@ -133,10 +133,10 @@ func (c *checker) observations() *history.Paged[observation] {
 	return sortPaged(c, obs, func(a, b observation) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.op, b.op)) })
 }
 
-// checkOf is the check an answer's findings belong to: a serializable read's are the serializable
-// check's, which allows it to be stale.
+// checkOf is the check an answer's findings belong to: a serializable read's (a range, or a read-only
+// transaction of them) are the serializable check's, which allows it to be stale.
 func checkOf(op *history.Operation) string {
-	if op.Request.Kind == history.KindRange && op.Request.Range != nil && op.Request.Range.Serializable {
+	if serializableRead(&op.Request) {
 		return CheckSerializable
 	}
 	return CheckLinearizability
@@ -191,7 +191,7 @@ func (s *sweep) exec(i int, commit bool) {
 	if len(v.cmps) > 0 {
 		if got := s.compares(v.cmps); got >= 0 && got != oi.taken {
 			want := map[int8]string{0: "false", 1: "true"}
-			c.vs.add(Violation{Check: CheckLinearizability, Kind: "wrong compare outcome", Key: v.cmps[0].Key, Revision: s.cur, Ops: []int{i}, Time: op.Call,
+			c.vs.add(Violation{Check: checkOf(op), Kind: "wrong compare outcome", Key: v.cmps[0].Key, Revision: s.cur, Ops: []int{i}, Time: op.Call,
 				Message: fmt.Sprintf("%s took the %s branch, but its compares are %s at revision %d", c.describe(i), branchName(oi.taken), want[got], s.curState())})
 		}
 	}
