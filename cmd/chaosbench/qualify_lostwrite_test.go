@@ -232,6 +232,7 @@ func (p *lossyProxy) lose(req *pb.TxnRequest) *pb.TxnResponse {
 // smallest class is the one that loses the writes here (recorded summaries test a violation above a class
 // that passed, in TestDecideQualification).
 func TestQualifyLostWrites(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	for _, class := range []string{"small", "auto"} {
 		t.Run("--class "+class, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -361,6 +361,7 @@ func TestQualifyExternalDiskResults(t *testing.T) {
 // qualification.html's title; and with auto, a violation or a crashed member at medium, above a small that
 // passed, is the qualification's outcome too (exit 4), though small qualified.
 func TestQualifyOutcomes(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	base := baseRun(t)
 	// A step's own reasons (its schedule kept, its plan reached) are not what the rows are about: the base
 	// run's schedule is left out, so that a busy machine's generator lag does not decide them.

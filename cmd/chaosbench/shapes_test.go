@@ -18,6 +18,7 @@ import (
 // creates as Txn(mod=0 ? put), updates as Txn(mod= ? put : range), leased event creates, paged lists,
 // lease grants; the watch caches' watches are opened (and confirmed) before the load.
 func TestRequestShapes(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	if testing.Short() {
 		t.Skip("runs a cluster for 10 s")
 	}

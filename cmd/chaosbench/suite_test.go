@@ -22,6 +22,7 @@ import (
 // suite.json, junit.xml, suite.md, suite.html and the printed text agree; the failed scenario prints the
 // command that replays it.
 func TestSuiteVerdicts(t *testing.T) {
+	t.Parallel() // judges outcomes and files, not latency (see TestMain)
 	reg := t.TempDir()
 	load := "rate: 100\nclients: 4\nconns: 2\nduration: 2s\nfaults: none\nprogress: none\nmembers: 1\n"
 	for name, body := range map[string]string{
