@@ -290,7 +290,7 @@ func (c *Docker) ExpectCrash(member string, expect bool) {
 		if m.name == member {
 			m.mu.Lock()
 			if m.running {
-				m.stopping = expect
+				m.mayPanic = expect
 			}
 			m.mu.Unlock()
 		}

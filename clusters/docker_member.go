@@ -47,7 +47,8 @@ type containerMember struct {
 	mu       sync.Mutex
 	running  bool
 	paused   bool
-	stopping bool // an exit was asked for: not a crash
+	stopping bool // an exit was asked for (a kill, a stop): not a crash; never withdrawn
+	mayPanic bool // a failpoint armed to panic may end the process (withdrawn when disarmed)
 	pid      int  // host PID of the member process while it runs
 	exited   chan struct{}
 	disk     *slowfs.FS // the slowfs mount on dataDir, when the cluster uses slowfs
@@ -197,7 +198,7 @@ func (m *containerMember) Start(ctx context.Context) error {
 		pid = info.Container.State.Pid
 	}
 	exited := make(chan struct{})
-	m.running, m.paused, m.stopping, m.pid, m.exited = true, false, false, pid, exited
+	m.running, m.paused, m.stopping, m.mayPanic, m.pid, m.exited = true, false, false, false, pid, exited
 	m.mu.Unlock()
 
 	m.cluster.watchers.Add(2)
@@ -236,7 +237,7 @@ func (m *containerMember) watch(exit client.ContainerWaitResult, exited chan str
 		status = "lost track of the container: " + err.Error()
 	}
 	m.mu.Lock()
-	ev := ExitEvent{Member: m.name, PID: m.pid, Time: time.Now(), Status: status, Expected: m.stopping, Log: m.logPath}
+	ev := ExitEvent{Member: m.name, PID: m.pid, Time: time.Now(), Status: status, Expected: m.stopping || m.mayPanic, Log: m.logPath}
 	m.running, m.paused, m.pid = false, false, 0
 	m.mu.Unlock()
 	m.appendLog(fmt.Sprintf("=== chaosbench: %s (pid %d) ended at %s: %s\n", m.name, ev.PID, ev.Time.Format(time.RFC3339Nano), status))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -414,5 +415,52 @@ func TestWaitHealthyWaitsForADownMember(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("WaitHealthy begun while the member was down: %v, want it healthy once started again", err)
+	}
+}
+
+// TestKillWhileAFailpointIsWithdrawn: a member killed by one fault while another withdraws its failpoint's
+// "may panic" (an arm that failed because the member was dying, a disarm) still ended as asked: its exit is
+// expected, not a crash. With one flag for both, the withdrawal cleared the kill's, and explore reported
+// its own kill:leader as the leader crashing (signal: killed).
+func TestKillWhileAFailpointIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	exits := make(chan ExitEvent, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := StartEmbedded(ctx, EmbedOptions{Members: 1, Dir: t.TempDir(), OnExit: func(ev ExitEvent) { exits <- ev }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	m := c.members[0]
+	c.ExpectCrash(m.name, true)
+	if _, err := m.signal(syscall.SIGKILL, true); err != nil {
+		t.Fatal(err)
+	}
+	c.ExpectCrash(m.name, false)
+	select {
+	case ev := <-exits:
+		if !ev.Expected {
+			t.Fatalf("the killed member's exit %+v is not expected: a kill would be reported as a crash", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the killed member did not exit")
+	}
+	// And a failpoint's panic that nothing else asked for stays expected only while it is armed.
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.ExpectCrash(m.name, true)
+	c.ExpectCrash(m.name, false)
+	if _, err := m.signal(syscall.SIGKILL, false); err != nil { // a crash: no fault asked for it
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-exits:
+		if ev.Expected {
+			t.Fatalf("an exit after the failpoint was withdrawn is expected: %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the member did not exit")
 	}
 }

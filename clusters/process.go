@@ -51,7 +51,10 @@ type procMember struct {
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the current process has been reaped
 	paused   bool
-	stopping bool // an exit was asked for: not a crash
+	stopping bool // an exit was asked for (a kill, a stop): not a crash; never withdrawn
+	// mayPanic: a failpoint armed to panic may end the process (not a crash either); withdrawn when it is
+	// disarmed, which leaves an exit asked for by another fault meanwhile (stopping) expected.
+	mayPanic bool
 }
 
 func (m *procMember) Name() string       { return m.name }
@@ -90,7 +93,7 @@ func (m *procMember) expectCrash(expect bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cmd != nil {
-		m.stopping = expect
+		m.mayPanic = expect
 	}
 }
 
@@ -117,7 +120,7 @@ func (m *procMember) Start(ctx context.Context) error {
 		return fmt.Errorf("start %s: %w", m.name, err)
 	}
 	exited := make(chan struct{})
-	m.cmd, m.exited, m.paused, m.stopping = cmd, exited, false, false
+	m.cmd, m.exited, m.paused, m.stopping, m.mayPanic = cmd, exited, false, false, false
 	go m.reap(cmd, log, exited)
 	return nil
 }
@@ -129,7 +132,7 @@ func (m *procMember) reap(cmd *exec.Cmd, log *os.File, exited chan struct{}) {
 		status = err.Error()
 	}
 	m.mu.Lock()
-	ev := ExitEvent{Member: m.name, PID: cmd.Process.Pid, Time: time.Now(), Status: status, Expected: m.stopping, Log: m.logPath}
+	ev := ExitEvent{Member: m.name, PID: cmd.Process.Pid, Time: time.Now(), Status: status, Expected: m.stopping || m.mayPanic, Log: m.logPath}
 	m.cmd, m.paused = nil, false
 	m.mu.Unlock()
 	fmt.Fprintf(log, "=== chaosbench: %s (pid %d) ended at %s: %s\n", m.name, ev.PID, ev.Time.Format(time.RFC3339Nano), status)
