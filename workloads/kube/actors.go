@@ -185,8 +185,9 @@ func currentRV(ctx context.Context, c *workloads.Client, s *workloads.Slot, op, 
 	return resp.Revision, err
 }
 
-// opIdleCurrentRV names the idle resources' current-revision reads, one operation for all 55 of them.
-const opIdleCurrentRV = "current-rv/idle"
+// idleCurrentRV names an idle resource's current-revision reads as the apiserver's metrics name them:
+// current-rv/<its API resource> (getCurrentResourceVersion/<resource> in the fidelity comparison).
+func idleCurrentRV(storagePrefix string) string { return "current-rv/" + apiResource(storagePrefix) }
 
 // waitFresh waits until apiserver a's watch cache of res has reached revision rev, asking etcd for a
 // progress notification on the cache's watch stream every 100 ms meanwhile, and records the wait as
@@ -230,7 +231,7 @@ func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Cl
 		return
 	}
 	j := i - len(cachedResources)
-	if _, err := currentRV(ctx, c, s, opIdleCurrentRV, idleResources[j]); err != nil {
+	if _, err := currentRV(ctx, c, s, idleCurrentRV(idleResources[j]), idleResources[j]); err != nil {
 		return
 	}
 	if stream := a.idle[j].Load(); stream != nil {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -266,6 +267,28 @@ var idleResources = []string{
 	"runtimeclasses", "serviceaccounts", "servicecidrs", "services/specs", "statefulsets", "storageclasses",
 	"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations",
 	"volumeattachments", "volumeattributesclasses", "leasecandidates",
+}
+
+// apiResource names a resource the way kube-apiserver's etcd request metrics label it (their resource
+// label): the plural of its API, where the storage prefix is a group's path or an older name
+// (k8s.io/kubernetes pkg/registry/*/storage).
+func apiResource(storagePrefix string) string {
+	switch storagePrefix {
+	case "services/endpoints":
+		return "endpoints"
+	case "services/specs":
+		return "services"
+	case "controllers":
+		return "replicationcontrollers"
+	case "ingress":
+		return "ingresses"
+	case ResNodes:
+		return "nodes"
+	}
+	if i := strings.LastIndexByte(storagePrefix, '/'); i >= 0 {
+		return storagePrefix[i+1:] // apiregistration.k8s.io/apiservices
+	}
+	return storagePrefix
 }
 
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of

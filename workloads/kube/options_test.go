@@ -102,31 +102,34 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 		rates[p.Actor+" "+p.Op] += p.Rate
 	}
 	want := map[string]float64{
-		"heartbeats update/leases":              60,   // 600 node leases every 10 s
-		"heartbeats update/minions":             2,    // 600 node statuses every 5 min
-		"churn create/pods":                     10,   //
-		"churn update/pods":                     55,   // bind, 2.5 statuses, the two DELETE calls' updates
-		"churn get/pods":                        20,   // the two DELETE calls' reads
-		"churn create/events":                   50,   // 5 events per pod
-		"churn grant/leases":                    0.05, // 3 apiservers, 1 lease per 60 s each
-		"election update/leases":                1,    // 2 leaders every 2 s
-		"election get/leases":                   2,    // 2 standbys of 2 components every 2 s
-		"master-leases grant/masterleases":      0.3,  // 3 apiservers every 10 s
-		"master-leases get/masterleases":        0.3,  // read first: no watch cache for endpoint leases
-		"master-leases list/masterleases":       0.3,  // the endpoint reconciler lists every master lease
-		"master-leases get/peerserverleases":    0.3,  // the peer endpoint reconciler (1.36+), likewise
-		"master-leases grant/peerserverleases":  0.3,
-		"master-leases update/peerserverleases": 0.3,
-		"polls get/health":                      3,
-		"polls count/events":                    0.05, // events alone have no watch cache: counted in etcd every minute
-		"polls current-rv/configmaps":           0.05, // the others are counted from their caches, at the current revision
-		"polls cache-sync/configmaps":           0.05,
-		"polls current-rv/idle":                 2.75, // the 55 idle watches' resources too
-		"polls count/pods":                      0,
-		"polls status":                          0.3, // 3 apiservers x 3 endpoints every 30 s
-		"compactor compact-txn":                 0.01,
-		"lists list/pods":                       3, // 3 lists/s of namespaces of 300 pods: one page of 500
-		"watch-cache watch-event/pods":          3 * (10 + 55),
+		"heartbeats update/leases":                60,   // 600 node leases every 10 s
+		"heartbeats update/minions":               2,    // 600 node statuses every 5 min
+		"churn create/pods":                       10,   //
+		"churn update/pods":                       55,   // bind, 2.5 statuses, the two DELETE calls' updates
+		"churn get/pods":                          20,   // the two DELETE calls' reads
+		"churn create/events":                     50,   // 5 events per pod
+		"churn grant/leases":                      0.05, // 3 apiservers, 1 lease per 60 s each
+		"election update/leases":                  1,    // 2 leaders every 2 s
+		"election get/leases":                     2,    // 2 standbys of 2 components every 2 s
+		"master-leases grant/masterleases":        0.3,  // 3 apiservers every 10 s
+		"master-leases get/masterleases":          0.3,  // read first: no watch cache for endpoint leases
+		"master-leases list/masterleases":         0.3,  // the endpoint reconciler lists every master lease
+		"master-leases get/peerserverleases":      0.3,  // the peer endpoint reconciler (1.36+), likewise
+		"master-leases grant/peerserverleases":    0.3,
+		"master-leases update/peerserverleases":   0.3,
+		"polls get/health":                        3,
+		"polls count/events":                      0.05, // events alone have no watch cache: counted in etcd every minute
+		"polls current-rv/configmaps":             0.05, // the others are counted from their caches, at the current revision
+		"polls cache-sync/configmaps":             0.05,
+		"polls current-rv/apiservices":            0.05, // the 55 idle watches' resources too, each by its API name
+		"polls current-rv/endpoints":              0.05,
+		"polls current-rv/replicationcontrollers": 0.05,
+		"polls current-rv/idle":                   0,
+		"polls count/pods":                        0,
+		"polls status":                            0.3, // 3 apiservers x 3 endpoints every 30 s
+		"compactor compact-txn":                   0.01,
+		"lists list/pods":                         3, // 3 lists/s of namespaces of 300 pods: one page of 500
+		"watch-cache watch-event/pods":            3 * (10 + 55),
 	}
 	for k, v := range want {
 		if math.Abs(rates[k]-v) > 1e-9 {
@@ -253,5 +256,27 @@ func TestPlanSharesAddUp(t *testing.T) {
 				t.Fatalf("%s over %d workers: the shares plan %d operations, the whole %d", cfg, n, len(sum), len(whole))
 			}
 		}
+	}
+}
+
+// TestIdleResourcesNamedAsTheApiserverDoes checks the idle resources' operation names: each is the API
+// resource the apiserver's etcd request metrics label (endpoints, not services/endpoints), one per
+// resource, so that the fidelity comparison finds each on the real side.
+func TestIdleResourcesNamedAsTheApiserverDoes(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"services/endpoints": "endpoints", "services/specs": "services", "controllers": "replicationcontrollers",
+		"ingress": "ingresses", "apiregistration.k8s.io/apiservices": "apiservices", "flowschemas": "flowschemas", ResNodes: "nodes",
+	} {
+		if got := apiResource(prefix); got != want {
+			t.Errorf("apiResource(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, res := range idleResources {
+		op := idleCurrentRV(res)
+		if seen[op] || strings.Count(op, "/") != 1 {
+			t.Errorf("idle resource %s: operation %q repeated or not verb/resource", res, op)
+		}
+		seen[op] = true
 	}
 }

@@ -147,7 +147,9 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 		for _, res := range cachedResources {
 			add(ActorPolls, "current-rv/"+res, a/countPollPeriod.Seconds())
 		}
-		add(ActorPolls, opIdleCurrentRV, a*float64(len(idleResources))/countPollPeriod.Seconds())
+		for _, res := range idleResources {
+			add(ActorPolls, idleCurrentRV(res), a/countPollPeriod.Seconds())
+		}
 		for _, res := range cachedResources {
 			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
 		}
