@@ -57,17 +57,17 @@ func (w *Workload) heartbeats(ctx context.Context) {
 }
 
 // election emulates leader election of kube-controller-manager and kube-scheduler, one replica of each per
-// apiserver: each component's leader updates its lease every 2 s, and each standby reads it every 2 s.
+// apiserver: each component's leader updates its lease every 2 s, and each standby reads it every 2 s
+// (Options.LeaseReads sets the reads' rate instead, spread the same way).
 func (w *Workload) election(ctx context.Context) {
-	comps := len(electedComponents)
-	standbys := len(w.apiservers) - 1
+	comps, slots := len(electedComponents), w.cfg.standbySlots()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.stream(ctx, "election-standby", float64(comps*standbys)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
-			i := int(s.N % uint64(comps*standbys))
+		w.stream(ctx, "election-standby", w.cfg.leaseReadRate(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(slots))
 			comp := i % comps
-			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's
+			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's, when there are others
 			if !w.owns(a) {
 				return
 			}

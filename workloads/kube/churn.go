@@ -137,10 +137,20 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 	for _, at := range statusAfter[:min(len(statusAfter), share(n, w.cfg.statusPerPod()))] {
 		steps = append(steps, step{at, update})
 	}
+	// The pod's events go through its own apiserver or, when fewer apiservers create events
+	// (Options.EventApiservers), through one of those; in a split load, through one simulated here.
+	ea := a
+	if e := w.apiservers[int(n%uint64(w.cfg.eventApiservers()))]; w.cfg.EventApiservers > 0 && w.owns(e.id) {
+		ea = e
+	}
 	for i, at := range eventsAfter[:min(len(eventsAfter), share(n, w.cfg.eventsPerPod()))] {
 		name := p.name + "." + strconv.Itoa(i)
 		steps = append(steps, step{at, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			lease, err := a.events.lease(ctx, c)
+			if ea != a {
+				c = ea.client()
+				defer ea.release(c)
+			}
+			lease, err := ea.events.lease(ctx, c)
 			if err != nil {
 				return
 			}

@@ -86,6 +86,15 @@ type Options struct {
 	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
 	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
 	DeleteCalls float64 `json:"delete-calls,omitempty"`
+	// EventApiservers is how many apiservers the events are created through, the first ones (0: all,
+	// as kubelets' event recorders reach them through a load balancer); a profile sets it from the
+	// apiservers that created events in its window (a control plane whose events come from one
+	// scheduler creates them through one apiserver, and grants a third of the event leases).
+	EventApiservers int `json:"event-apiservers,omitempty"`
+	// LeaseReads is the leader elections' reads of leases per second, all apiservers together (0: each
+	// standby of each elected component every 2 s; negative: none); a profile sets it from its cluster's
+	// reads of leases, as a control plane without standbys reads far fewer.
+	LeaseReads float64 `json:"lease-reads,omitempty"`
 	// Events is the events that exist when the load begins, preloaded on leases of --event-ttl (0: none):
 	// a profile sets it from the cluster's events less those created in its window, as a real cluster
 	// keeps an hour of them.
@@ -146,6 +155,8 @@ func (o Options) checkKept() error {
 		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
 	case o.Events < 0:
 		return outcome.Usagef("events %d: must not be negative", o.Events)
+	case o.EventApiservers < 0 || o.EventApiservers > o.Apiservers:
+		return outcome.Usagef("event apiservers %d: between 0 (all) and the %d apiservers", o.EventApiservers, o.Apiservers)
 	}
 	for _, x := range o.Others {
 		if err := x.check(); err != nil {

@@ -143,6 +143,26 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("100 events/s on one apiserver: %g grants/s, want 0.1", p.Rate)
 		}
 	}
+	// A profile's control plane: events created through one apiserver (one lease manager: a grant a
+	// minute) and the cluster's own lease reads instead of every standby's.
+	one, err := Options{Nodes: 600, Apiservers: 3, Churn: 1, EventApiservers: 1, LeaseReads: 0.5}.Resolve(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range one.Plan(3) {
+		if want, ok := map[string]float64{"grant/leases": 1.0 / 60, "get/leases": 0.5, "create/events": 5}[p.Op]; ok && math.Abs(p.Rate-want) > 1e-9 {
+			t.Errorf("events through one apiserver, 0.5 lease reads/s: %s planned %g/s, want %g", p.Op, p.Rate, want)
+		}
+	}
+	none, _ := Options{Apiservers: 3, LeaseReads: -1}.Resolve(time.Hour)
+	for _, p := range none.Plan(3) {
+		if p.Op == "get/leases" {
+			t.Errorf("no lease reads asked, %g/s planned", p.Rate)
+		}
+	}
+	if _, err := (Options{Apiservers: 3, EventApiservers: 4}).Resolve(time.Hour); !outcome.IsUsage(err) {
+		t.Errorf("events through 4 of 3 apiservers: %v, want a usage error", err)
+	}
 	// Actors turned off plan nothing.
 	quiet, _ := Options{SkipActors: []string{ActorChurn, ActorWatchCache}}.Resolve(time.Hour)
 	for _, p := range quiet.Plan(3) {

@@ -77,7 +77,7 @@ func (c Config) shareOf(p PlannedOp) float64 {
 	case p.Actor == ActorHeartbeats:
 		return owned(c.Nodes, func(node int) int { return node % a })
 	case p.Actor == ActorElection && p.Op == "get/"+ResLeases:
-		return owned(comps*(a-1), func(i int) int { return (i%comps + 1 + i/comps) % a })
+		return owned(c.standbySlots(), func(i int) int { return (i%comps + 1 + i/comps) % a })
 	case p.Actor == ActorElection:
 		return owned(comps, func(comp int) int { return comp % a })
 	}
@@ -116,7 +116,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	}
 
 	add(ActorElection, "update/"+ResLeases, comps/electionRetryPeriod.Seconds())
-	add(ActorElection, "get/"+ResLeases, comps*(a-1)/electionRetryPeriod.Seconds())
+	add(ActorElection, "get/"+ResLeases, c.leaseReadRate())
 	if c.Active[ActorElection] {
 		writes[ResLeases] += comps / electionRetryPeriod.Seconds()
 	}
@@ -167,13 +167,42 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	return plan
 }
 
-// eventGrantRate is the rate of event lease grants: each apiserver's lease manager grants a lease per
-// reuse period (60 s for the default hour-long TTL) or per 1000 events, whichever comes first.
+// eventGrantRate is the rate of event lease grants: the lease manager of each apiserver events go
+// through grants a lease per reuse period (60 s for the default hour-long TTL) or per 1000 events,
+// whichever comes first.
 func (c Config) eventGrantRate() float64 {
 	ttl := c.EventTTL
 	reuse := min(time.Duration(leaseReuseFraction*float64(ttl)), leaseReuseMax)
-	perApiserver := c.Churn * c.eventsPerPod() / float64(c.Apiservers)
-	return float64(c.Apiservers) * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
+	n := float64(c.eventApiservers())
+	perApiserver := c.Churn * c.eventsPerPod() / n
+	return n * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
+}
+
+// eventApiservers is the number of apiservers events are created through (the first ones).
+func (c Config) eventApiservers() int {
+	if c.EventApiservers > 0 {
+		return min(c.EventApiservers, c.Apiservers)
+	}
+	return c.Apiservers
+}
+
+// standbySlots are the leader-election reads of a round: each standby of each elected component (one
+// replica per apiserver, one of them the leader), or, with one apiserver and a set read rate, each
+// component's.
+func (c Config) standbySlots() int {
+	return len(electedComponents) * max(1, c.Apiservers-1)
+}
+
+// leaseReadRate is the leader elections' lease reads per second: Options.LeaseReads, or each standby's
+// every retry period.
+func (c Config) leaseReadRate() float64 {
+	switch {
+	case c.LeaseReads > 0:
+		return c.LeaseReads
+	case c.LeaseReads < 0:
+		return 0
+	}
+	return float64(len(electedComponents)*(c.Apiservers-1)) / electionRetryPeriod.Seconds()
 }
 
 // pagesPerNamespaceList is the mean number of 500-object pages of a namespace's pod list.

@@ -136,6 +136,8 @@ type listTotals struct {
 	// sizes and lifetime are the watch events' count and bytes over the window and since the start;
 	// stored the objects' count and estimated bytes (apiserver_resource_size_estimate_bytes).
 	sizes, lifetime, stored map[string][2]float64
+	// creators are the apiservers that created objects of a resource in the window.
+	creators map[string]int
 }
 
 // res returns the profile's resource r, adding it.
@@ -152,9 +154,15 @@ func (p *Profile) res(r string) *Resource {
 // any apiserver reports: they share the storage), rates added up over apiservers.
 func (p *Profile) readApiservers(apiservers []Series) {
 	t := &listTotals{lists: map[string]float64{}, fetched: map[string]float64{}, evaluated: map[string]float64{},
-		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}, stored: map[string][2]float64{}}
+		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}, stored: map[string][2]float64{},
+		creators: map[string]int{}}
 	for _, s := range apiservers {
 		p.readApiserver(s, t)
+	}
+	for r, n := range t.creators {
+		if n < len(apiservers) {
+			p.res(r).CreatedThrough = n
+		}
 	}
 	for r, n := range t.lists {
 		if r == "" || n <= 0 {
@@ -219,6 +227,9 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 		op, r, _ := strings.Cut(k, "\x00")
 		if r == "" || v <= 0 {
 			continue
+		}
+		if op == "create" {
+			t.creators[r]++
 		}
 		if p.res(r).EtcdRequests == nil {
 			p.res(r).EtcdRequests = map[string]float64{}

@@ -119,6 +119,17 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
 		}
 	}
+	// Events through the apiservers that created them in the window (one scheduler's through one).
+	if n := res("events").CreatedThrough; n > 0 {
+		o.EventApiservers = min(n, o.Apiservers)
+	}
+	// Leader elections' lease reads: the cluster's reads of leases (a control plane without standbys
+	// reads few), not scaled: control-plane components do not grow with the cluster.
+	if gets := res("leases").EtcdRequests["get"]; gets > 0 {
+		o.LeaseReads = gets
+	} else if res("leases").EtcdRequests["update"] > 0 {
+		o.LeaseReads = -1
+	}
 	// Consistent lists of pods from the watch cache, apart from the pages read from etcd.
 	if cl := res("pods").CacheLists; cl > 0 {
 		o.CacheListRate = cl * f

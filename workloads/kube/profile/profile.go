@@ -87,6 +87,9 @@ type Resource struct {
 	Bookmarks float64 `yaml:"bookmarks_per_second,omitempty"`
 	// Watchers are the open watches of clients (apiserver_longrunning_requests{verb="WATCH"}).
 	Watchers float64 `yaml:"watchers,omitempty"`
+	// CreatedThrough, when fewer apiservers than all created objects of the resource in the window, is
+	// how many did (a control plane whose events come from one scheduler creates them through one).
+	CreatedThrough int `yaml:"created_through_apiservers,omitempty"`
 }
 
 // Lists are a resource's lists served from etcd.

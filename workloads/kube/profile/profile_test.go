@@ -84,6 +84,10 @@ func TestBuildFigures(t *testing.T) {
 		{"etcd watch streams", p.Etcd.WatchStreams, 6},
 		{"leases granted/s", p.Etcd.LeasesGranted, 0.5},
 		{"leases revoked/s", p.Etcd.LeasesRevoked, 0.25},
+		// Events were created through apiserver 0 alone (apiserver 1 has no create/events series); pods
+		// through both, which leaves the figure out.
+		{"events created through", float64(p.Resources["events"].CreatedThrough), 1},
+		{"pods created through", float64(pods.CreatedThrough), 0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -127,6 +131,11 @@ func TestOptionsFromProfile(t *testing.T) {
 	}
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
 		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
+	}
+	// Events through the one apiserver that created them; no lease read in the window (updates only):
+	// the leader elections read none.
+	if o.EventApiservers != 1 || o.LeaseReads != -1 {
+		t.Errorf("event apiservers %d and lease reads %g, want 1 and none (-1)", o.EventApiservers, o.LeaseReads)
 	}
 	// Pod reads: (700-100)/120 = 5 a second for 2 creates, 2.5 DELETE calls a pod.
 	if o.DeleteCalls != 2.5 {
