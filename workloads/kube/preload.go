@@ -228,6 +228,17 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 	return nil
 }
 
+// MeanObjectBytes is the mean value size of a resource's objects as the workload writes them: for
+// configmaps, every namespace's and the few large ones together, as a cluster's size estimate of its
+// configmaps counts them (a profile's mean_bytes).
+func (c Config) MeanObjectBytes(res string) float64 {
+	if res != ResConfigMaps {
+		return c.Sizes[res].Mean()
+	}
+	regular := float64(configMapsPerNamespace * (c.Namespaces + 3)) // and default, kube-system, kube-node-lease
+	return (regular*c.Sizes[ResConfigMaps].Mean() + largeConfigMaps*c.Sizes[resLargeConfigMaps].Mean()) / (regular + largeConfigMaps)
+}
+
 func apiserverLease(i int) string { return "apiserver-" + strconv.Itoa(i) }
 
 // masterLeaseKey is the apiserver's endpoint reconciler key: its advertised IP.

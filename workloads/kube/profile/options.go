@@ -161,10 +161,18 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		}
 		lo, hi := max(8, int(mean*0.75)), max(8, int(mean*1.25))
 		sizes = append(sizes, fmt.Sprintf("%s=%d-%d", k, lo, hi))
+		if k == kube.ResConfigMaps {
+			// The profile's mean is every configmap's, the large ones' included: the workload's few
+			// large configmaps take it too, or they would double the mean (0.49 measured).
+			sizes = append(sizes, fmt.Sprintf("%s=%d-%d", largeConfigMaps, lo, hi))
+		}
 	}
 	o.ObjectSizes = strings.Join(sizes, ",")
 	return o, nil
 }
+
+// largeConfigMaps is the kube workload's size class of its few large configmaps (--object-sizes).
+const largeConfigMaps = "large-configmaps"
 
 // otherMeanBytes is the size of an object of a resource the workload does not model when the profile
 // has none: about a flowschema's or a cluster role's.

@@ -129,8 +129,9 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.StatusRate != -1 {
 		t.Errorf("status rate %v, want none (-1)", o.StatusRate)
 	}
-	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
-		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
+	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") ||
+		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
+		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
 	}
 	// Events through the one apiserver that created them; no lease read in the window (updates only):
 	// the leader elections read none.
@@ -337,6 +338,11 @@ func TestPresetProfiles(t *testing.T) {
 			}
 			if got.Nodes != cfg.Nodes || got.Pods() != cfg.Pods() || got.Namespaces != cfg.Namespaces || got.Sizes[kube.ResPods].Mean() != cfg.Sizes[kube.ResPods].Mean() {
 				t.Errorf("profile's cluster %s, preset's %s", got, cfg)
+			}
+			// The configmaps' bytes are kept: every configmap takes the mean of the preset's, the large
+			// ones' included.
+			if g, w := got.MeanObjectBytes(kube.ResConfigMaps), cfg.MeanObjectBytes(kube.ResConfigMaps); math.Abs(g-w) > 0.01*w {
+				t.Errorf("configmaps' mean %.0f bytes from the profile, %.0f from the preset", g, w)
 			}
 		})
 	}
