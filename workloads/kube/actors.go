@@ -311,7 +311,13 @@ const compactKey = "compact_rev_key"
 // compactor runs every apiserver's compactor: every interval, a transaction on compact_rev_key decides
 // which apiserver compacts (If Version(compact_rev_key) == the version it last saw Then Put the revision it
 // saw one interval earlier Else Get), and the winner compacts to that revision. Only one apiserver wins each
-// round, whatever their number.
+// round, whatever their number: as in a real control plane, whose apiservers started at different times,
+// each apiserver's timer has its own phase (apiserver i at (i + 1/2)/apiservers of the interval), and the
+// first to fire after a win wins again while the others learn its version.
+//
+// Each compactor's first round, which only records the revision (an apiserver does not compact on
+// bootstrap), was sent in Setup (bootstrapCompactors): the load's rounds compact from its first interval,
+// as long-running apiservers' do.
 func (w *Workload) compactor(ctx context.Context) {
 	interval := w.cfg.CompactionInterval
 	rec := w.r.Recorder()
@@ -323,42 +329,68 @@ func (w *Workload) compactor(ctx context.Context) {
 			defer func() { done <- struct{}{} }()
 			c := a.client()
 			defer a.release(c)
-			var version, rev int64
-			// The first round, when the load begins, only records the revision (an apiserver does not
-			// compact on bootstrap): the apiservers compact from the first interval on, as apiservers
-			// whose compactors ran before the load would.
+			phase := time.Duration((float64(a.id) + 0.5) / float64(w.cfg.Apiservers) * float64(interval))
 			for n := int64(0); ; n++ {
-				at := begin + time.Duration(n)*interval
+				at := begin + phase + time.Duration(n)*interval
 				if at >= end || !sleepUntil(ctx, rec, at) {
 					return
 				}
-				s := &workloads.Slot{N: uint64(n), Intended: at}
-				resp, err := c.Do(ctx, s, "compact-txn", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
-					Compares: []history.Compare{{Key: compactKey, Target: history.CompareVersion, Result: history.Equal, Operand: version}},
-					Then:     []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: compactKey, Value: c.NewValue(16)}}},
-					Else:     []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: compactKey}}},
-				}})
-				if err != nil {
-					continue
+				if a.compact.round(ctx, c, &workloads.Slot{N: uint64(n), Intended: at}) {
+					w.stats.wins.Add(1)
 				}
-				if !resp.Txn.Succeeded {
-					if r := resp.Txn.Results; len(r) > 0 && r[0].Range != nil && len(r[0].Range.KVs) > 0 {
-						version = r[0].Range.KVs[0].Version
-					}
-					rev = resp.Revision
-					continue
-				}
-				version++
-				if rev != 0 {
-					if _, err := c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: rev}}); err == nil {
-						w.stats.wins.Add(1)
-					}
-				}
-				rev = resp.Revision
 			}
 		}()
 	}
 	for range w.local {
 		<-done
 	}
+}
+
+// bootstrapCompactors sends every local apiserver's first compaction round, which records the revision
+// and compacts nothing, before the load (see compactor).
+func (w *Workload) bootstrapCompactors(ctx context.Context) {
+	if !w.cfg.Active[ActorCompactor] {
+		return
+	}
+	for _, a := range w.local {
+		c := a.client()
+		a.compact.round(ctx, c, nil)
+		a.release(c)
+	}
+}
+
+// compactorState is what one apiserver's compactor knows between rounds: the version of compact_rev_key
+// it last saw and the revision of its last round.
+type compactorState struct {
+	version, rev int64
+}
+
+// round is one round of the compactor (k8s.io/apiserver storage/etcd3 Compact): it reports whether this
+// apiserver compacted.
+func (st *compactorState) round(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
+	resp, err := c.Do(ctx, s, "compact-txn", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: compactKey, Target: history.CompareVersion, Result: history.Equal, Operand: st.version}},
+		// The apiserver writes the revision as text (4 to 10 bytes); the workload's values carry a
+		// write id of 8.
+		Then: []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: compactKey, Value: c.NewValue(8)}}},
+		Else: []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: compactKey}}},
+	}})
+	if err != nil {
+		return false
+	}
+	if !resp.Txn.Succeeded {
+		if r := resp.Txn.Results; len(r) > 0 && r[0].Range != nil && len(r[0].Range.KVs) > 0 {
+			st.version = r[0].Range.KVs[0].Version
+		}
+		st.rev = resp.Revision
+		return false
+	}
+	st.version++
+	compacted := false
+	if st.rev != 0 {
+		_, err := c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: st.rev}})
+		compacted = err == nil
+	}
+	st.rev = resp.Revision
+	return compacted
 }

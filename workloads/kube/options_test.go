@@ -10,6 +10,8 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestResolveDerivesFromClusterSize(t *testing.T) {
@@ -298,5 +300,43 @@ func TestIdleResourcesNamedAsTheApiserverDoes(t *testing.T) {
 			t.Errorf("idle resource %s: operation %q repeated or not verb/resource", res, op)
 		}
 		seen[op] = true
+	}
+}
+
+// TestCompactorsCompactEveryInterval runs three apiservers' compactors for 7 s at a 2 s interval: their
+// bootstrap rounds are set-up, so the load's rounds compact from the first interval on; each apiserver
+// fires at its own phase (1/6, 3/6 and 5/6 of the interval: 4, 3 and 3 rounds in 7 s), and the first
+// to fire after a win (apiserver 0, every time) wins each round: one compaction per interval.
+func TestCompactorsCompactEveryInterval(t *testing.T) {
+	const duration = 7 * time.Second
+	cfg, err := Options{Nodes: 1, PodsPerNode: 1, Apiservers: 3, CompactionInterval: 2 * time.Second, Actors: []string{ActorCompactor}}.Resolve(duration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, cfg.Apiservers, duration)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := New(cfg)
+	if err := w.Setup(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Run(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.wins.Load(); got != 4 {
+		t.Errorf("%d compactions in 7 s at a 2 s interval, want 4 (the first at 1/3 s)", got)
+	}
+	for i, want := range []int64{5, 4, 4} { // the bootstrap version (1) and four wins; the others learn 4
+		if got := w.local[i].compact.version; got != want {
+			t.Errorf("apiserver %d saw compact_rev_key version %d, want %d", i, got, want)
+		}
+	}
+	resp, err := e.raw.Get(ctx, compactKey)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Version != 5 {
+		t.Fatalf("compact_rev_key: %+v, %v; want version 5", resp, err)
+	}
+	if _, err := e.raw.Get(ctx, compactKey, clientv3.WithRev(1)); err == nil {
+		t.Error("revision 1 was not compacted")
 	}
 }
