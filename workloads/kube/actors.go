@@ -243,16 +243,18 @@ func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Cl
 
 // polls sends the apiserver's background reads: every minute per apiserver, a count of the resource
 // without a watch cache (events) and, for every watched resource, what counting it from its watch cache
-// costs (cacheStats); Maintenance.Status of every endpoint every 30 s, and a health check Get every second.
+// costs (cacheStats), or that read at the rate Options.CacheReads sets; Maintenance.Status of every
+// endpoint every 30 s, and a health check Get every second.
 func (w *Workload) polls(ctx context.Context) {
 	resources := countedResources
 	endpoints := w.r.Conns()[0].Endpoints()
 	as := len(w.apiservers)
-	streams := []struct {
+	type pollStream struct {
 		name string
 		rate float64
 		op   func(ctx context.Context, s *workloads.Slot, g *goroutine)
-	}{
+	}
+	streams := []pollStream{
 		{"count", float64(as*len(resources)) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(resources)))
 			res := resources[i%len(resources)]
@@ -267,6 +269,9 @@ func (w *Workload) polls(ctx context.Context) {
 				return
 			}
 			i := int(s.N % uint64(as*watchedResources))
+			if _, set := w.cfg.CacheReads[watchedAPI(i%watchedResources)]; set {
+				return // read at its own rate (below)
+			}
 			if a := w.apiservers[i/watchedResources]; w.owns(a.id) {
 				w.cacheStats(ctx, a, g.client(a.id), s, i%watchedResources)
 			}
@@ -292,6 +297,14 @@ func (w *Workload) polls(ctx context.Context) {
 			}
 			get(ctx, g.client(i), s, "get/health", "/registry/health")
 		}},
+	}
+	for _, res := range sortedKeys(w.cfg.CacheReads) {
+		i, _ := watchedIndex(res)
+		streams = append(streams, pollStream{"cache-reads/" + res, w.cfg.CacheReads[res], func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			if a := int(s.N % uint64(as)); w.cfg.Active[ActorWatchCache] && w.owns(a) {
+				w.cacheStats(ctx, w.apiservers[a], g.client(a), s, i)
+			}
+		}})
 	}
 	done := make(chan struct{}, len(streams))
 	for _, st := range streams {

@@ -291,6 +291,37 @@ func apiResource(storagePrefix string) string {
 	return storagePrefix
 }
 
+// watchedIndex returns the index of an API resource (pods, nodes, limitranges, apiservices, ...) among
+// the resources every apiserver watches: cachedResources, then idleResources.
+func watchedIndex(api string) (int, bool) {
+	for i, res := range cachedResources {
+		if apiResource(res) == api {
+			return i, true
+		}
+	}
+	for j, res := range idleResources {
+		if apiResource(res) == api {
+			return len(cachedResources) + j, true
+		}
+	}
+	return 0, false
+}
+
+// watchedAPI is the API resource of watched resource i (cachedResources, then idleResources).
+func watchedAPI(i int) string {
+	if i < len(cachedResources) {
+		return apiResource(cachedResources[i])
+	}
+	return apiResource(idleResources[i-len(cachedResources)])
+}
+
+// Watched reports whether the workload's apiservers watch an API resource (a watch cache of it, or an
+// idle watch), so that reads of it can be served from the cache (Options.CacheReads).
+func Watched(api string) bool {
+	_, ok := watchedIndex(api)
+	return ok
+}
+
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of
 // its own, as the watch caches' watches. When etcd ends the watch (a member that lost its leader ends
 // the watches that require one; a killed member ends them all), it watches again on a new stream from the

@@ -65,6 +65,13 @@ type Options struct {
 	// ListRate; negative: none): a profile sets it apart, as Kubernetes 1.34+ serves most lists from the
 	// cache and pages few from etcd.
 	CacheListRate float64 `json:"cache-list-rate,omitempty"`
+	// CacheReads are the reads of the current revision per second by API resource (pods, namespaces,
+	// limitranges, ...; any resource the apiservers watch), all apiservers together: the count timers'
+	// and the consistent lists' served from the watch cache, each of which waits for the cache to reach
+	// that revision (progress requests meanwhile). A resource listed is read at its rate instead of once a
+	// minute per apiserver; pods' CacheListRate comes on top. A profile sets them from its
+	// getCurrentResourceVersion requests.
+	CacheReads map[string]float64 `json:"cache-reads,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).
@@ -155,6 +162,8 @@ func (o Options) checkKept() error {
 		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
 	case o.Events < 0:
 		return outcome.Usagef("events %d: must not be negative", o.Events)
+	case badCacheReads(o.CacheReads) != "":
+		return outcome.Usagef("cache reads of %s: a resource the apiservers watch, at a rate from 0", badCacheReads(o.CacheReads))
 	case o.EventApiservers < 0 || o.EventApiservers > o.Apiservers:
 		return outcome.Usagef("event apiservers %d: between 0 (all) and the %d apiservers", o.EventApiservers, o.Apiservers)
 	}
@@ -284,4 +293,15 @@ func (c Config) String() string {
 		s = c.Label + ": " + s
 	}
 	return s
+}
+
+// badCacheReads returns a resource of CacheReads the workload does not watch, or whose rate is out of
+// range; "" when all are good.
+func badCacheReads(reads map[string]float64) string {
+	for res, rate := range reads {
+		if _, ok := watchedIndex(res); !ok || rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+			return res
+		}
+	}
+	return ""
 }

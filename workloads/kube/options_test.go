@@ -156,6 +156,23 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("events through one apiserver, 0.5 lease reads/s: %s planned %g/s, want %g", p.Op, p.Rate, want)
 		}
 	}
+	// A profile's reads of the current revision replace the count timers' of the resources it names.
+	reads, err := Options{Apiservers: 3, CacheReads: map[string]float64{"namespaces": 0.2, "limitranges": 0.5}}.Resolve(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]float64{}
+	for _, p := range reads.Plan(3) {
+		planned[p.Op] += p.Rate
+	}
+	for op, want := range map[string]float64{"current-rv/namespaces": 0.2, "cache-sync/namespaces": 0.2, "current-rv/limitranges": 0.5, "current-rv/minions": 0.05, "current-rv/apiservices": 0.05} {
+		if math.Abs(planned[op]-want) > 1e-9 {
+			t.Errorf("cache reads of namespaces and limitranges: %s planned %g/s, want %g", op, planned[op], want)
+		}
+	}
+	if _, err := (Options{CacheReads: map[string]float64{"widgets": 1}}).Resolve(time.Hour); !outcome.IsUsage(err) {
+		t.Errorf("cache reads of a resource nobody watches: %v, want a usage error", err)
+	}
 	none, _ := Options{Apiservers: 3, LeaseReads: -1}.Resolve(time.Hour)
 	for _, p := range none.Plan(3) {
 		if p.Op == "get/leases" {
@@ -185,7 +202,7 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 // full-length figures.
 func TestRunMatchesPlan(t *testing.T) {
 	const duration = 12 * time.Second
-	cfg, err := Options{Nodes: 200, PodsPerNode: 10, Apiservers: 2, ListRate: 2}.Resolve(duration)
+	cfg, err := Options{Nodes: 200, PodsPerNode: 10, Apiservers: 2, ListRate: 2, CacheReads: map[string]float64{"namespaces": 2, "limitranges": 2}}.Resolve(duration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +246,7 @@ func TestRunMatchesPlan(t *testing.T) {
 	if compared < 6 {
 		t.Fatalf("only %d operations frequent enough to compare: %+v", compared, k.Mix)
 	}
-	for _, op := range []string{"create/pods", "update/pods", "delete/pods", "create/events", "update/leases", "list/pods", "get/leases", "watch-event/pods", "current-rv/pods", "get/health", "grant/leases"} {
+	for _, op := range []string{"create/pods", "update/pods", "delete/pods", "create/events", "update/leases", "list/pods", "get/leases", "watch-event/pods", "current-rv/pods", "get/health", "grant/leases", "current-rv/namespaces", "cache-sync/namespaces", "current-rv/limitranges"} {
 		if ops[op] == nil || ops[op].Count == 0 || ops[op].Errors > 0 {
 			t.Errorf("%s: %+v", op, ops[op])
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -139,19 +140,26 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	if c.Active[ActorWatchCache] {
 		add(ActorLists, "cache-sync/"+ResPods, c.CacheListRate)
 	}
-
 	for _, res := range countedResources {
 		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
 	}
 	if c.Active[ActorWatchCache] {
-		for _, res := range cachedResources {
-			add(ActorPolls, "current-rv/"+res, a/countPollPeriod.Seconds())
+		// Every watched resource's current revision every minute per apiserver, or at the rate
+		// CacheReads sets; a cached resource's read is followed by the wait for its cache.
+		rate := func(i int) float64 {
+			if r, ok := c.CacheReads[watchedAPI(i)]; ok {
+				return r
+			}
+			return a / countPollPeriod.Seconds()
 		}
-		for _, res := range idleResources {
-			add(ActorPolls, idleCurrentRV(res), a/countPollPeriod.Seconds())
+		for i, res := range cachedResources {
+			add(ActorPolls, "current-rv/"+res, rate(i))
 		}
-		for _, res := range cachedResources {
-			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
+		for j, res := range idleResources {
+			add(ActorPolls, idleCurrentRV(res), rate(len(cachedResources)+j))
+		}
+		for i, res := range cachedResources {
+			add(ActorPolls, "cache-sync/"+res, rate(i))
 		}
 	}
 	add(ActorPolls, "status", c.statusRate(endpoints))
@@ -312,4 +320,14 @@ func (c Config) statusRate(endpoints int) float64 {
 		return 0
 	}
 	return float64(c.Apiservers*endpoints) / statusPollPeriod.Seconds()
+}
+
+// sortedKeys returns a map's keys in order, for schedules and plans that do not depend on map order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -130,10 +130,27 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	} else if res("leases").EtcdRequests["update"] > 0 {
 		o.LeaseReads = -1
 	}
-	// Consistent lists of pods from the watch cache, apart from the pages read from etcd.
-	if cl := res("pods").CacheLists; cl > 0 {
+	// Reads of the current revision: every minute per apiserver and watched resource (the count
+	// timers, which do not grow with the cluster), and one per consistent list served from the watch
+	// cache. Pods' lists are the workload's lists from the cache; the other resources are read at the
+	// profile's rates (namespaces' and limitranges' consistent lists: admission's live lookups, ...).
+	timers := float64(o.Apiservers) / countPoll.Seconds()
+	reads := func(g float64) float64 { return math.Min(g, timers) + math.Max(0, g-timers)*f }
+	for _, r := range sortedKeys(p.Resources) {
+		if g := p.Resources[r].EtcdRequests[currentRV]; g > 0 && r != "pods" && kube.Watched(r) {
+			if o.CacheReads == nil {
+				o.CacheReads = map[string]float64{}
+			}
+			o.CacheReads[r] = round(reads(g), 4)
+		}
+	}
+	// Consistent lists of pods from the watch cache, apart from the pages read from etcd: the pods'
+	// reads of the current revision beyond the timers', or else the lists the caches served.
+	if g := res("pods").EtcdRequests[currentRV]; g > timers {
+		o.CacheListRate = (g - timers) * f
+	} else if cl := res("pods").CacheLists; cl > 0 && g == 0 {
 		o.CacheListRate = cl * f
-	} else if pages > 0 {
+	} else if pages > 0 || g > 0 {
 		o.CacheListRate = -1
 	}
 	// Status: what the cluster's etcd served (1.37 apiservers read the database size when scraped).
@@ -170,6 +187,13 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	o.ObjectSizes = strings.Join(sizes, ",")
 	return o, nil
 }
+
+// currentRV is the apiserver's name of a read of the current revision (etcd_requests_total's operation),
+// and countPoll the period of its count timers (--etcd-count-metric-poll-period's default).
+const (
+	currentRV = "getCurrentResourceVersion"
+	countPoll = time.Minute
+)
 
 // largeConfigMaps is the kube workload's size class of its few large configmaps (--object-sizes).
 const largeConfigMaps = "large-configmaps"

@@ -138,6 +138,11 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.EventApiservers != 1 || o.LeaseReads != -1 {
 		t.Errorf("event apiservers %d and lease reads %g, want 1 and none (-1)", o.EventApiservers, o.LeaseReads)
 	}
+	// Reads of the current revision: namespaces' (34-10)/120 = 0.2 a second, at that rate; the custom
+	// resource widgets is not watched by the workload: left out.
+	if !reflect.DeepEqual(o.CacheReads, map[string]float64{"namespaces": 0.2}) {
+		t.Errorf("cache reads %v, want namespaces at 0.2/s", o.CacheReads)
+	}
 	// Pod reads: (700-100)/120 = 5 a second for 2 creates, 2.5 DELETE calls a pod.
 	if o.DeleteCalls != 2.5 {
 		t.Errorf("delete calls %g, want 2.5", o.DeleteCalls)
@@ -156,6 +161,10 @@ func TestOptionsFromProfile(t *testing.T) {
 		t.Errorf("others %+v, want %+v", o.Others, want)
 	}
 	two, _ := p.Options(Scale{Factor: 2})
+	// At 2x the count timers' reads (2 apiservers once a minute) stay, the consistent lists' double.
+	if got, want := two.CacheReads["namespaces"], round(2.0/60+2*(0.2-2.0/60), 4); got != want {
+		t.Errorf("2x: namespaces' cache reads %g/s, want %g", got, want)
+	}
 	if two.Events != 2400 || two.Others[0].Objects != 80 || two.Others[2].Objects != 6 {
 		t.Errorf("2x: events %d, others %+v; want 2400 events, 80 apiservices and 6 widgets", two.Events, two.Others)
 	}
