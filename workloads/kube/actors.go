@@ -255,7 +255,7 @@ func (w *Workload) polls(ctx context.Context) {
 		op   func(ctx context.Context, s *workloads.Slot, g *goroutine)
 	}
 	streams := []pollStream{
-		{"count", float64(as*len(resources)) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		{"count", w.cfg.countRate(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(resources)))
 			res := resources[i%len(resources)]
 			if !w.owns(i / len(resources)) {

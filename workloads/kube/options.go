@@ -72,6 +72,10 @@ type Options struct {
 	// minute per apiserver; pods' CacheListRate comes on top. A profile sets them from its
 	// getCurrentResourceVersion requests.
 	CacheReads map[string]float64 `json:"cache-reads,omitempty"`
+	// Counts are the count-only ranges of events (the resource without a watch cache) per second, all
+	// apiservers together (0: every apiserver's once a minute, --etcd-count-metric-poll-period; negative:
+	// none); a profile sets them from its listWithCount requests.
+	Counts float64 `json:"counts,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).

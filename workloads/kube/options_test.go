@@ -170,6 +170,22 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("cache reads of namespaces and limitranges: %s planned %g/s, want %g", op, planned[op], want)
 		}
 	}
+	counted, _ := Options{Apiservers: 3, Counts: 0.1}.Resolve(time.Hour)
+	uncounted, _ := Options{Apiservers: 3, Counts: -1}.Resolve(time.Hour)
+	for _, c := range []struct {
+		cfg  Config
+		want float64
+	}{{counted, 0.1}, {uncounted, 0}} {
+		got := 0.0
+		for _, p := range c.cfg.Plan(3) {
+			if p.Op == "count/events" {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("counts %g: count/events planned %g/s, want %g", c.cfg.Counts, got, c.want)
+		}
+	}
 	if _, err := (Options{CacheReads: map[string]float64{"widgets": 1}}).Resolve(time.Hour); !outcome.IsUsage(err) {
 		t.Errorf("cache reads of a resource nobody watches: %v, want a usage error", err)
 	}

@@ -141,7 +141,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 		add(ActorLists, "cache-sync/"+ResPods, c.CacheListRate)
 	}
 	for _, res := range countedResources {
-		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
+		add(ActorPolls, "count/"+res, c.countRate()/float64(len(countedResources)))
 	}
 	if c.Active[ActorWatchCache] {
 		// Every watched resource's current revision every minute per apiserver, or at the rate
@@ -330,4 +330,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// countRate is the count-only ranges per second of the resources without a watch cache, all together:
+// every apiserver's of each once a minute, or Options.Counts.
+func (c Config) countRate() float64 {
+	switch {
+	case c.Counts > 0:
+		return c.Counts
+	case c.Counts < 0:
+		return 0
+	}
+	return float64(c.Apiservers*len(countedResources)) / countPollPeriod.Seconds()
 }

@@ -144,6 +144,10 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.CacheReads[r] = round(reads(g), 4)
 		}
 	}
+	// Counts of events in etcd (no watch cache): the count timers' at the profile's rate.
+	if n := res("events").EtcdRequests["listWithCount"]; n > 0 {
+		o.Counts = n
+	}
 	// Consistent lists of pods from the watch cache, apart from the pages read from etcd: the pods'
 	// reads of the current revision beyond the timers', or else the lists the caches served.
 	if g := res("pods").EtcdRequests[currentRV]; g > timers {
