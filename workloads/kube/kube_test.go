@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -477,7 +479,7 @@ func TestPodDeletionWithAThirdCall(t *testing.T) {
 // of the event TTL (a lease per 1000, as the apiserver attaches them), and the objects of resources the
 // workload does not model under their storage prefixes, at their sizes.
 func TestPreloadKeepsEventsAndOthers(t *testing.T) {
-	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500,
+	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500, Secrets: 10,
 		Others: []Others{{Prefix: "apiregistration.k8s.io/apiservices", Objects: 40, Bytes: 1200}, {Prefix: "flowschemas", Objects: 13, Bytes: 1024}}}.Resolve(time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -509,6 +511,18 @@ func TestPreloadKeepsEventsAndOthers(t *testing.T) {
 		if ttl.GrantedTTL != 3600 {
 			t.Errorf("kept events' lease granted for %d s, want the event TTL, 3600", ttl.GrantedTTL)
 		}
+	}
+	// Ten secrets over the four namespaces (default, kube-system, kube-node-lease, ns-0): 3, 3, 2, 2.
+	secrets, err := e.raw.Get(ctx, "/registry/secrets/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNamespace := map[string]int{}
+	for _, kv := range secrets.Kvs {
+		perNamespace[strings.Split(string(kv.Key), "/")[3]]++
+	}
+	if want := map[string]int{"default": 3, "kube-system": 3, "kube-node-lease": 2, "ns-0": 2}; !reflect.DeepEqual(perNamespace, want) {
+		t.Errorf("secrets per namespace %v, want %v", perNamespace, want)
 	}
 	for _, x := range cfg.Others {
 		got, err := e.raw.Get(ctx, "/registry/"+x.Prefix+"/", clientv3.WithPrefix())

@@ -110,6 +110,9 @@ type Options struct {
 	// a profile sets it from the cluster's events less those created in its window, as a real cluster
 	// keeps an hour of them.
 	Events int `json:"events,omitempty"`
+	// Secrets is the number of secrets, spread over the namespaces (0: two a namespace, the system
+	// namespaces' included); a profile sets it from its cluster's secrets.
+	Secrets int `json:"secrets,omitempty"`
 	// Others are the objects of resources the workload does not model (apiservices, flowschemas,
 	// priorityclasses, ...), preloaded and never written again; a profile sets them from a cluster's own.
 	Others []Others `json:"others,omitempty"`
@@ -164,8 +167,8 @@ func (o Options) checkKept() error {
 	switch {
 	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
 		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
-	case o.Events < 0:
-		return outcome.Usagef("events %d: must not be negative", o.Events)
+	case o.Events < 0 || o.Secrets < 0:
+		return outcome.Usagef("events %d and secrets %d: must not be negative", o.Events, o.Secrets)
 	case badCacheReads(o.CacheReads) != "":
 		return outcome.Usagef("cache reads of %s: a resource the apiservers watch, at a rate from 0", badCacheReads(o.CacheReads))
 	case o.EventApiservers < 0 || o.EventApiservers > o.Apiservers:

@@ -209,10 +209,16 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 				return err
 			}
 		}
-		for i := range secretsPerNamespace {
-			if err := p.add(ctx, key(ResSecrets, ns, "secret-"+strconv.Itoa(i)), sz(ResSecrets)); err != nil {
-				return err
-			}
+	}
+	// Two secrets a namespace, or the options' number spread over the namespaces.
+	secrets := w.cfg.Secrets
+	if secrets == 0 {
+		secrets = secretsPerNamespace * len(namespaces)
+	}
+	for i := range secrets {
+		k := key(ResSecrets, namespaces[i%len(namespaces)], "secret-"+strconv.Itoa(i/len(namespaces)))
+		if err := p.add(ctx, k, sz(ResSecrets)); err != nil {
+			return err
 		}
 	}
 	for i := range largeConfigMaps {

@@ -169,6 +169,9 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	if ev := res("events"); ev.Objects > 0 {
 		o.Events = max(0, int(math.Round((ev.Objects-ev.EtcdRequests["create"]*p.Source.WindowSeconds)*f)))
 	}
+	if n := res("secrets").Objects; n > 0 {
+		o.Secrets = max(1, int(math.Round(n*objects)))
+	}
 	o.Others = p.others(objects)
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c

@@ -133,6 +133,10 @@ func TestOptionsFromProfile(t *testing.T) {
 		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
 		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
 	}
+	// The cluster's 10 secrets (apiserver_resource_objects), not two a namespace.
+	if o.Secrets != 10 {
+		t.Errorf("secrets %d, want 10", o.Secrets)
+	}
 	// Events through the one apiserver that created them; no lease read in the window (updates only):
 	// the leader elections read none.
 	if o.EventApiservers != 1 || o.LeaseReads != -1 {
