@@ -195,8 +195,12 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("no lease reads asked, %g/s planned", p.Rate)
 		}
 	}
-	if _, err := (Options{Apiservers: 3, EventApiservers: 4}).Resolve(time.Hour); !outcome.IsUsage(err) {
-		t.Errorf("events through 4 of 3 apiservers: %v, want a usage error", err)
+	if _, err := (Options{Apiservers: 3, EventApiservers: -1}).Resolve(time.Hour); !outcome.IsUsage(err) {
+		t.Errorf("events through -1 apiservers: %v, want a usage error", err)
+	}
+	// A profile's one event apiserver of three, run with --apiservers 1: through the one there is.
+	if c, err := (Options{Apiservers: 1, EventApiservers: 3}).Resolve(time.Hour); err != nil || c.eventApiservers() != 1 {
+		t.Errorf("events through 3 of 1 apiserver: %v, %+v", err, c)
 	}
 	// Actors turned off plan nothing.
 	quiet, _ := Options{SkipActors: []string{ActorChurn, ActorWatchCache}}.Resolve(time.Hour)
