@@ -170,6 +170,11 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 // so the removal usually fails its comparison once and succeeds with the revision the failed
 // transaction read, as the apiserver's conditional delete retries.
 //
+// The kubelet's removal of a share of the pods (Options.DeleteConflicts, deletion n alternating) starts
+// from the revision the watch cache held before the kubelet's update, as a real apiserver's cache, slower
+// to apply the update than the emulation's, often does: it fails once and succeeds from the revision
+// the failed transaction read.
+//
 // With more than two calls a pod (Options.DeleteCalls, deletion n alternating), a third DELETE of grace
 // zero comes with the kubelet's, as KWOK's pod-delete stage sends it again while the pod still carries its
 // deletion timestamp: it reads the pod before the kubelet's removal lands and removes it from the
@@ -179,6 +184,9 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 	k := old.key()
 	ok := false
 	extra := share(n, w.cfg.deleteCalls()-deleteCalls) > 0
+	// A stale removal starts from the revision the cache held before the kubelet's update, as an
+	// apiserver's watch cache that has not seen that update yet (Options.DeleteConflicts).
+	stale := share(n, w.cfg.DeleteConflicts) > 0
 	call := func(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
 		resp, err := get(ctx, c, s, "get/"+ResPods, k)
 		if err != nil || len(resp.Range.KVs) == 0 {
@@ -191,6 +199,7 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 			ok = call(ctx, c, s)
 		}},
 		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
+			before, _ := a.known(ResPods, k)
 			if !ok || !call(ctx, c, s) {
 				return
 			}
@@ -200,7 +209,15 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 					read = resp.Range.KVs[0].ModRevision
 				}
 			}
-			w.deleteCached(ctx, a, c, nil, ResPods, k)
+			if stale && before != 0 {
+				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, before)
+				w.stats.conflict("delete/"+ResPods, conflicts)
+				if errors.Is(err, errNotFound) {
+					w.stats.notFound.Add(1)
+				}
+			} else {
+				w.deleteCached(ctx, a, c, nil, ResPods, k)
+			}
 			if read != 0 {
 				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, read)
 				w.stats.conflict("delete/"+ResPods, conflicts)

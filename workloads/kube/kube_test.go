@@ -443,13 +443,15 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 // and one more delete, which fails its comparison and finds the pod gone. With two, the deletion is the
 // user's and the kubelet's calls alone.
 func TestPodDeletionWithAThirdCall(t *testing.T) {
+	// With DeleteConflicts 1 the kubelet's removal starts from the revision before its update: one more
+	// delete, which fails its comparison.
 	for _, c := range []struct {
-		calls                 float64
+		calls, conflicts      float64
 		gets, deletes, failed int64
-	}{{3, 3, 2, 1}, {2, 2, 1, 0}} {
+	}{{3, 0, 3, 2, 1}, {2, 0, 2, 1, 0}, {2, 1, 2, 2, 1}, {3, 1, 3, 3, 2}} {
 		ctx := context.Background()
 		p := pod{namespace: "default", name: "doomed"}
-		e, w, a, cl := podsToDelete(t, Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}, p)
+		e, w, a, cl := podsToDelete(t, Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls, DeleteConflicts: c.conflicts}, p)
 		for _, st := range w.podDeletion(a, p, 0, 1) {
 			st.do(ctx, cl, nil)
 		}
@@ -463,7 +465,7 @@ func TestPodDeletionWithAThirdCall(t *testing.T) {
 			count, failed int64
 		}{{"get/" + ResPods, c.gets, 0}, {"update/" + ResPods, 2, 0}, {"delete/" + ResPods, c.deletes, c.failed}} {
 			if o := ops[want.op]; o == nil || o.Count != want.count || o.Failed != want.failed {
-				t.Errorf("%g calls: %s: %+v, want %d requests (%d failed their comparison)", c.calls, want.op, o, want.count, want.failed)
+				t.Errorf("%g calls, %g conflicts: %s: %+v, want %d requests (%d failed their comparison)", c.calls, c.conflicts, want.op, o, want.count, want.failed)
 			}
 		}
 		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {

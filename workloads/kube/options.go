@@ -97,6 +97,11 @@ type Options struct {
 	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
 	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
 	DeleteCalls float64 `json:"delete-calls,omitempty"`
+	// DeleteConflicts is the share of pod deletions (0 to 1) whose kubelet removal starts from a watch
+	// cache that has not seen the kubelet's update yet, and so fails once and retries (0: as the
+	// emulated caches are, which are rarely that late); a profile sets it from its pod delete requests
+	// per pod created.
+	DeleteConflicts float64 `json:"delete-conflicts,omitempty"`
 	// EventApiservers is how many apiservers the events are created through, the first ones (0, or
 	// more than there are: all, as kubelets' event recorders reach them through a load balancer); a
 	// profile sets it from the apiservers that created events in its window (a control plane whose
@@ -168,6 +173,8 @@ func (o Options) checkKept() error {
 	switch {
 	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
 		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
+	case o.DeleteConflicts < 0 || o.DeleteConflicts > 1:
+		return outcome.Usagef("delete conflicts %g: a share of the pods, between 0 and 1", o.DeleteConflicts)
 	case o.Events < 0 || o.Secrets < 0:
 		return outcome.Usagef("events %d and secrets %d: must not be negative", o.Events, o.Secrets)
 	case badCacheReads(o.CacheReads) != "":

@@ -115,6 +115,12 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
 			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
 		}
+		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
+		// stale) and, with a third call, its failed one: the rest are the stale removals.
+		if dels := res("pods").EtcdRequests["delete"]; dels > 0 {
+			third := math.Max(0, o.DeleteCalls-minDeleteCalls)
+			o.DeleteConflicts = round(math.Min(1, math.Max(0, dels/creates-1-third)), 4)
+		}
 		if up := res("pods").EtcdRequests["update"]; up > 0 {
 			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
 		}

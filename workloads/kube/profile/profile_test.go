@@ -151,6 +151,11 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.DeleteCalls != 2.5 {
 		t.Errorf("delete calls %g, want 2.5", o.DeleteCalls)
 	}
+	// Pod deletes: (580-100)/120 = 4 a second, 2 a pod: the kubelet's removal, half a third call's, and
+	// half a pod's stale removal.
+	if o.DeleteConflicts != 0.5 {
+		t.Errorf("delete conflicts %g, want 0.5", o.DeleteConflicts)
+	}
 	// Events kept: 1440 stored at the end, less the (300-60)/120 = 2 created a second over the 120 s
 	// window: 1200 existed when it began.
 	if o.Events != 1200 || o.EventsPerPod != 1 {
