@@ -104,6 +104,22 @@ func (w *Workload) masterLeases(ctx context.Context) {
 	})
 }
 
+// bootstrapMasterLeases writes every local apiserver's master and peer endpoint leases at the end of
+// set-up, as running apiservers hold them: the load's refreshes update them (a lease of 15 s outlives
+// the few seconds to the load's first refresh) instead of creating them.
+func (w *Workload) bootstrapMasterLeases(ctx context.Context) {
+	if !w.cfg.Active[ActorMasterLeases] {
+		return
+	}
+	for _, a := range w.local {
+		c := a.client()
+		rng := w.r.Rand("master-leases-setup", a.id)
+		w.refreshLease(ctx, a, c, ResMasterLeases, masterLeaseKey(a.id), rng)
+		w.refreshLease(ctx, a, c, ResPeerServerLeases, key(ResPeerServerLeases, "", apiserverLease(a.id)), rng)
+		a.release(c)
+	}
+}
+
 // refreshLease is an endpoint reconciler's update of its key with a TTL (k8s.io/apiserver reconcilers): the
 // storage has no watch cache, so the update reads the key from etcd first; a TTL of 15 s is too short for
 // the apiserver to reuse a lease, so every refresh grants one and writes the key on it (creating the key

@@ -184,6 +184,7 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 		}
 	}
 	w.bootstrapCompactors(ctx)
+	w.bootstrapMasterLeases(ctx)
 	return nil
 }
 
