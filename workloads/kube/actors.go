@@ -260,7 +260,7 @@ func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Cl
 // polls sends the apiserver's background reads: every minute per apiserver, a count of the resource
 // without a watch cache (events) and, for every watched resource, what counting it from its watch cache
 // costs (cacheStats), or that read at the rate Options.CacheReads sets; Maintenance.Status of every
-// endpoint every 30 s, and a health check Get every second.
+// endpoint every 30 s, and a health check Get every second (or at Options.HealthChecks).
 func (w *Workload) polls(ctx context.Context) {
 	resources := countedResources
 	endpoints := w.r.Conns()[0].Endpoints()
@@ -306,12 +306,13 @@ func (w *Workload) polls(ctx context.Context) {
 				return st.Header.Revision, nil
 			})
 		}},
-		{"health", float64(as) / healthCheckPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		{"health", w.cfg.healthRate(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as))
 			if !w.owns(i) {
 				return
 			}
-			get(ctx, g.client(i), s, "get/health", "/registry/health")
+			// The apiserver's etcd prober: a Get without a limit (k8s.io/apiserver storagebackend/factory).
+			g.client(i).Do(ctx, s, "get/health", history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/registry/health"}})
 		}},
 	}
 	for _, res := range sortedKeys(w.cfg.CacheReads) {

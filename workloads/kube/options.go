@@ -76,6 +76,10 @@ type Options struct {
 	// apiservers together (0: every apiserver's once a minute, --etcd-count-metric-poll-period; negative:
 	// none); a profile sets them from its listWithCount requests.
 	Counts float64 `json:"counts,omitempty"`
+	// HealthChecks are the apiservers' etcd health checks per second, all together (0: one a second per
+	// apiserver, as a probed apiserver sends at most; negative: none). An apiserver reads etcd's health
+	// only when its /healthz, /livez or /readyz is probed: a profile sets them from its probes.
+	HealthChecks float64 `json:"health-checks,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).

@@ -170,8 +170,22 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("cache reads of namespaces and limitranges: %s planned %g/s, want %g", op, planned[op], want)
 		}
 	}
-	counted, _ := Options{Apiservers: 3, Counts: 0.1}.Resolve(time.Hour)
-	uncounted, _ := Options{Apiservers: 3, Counts: -1}.Resolve(time.Hour)
+	counted, _ := Options{Apiservers: 3, Counts: 0.1, HealthChecks: -1}.Resolve(time.Hour)
+	uncounted, _ := Options{Apiservers: 3, Counts: -1, HealthChecks: 0.5}.Resolve(time.Hour)
+	for _, c := range []struct {
+		cfg  Config
+		want float64
+	}{{counted, 0}, {uncounted, 0.5}} {
+		got := 0.0
+		for _, p := range c.cfg.Plan(3) {
+			if p.Op == "get/health" {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("health checks %g: get/health planned %g/s, want %g", c.cfg.HealthChecks, got, c.want)
+		}
+	}
 	for _, c := range []struct {
 		cfg  Config
 		want float64

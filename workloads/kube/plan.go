@@ -163,7 +163,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 		}
 	}
 	add(ActorPolls, "status", c.statusRate(endpoints))
-	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
+	add(ActorPolls, "get/health", c.healthRate())
 
 	interval := c.CompactionInterval.Seconds()
 	add(ActorCompactor, "compact-txn", a/interval)
@@ -342,4 +342,16 @@ func (c Config) countRate() float64 {
 		return 0
 	}
 	return float64(c.Apiservers*len(countedResources)) / countPollPeriod.Seconds()
+}
+
+// healthRate is the etcd health checks per second, all apiservers together: each apiserver's once a second
+// (the most its prober sends while something probes it), or Options.HealthChecks.
+func (c Config) healthRate() float64 {
+	switch {
+	case c.HealthChecks > 0:
+		return c.HealthChecks
+	case c.HealthChecks < 0:
+		return 0
+	}
+	return float64(c.Apiservers) / healthCheckPeriod.Seconds()
 }

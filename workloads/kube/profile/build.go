@@ -28,6 +28,7 @@ const (
 	mWatchEvents      = "apiserver_watch_events_total"
 	mWatchSizesCount  = "apiserver_watch_events_sizes_count"
 	mWatchSizesSum    = "apiserver_watch_events_sizes_sum"
+	mRequestDuration  = "apiserver_request_duration_seconds"
 	mBodySizesCount   = "apiserver_request_body_size_bytes_count"
 	mBodySizesSum     = "apiserver_request_body_size_bytes_sum"
 	mLongRunning      = "apiserver_longrunning_requests"
@@ -162,6 +163,10 @@ func (p *Profile) readApiservers(apiservers []Series) {
 		creators: map[string]int{}, bodies: map[string][2]float64{}}
 	for _, s := range apiservers {
 		p.readApiserver(s, t)
+		p.readProbes(s)
+	}
+	if p.HealthChecks != nil {
+		*p.HealthChecks = round(*p.HealthChecks, 4)
 	}
 	for r, n := range t.creators {
 		if n < len(apiservers) {
@@ -298,6 +303,27 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 			p.res(r).Watchers += v
 		}
 	}
+}
+
+// readProbes adds an apiserver's etcd health checks: its probes of /healthz, /livez and /readyz per second
+// over the window, at most one a second.
+func (p *Profile) readProbes(s Series) {
+	if !s.last().has(mRequestDuration + "_count") {
+		return
+	}
+	probes := s.increase(mRequestDuration+"_count", func(l map[string]string) string {
+		switch l["subresource"] {
+		case "/healthz", "/livez", "/readyz":
+			if l["resource"] == "" {
+				return "probe"
+			}
+		}
+		return ""
+	})["probe"]
+	if p.HealthChecks == nil {
+		p.HealthChecks = new(float64)
+	}
+	*p.HealthChecks += math.Min(1, probes/s.seconds())
 }
 
 // readEtcd fills the etcd figures: sizes and keys at the last scrape (the largest member's), requests

@@ -171,6 +171,12 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusRate = -1
 		}
 	}
+	// etcd health checks: as often as the cluster's apiservers were probed.
+	if h := p.HealthChecks; h != nil {
+		if o.HealthChecks = *h; *h <= 0 {
+			o.HealthChecks = -1
+		}
+	}
 	// Events live an hour (--event-ttl): the cluster kept those created before the window.
 	if ev := res("events"); ev.Objects > 0 {
 		o.Events = max(0, int(math.Round((ev.Objects-ev.EtcdRequests["create"]*p.Source.WindowSeconds)*f)))

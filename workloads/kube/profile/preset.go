@@ -47,6 +47,12 @@ func FromConfig(name string, cfg kube.Config, endpoints int) *Profile {
 			p.Resources[r].MeanBytes = round(cfg.MeanObjectBytes(k), 0)
 		}
 	}
+	for _, op := range cfg.Plan(endpoints) {
+		if op.Op == "get/health" {
+			h := round(op.Rate, 4)
+			p.HealthChecks = &h
+		}
+	}
 	p.assume()
 	return p
 }

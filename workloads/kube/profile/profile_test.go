@@ -94,6 +94,11 @@ func TestBuildFigures(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
+	// Probes: apiserver 0's /readyz 240 times in 120 s (its prober reads etcd once a second at most),
+	// apiserver 1's /livez 60 times; the pods' status patches are not probes.
+	if p.HealthChecks == nil || *p.HealthChecks != 1.5 {
+		t.Errorf("etcd health checks %v, want 1 + 0.5 a second", p.HealthChecks)
+	}
 	// Leases had no watch event in the window: the lifetime mean (1,200,000 / 3000) stands in, stated.
 	if v, ok := p.assumed("resources.leases.mean_bytes"); !ok || v != 400 {
 		t.Errorf("leases mean bytes assumption = %v, %v; want 400", v, ok)
@@ -134,6 +139,9 @@ func TestOptionsFromProfile(t *testing.T) {
 	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") ||
 		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
 		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
+	}
+	if o.HealthChecks != 1.5 {
+		t.Errorf("health checks %g/s, want the probes' 1.5", o.HealthChecks)
 	}
 	// The cluster's 10 secrets (apiserver_resource_objects), not two a namespace.
 	if o.Secrets != 10 {
