@@ -16,8 +16,10 @@ import (
 // scheduler binds it, the kubelet reports its status two or three times while events record each step,
 // and meanwhile the oldest pod is deleted gracefully, by two DELETE calls (see podDeletion).
 var (
-	bindAfter    = 100 * time.Millisecond
-	statusAfter  = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second}
+	bindAfter = 100 * time.Millisecond
+	// A kubelet reports a pod's status two or three times; the later slots serve profiles of clusters
+	// whose pods are updated more (KWOK's stages: about four status updates a pod).
+	statusAfter  = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 9 * time.Second}
 	eventsAfter  = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
 	deleteGrace  = 2 * time.Second
 	eventsPerPod = float64(len(eventsAfter))

@@ -93,7 +93,7 @@ type Options struct {
 	// StatusRate is the Maintenance.Status requests per second, all apiservers together (0: each
 	// apiserver polls every endpoint every 30 s; negative: none).
 	StatusRate float64 `json:"status-rate,omitempty"`
-	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 3) of a pod's life on
+	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 5) of a pod's life on
 	// average, pods alternating between the whole numbers around them (0: 5 events, 2.5 updates); a
 	// profile sets them from a cluster's own events and pod updates per pod created.
 	EventsPerPod float64 `json:"events-per-pod,omitempty"`

@@ -14,7 +14,7 @@ import (
 // maxEventsPerPod and maxStatusPerPod are what the kube workload's pod life holds.
 const (
 	maxEventsPerPod = 5
-	maxStatusPerPod = 3
+	maxStatusPerPod = 5
 	minDeleteCalls  = 2
 	maxDeleteCalls  = 3
 )
