@@ -50,7 +50,7 @@ func (w *Workload) heartbeats(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(float64(nodes)/nodeStatusReport.Seconds(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
+		run(w.cfg.nodeStatusRate(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
 	}()
 	run(float64(nodes)/nodeLeaseRenew.Seconds(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
 	<-done

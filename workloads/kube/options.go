@@ -76,6 +76,10 @@ type Options struct {
 	// apiservers together (0: every apiserver's once a minute, --etcd-count-metric-poll-period; negative:
 	// none); a profile sets them from its listWithCount requests.
 	Counts float64 `json:"counts,omitempty"`
+	// NodeStatus is the node status updates per second, all nodes together (0: every kubelet's every 5
+	// minutes; negative: none); a profile sets it from its nodes' updates (KWOK reports a node's status
+	// every 10 to 20 minutes, and a short window may hold none).
+	NodeStatus float64 `json:"node-status,omitempty"`
 	// HealthChecks are the apiservers' etcd health checks per second, all together (0: one a second per
 	// apiserver, as a probed apiserver sends at most; negative: none). An apiserver reads etcd's health
 	// only when its /healthz, /livez or /readyz is probed: a profile sets them from its probes.

@@ -170,6 +170,18 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 			t.Errorf("cache reads of namespaces and limitranges: %s planned %g/s, want %g", op, planned[op], want)
 		}
 	}
+	for _, c := range []struct{ status, want float64 }{{0, 2}, {0.5, 0.5}, {-1, 0}} {
+		o, _ := Options{Nodes: 600, NodeStatus: c.status}.Resolve(time.Hour)
+		got := 0.0
+		for _, p := range o.Plan(3) {
+			if p.Op == "update/"+ResNodes {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("node status %g: update/minions planned %g/s, want %g", c.status, got, c.want)
+		}
+	}
 	counted, _ := Options{Apiservers: 3, Counts: 0.1, HealthChecks: -1}.Resolve(time.Hour)
 	uncounted, _ := Options{Apiservers: 3, Counts: -1, HealthChecks: 0.5}.Resolve(time.Hour)
 	for _, c := range []struct {

@@ -97,7 +97,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	comps := float64(len(electedComponents))
 	writes := map[string]float64{} // puts of cached resources per second, for watch events
 
-	nodeLeases, nodeStatus := n/nodeLeaseRenew.Seconds(), n/nodeStatusReport.Seconds()
+	nodeLeases, nodeStatus := n/nodeLeaseRenew.Seconds(), c.nodeStatusRate()
 	add(ActorHeartbeats, "update/"+ResLeases, nodeLeases)
 	add(ActorHeartbeats, "update/"+ResNodes, nodeStatus)
 	if c.Active[ActorHeartbeats] {
@@ -354,4 +354,16 @@ func (c Config) healthRate() float64 {
 		return 0
 	}
 	return float64(c.Apiservers) / healthCheckPeriod.Seconds()
+}
+
+// nodeStatusRate is the node status updates per second, all nodes together: each kubelet's every 5
+// minutes, or Options.NodeStatus.
+func (c Config) nodeStatusRate() float64 {
+	switch {
+	case c.NodeStatus > 0:
+		return c.NodeStatus
+	case c.NodeStatus < 0:
+		return 0
+	}
+	return float64(c.Nodes) / nodeStatusReport.Seconds()
 }

@@ -171,6 +171,12 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusRate = -1
 		}
 	}
+	// Node status updates at the profile's rate, scaled with the nodes (none in its window: none).
+	if up := res("nodes").EtcdRequests["update"]; up > 0 {
+		o.NodeStatus = up * objects
+	} else if res("nodes").Objects > 0 {
+		o.NodeStatus = -1
+	}
 	// etcd health checks: as often as the cluster's apiservers were probed.
 	if h := p.HealthChecks; h != nil {
 		if o.HealthChecks = *h; *h <= 0 {

@@ -140,6 +140,10 @@ func TestOptionsFromProfile(t *testing.T) {
 		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
 		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
 	}
+	// No node status update in the window: none, not every kubelet's every 5 minutes.
+	if o.NodeStatus != -1 {
+		t.Errorf("node status %g/s, want none (-1)", o.NodeStatus)
+	}
 	if o.HealthChecks != 1.5 {
 		t.Errorf("health checks %g/s, want the probes' 1.5", o.HealthChecks)
 	}
