@@ -52,7 +52,7 @@ func (w *Workload) heartbeats(ctx context.Context) {
 		defer close(done)
 		run(w.cfg.nodeStatusRate(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
 	}()
-	run(float64(nodes)/nodeLeaseRenew.Seconds(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
+	run(w.cfg.nodeLeaseRate(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
 	<-done
 }
 

@@ -45,7 +45,8 @@ func (c Config) statusPerPod() float64 {
 	return statusPerPod
 }
 
-// deleteCalls is the DELETE calls of a pod's deletion on average (2 to 3).
+// deleteCalls is the DELETE calls of a pod's deletion on average (1 to 3: below 2, a share of the pods
+// have no kubelet's call in the run, as when a cluster's kubelets lag behind its deletions).
 func (c Config) deleteCalls() float64 {
 	if c.DeleteCalls > 0 {
 		return c.DeleteCalls
@@ -54,7 +55,10 @@ func (c Config) deleteCalls() float64 {
 }
 
 // updatesPerPod are a pod's updates: its binding, its status updates and its deletion's.
-func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + deleteCalls }
+func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + math.Min(c.deleteCalls(), deleteCalls) }
+
+// removals is the share of pod deletions the kubelet's call completes (the rest are pending).
+func (c Config) removals() float64 { return math.Min(1, c.deleteCalls()-1) }
 
 // share is pod n's whole share of a mean per pod: floor((n+1)m) - floor(nm), so that pods alternate
 // between the whole numbers around the mean and average it (2.5: two, three, two, ...).
@@ -186,6 +190,7 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 	k := old.key()
 	ok := false
 	extra := share(n, w.cfg.deleteCalls()-deleteCalls) > 0
+	kubelet := share(n, w.cfg.removals()) > 0
 	// A stale removal starts from the revision the cache held before the kubelet's update, as an
 	// apiserver's watch cache that has not seen that update yet (Options.DeleteConflicts).
 	stale := share(n, w.cfg.DeleteConflicts) > 0
@@ -202,7 +207,7 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 		}},
 		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
 			before, _ := a.known(ResPods, k)
-			if !ok || !call(ctx, c, s) {
+			if !ok || !kubelet || !call(ctx, c, s) {
 				return
 			}
 			var read int64

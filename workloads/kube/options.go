@@ -76,6 +76,10 @@ type Options struct {
 	// apiservers together (0: every apiserver's once a minute, --etcd-count-metric-poll-period; negative:
 	// none); a profile sets them from its listWithCount requests.
 	Counts float64 `json:"counts,omitempty"`
+	// NodeLeases is the node lease renewals per second, all nodes together (0: every kubelet's every
+	// 10 s; negative: none); a profile sets it from its lease updates less the control plane's own, as
+	// kubelets (or KWOK) that lag behind renew less often.
+	NodeLeases float64 `json:"node-leases,omitempty"`
 	// NodeStatus is the node status updates per second, all nodes together (0: every kubelet's every 5
 	// minutes; negative: none); a profile sets it from its nodes' updates (KWOK reports a node's status
 	// every 10 to 20 minutes, and a short window may hold none).
@@ -102,8 +106,9 @@ type Options struct {
 	// profile sets them from a cluster's own events and pod updates per pod created.
 	EventsPerPod float64 `json:"events-per-pod,omitempty"`
 	StatusPerPod float64 `json:"status-per-pod,omitempty"`
-	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
-	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
+	// DeleteCalls is the DELETE calls of a pod's deletion on average, 1 to 3 (0: 2, the user's and the
+	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third; below
+	// 2, a share of the deletions wait for a kubelet that lags behind, and the pods stay).
 	DeleteCalls float64 `json:"delete-calls,omitempty"`
 	// DeleteConflicts is the share of pod deletions (0 to 1) whose kubelet removal starts from a watch
 	// cache that has not seen the kubelet's update yet, and so fails once and retries (0: as the
@@ -179,8 +184,8 @@ type Config struct {
 // and the objects of resources the workload does not model.
 func (o Options) checkKept() error {
 	switch {
-	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
-		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
+	case o.DeleteCalls != 0 && (o.DeleteCalls < 1 || o.DeleteCalls > deleteCalls+1):
+		return outcome.Usagef("delete calls per pod %g: between 1 and %g", o.DeleteCalls, deleteCalls+1)
 	case o.DeleteConflicts < 0 || o.DeleteConflicts > 1:
 		return outcome.Usagef("delete conflicts %g: a share of the pods, between 0 and 1", o.DeleteConflicts)
 	case o.Events < 0 || o.Secrets < 0:

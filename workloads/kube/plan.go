@@ -93,11 +93,11 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 			plan = append(plan, PlannedOp{actor, op, rate})
 		}
 	}
-	n, a := float64(c.Nodes), float64(c.Apiservers)
+	a := float64(c.Apiservers)
 	comps := float64(len(electedComponents))
 	writes := map[string]float64{} // puts of cached resources per second, for watch events
 
-	nodeLeases, nodeStatus := n/nodeLeaseRenew.Seconds(), c.nodeStatusRate()
+	nodeLeases, nodeStatus := c.nodeLeaseRate(), c.nodeStatusRate()
 	add(ActorHeartbeats, "update/"+ResLeases, nodeLeases)
 	add(ActorHeartbeats, "update/"+ResNodes, nodeStatus)
 	if c.Active[ActorHeartbeats] {
@@ -108,7 +108,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	churn := c.Churn
 	add(ActorChurn, "create/"+ResPods, churn)
 	add(ActorChurn, "update/"+ResPods, churn*c.updatesPerPod())
-	add(ActorChurn, "delete/"+ResPods, churn)
+	add(ActorChurn, "delete/"+ResPods, churn*c.removals())
 	add(ActorChurn, "get/"+ResPods, churn*c.deleteCalls())
 	add(ActorChurn, "create/"+ResEvents, churn*c.eventsPerPod())
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
@@ -366,4 +366,23 @@ func (c Config) nodeStatusRate() float64 {
 		return 0
 	}
 	return float64(c.Nodes) / nodeStatusReport.Seconds()
+}
+
+// nodeLeaseRate is the node lease renewals per second, all nodes together: each kubelet's every 10 s, or
+// Options.NodeLeases.
+func (c Config) nodeLeaseRate() float64 {
+	switch {
+	case c.NodeLeases > 0:
+		return c.NodeLeases
+	case c.NodeLeases < 0:
+		return 0
+	}
+	return float64(c.Nodes) / nodeLeaseRenew.Seconds()
+}
+
+// ControlPlaneLeaseUpdates is the lease updates per second a control plane of that many apiservers sends
+// besides its nodes': the leader elections' renewals (every 2 s each) and the apiservers' identity leases
+// (every 10 s each).
+func ControlPlaneLeaseUpdates(apiservers int) float64 {
+	return float64(len(electedComponents))/electionRetryPeriod.Seconds() + float64(apiservers)/masterLeaseRenew.Seconds()
 }

@@ -15,7 +15,7 @@ import (
 const (
 	maxEventsPerPod = 5
 	maxStatusPerPod = 5
-	minDeleteCalls  = 2
+	minDeleteCalls  = 1
 	maxDeleteCalls  = 3
 )
 
@@ -115,14 +115,20 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
 			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
 		}
-		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
-		// stale) and, with a third call, its failed one: the rest are the stale removals.
-		if dels := res("pods").EtcdRequests["delete"]; dels > 0 {
-			third := math.Max(0, o.DeleteCalls-minDeleteCalls)
-			o.DeleteConflicts = round(math.Min(1, math.Max(0, dels/creates-1-third)), 4)
+		calls := o.DeleteCalls
+		if calls == 0 {
+			calls = 2
 		}
+		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
+		// stale) for the share of pods it removed and, with a third call, its failed one: the rest are
+		// the stale removals.
+		if dels := res("pods").EtcdRequests["delete"]; dels > 0 {
+			removed, third := math.Min(1, calls-1), math.Max(0, calls-2)
+			o.DeleteConflicts = round(math.Min(removed, math.Max(0, dels/creates-removed-third)), 4)
+		}
+		// Updates per pod: the binding, the statuses, and the updates of the first two DELETE calls.
 		if up := res("pods").EtcdRequests["update"]; up > 0 {
-			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
+			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-1-math.Min(calls, 2)))
 		}
 	}
 	// Events through the apiservers that created them in the window (one scheduler's through one).
@@ -170,6 +176,11 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		} else {
 			o.StatusRate = -1
 		}
+	}
+	// Node lease renewals: the profile's lease updates less the control plane's own, scaled with the
+	// nodes.
+	if up := res("leases").EtcdRequests["update"] - kube.ControlPlaneLeaseUpdates(o.Apiservers); up > 0 && res("nodes").Objects > 0 {
+		o.NodeLeases = up * objects
 	}
 	// Node status updates at the profile's rate, scaled with the nodes (none in its window: none).
 	if up := res("nodes").EtcdRequests["update"]; up > 0 {

@@ -140,6 +140,11 @@ func TestOptionsFromProfile(t *testing.T) {
 		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
 		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
 	}
+	// Node lease renewals: 10 lease updates a second less the control plane's own (2 leader elections
+	// every 2 s, 2 apiserver identities every 10 s).
+	if math.Abs(o.NodeLeases-8.8) > 1e-9 {
+		t.Errorf("node leases %g/s, want 10 - 1.2", o.NodeLeases)
+	}
 	// No node status update in the window: none, not every kubelet's every 5 minutes.
 	if o.NodeStatus != -1 {
 		t.Errorf("node status %g/s, want none (-1)", o.NodeStatus)
