@@ -55,7 +55,9 @@ func (c Config) deleteCalls() float64 {
 }
 
 // updatesPerPod are a pod's updates: its binding, its status updates and its deletion's.
-func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + math.Min(c.deleteCalls(), deleteCalls) }
+func (c Config) updatesPerPod() float64 {
+	return 1 + c.statusPerPod() + math.Min(c.deleteCalls(), deleteCalls)
+}
 
 // removals is the share of pod deletions the kubelet's call completes (the rest are pending).
 func (c Config) removals() float64 { return math.Min(1, c.deleteCalls()-1) }
