@@ -515,7 +515,7 @@ func TestPreloadKeepsEventsAndOthers(t *testing.T) {
 			t.Errorf("kept events' lease granted for %d s, want the event TTL, 3600", ttl.GrantedTTL)
 		}
 	}
-	// Ten secrets over the four namespaces (default, kube-system, kube-node-lease, ns-0): 3, 3, 2, 2.
+	// Ten secrets over the five namespaces (default, kube-system, kube-public, kube-node-lease, ns-0): 2 each.
 	secrets, err := e.raw.Get(ctx, "/registry/secrets/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +524,7 @@ func TestPreloadKeepsEventsAndOthers(t *testing.T) {
 	for _, kv := range secrets.Kvs {
 		perNamespace[strings.Split(string(kv.Key), "/")[3]]++
 	}
-	if want := map[string]int{"default": 3, "kube-system": 3, "kube-node-lease": 2, "ns-0": 2}; !reflect.DeepEqual(perNamespace, want) {
+	if want := map[string]int{"default": 2, "kube-system": 2, "kube-public": 2, "kube-node-lease": 2, "ns-0": 2}; !reflect.DeepEqual(perNamespace, want) {
 		t.Errorf("secrets per namespace %v, want %v", perNamespace, want)
 	}
 	for _, x := range cfg.Others {

@@ -233,7 +233,7 @@ func PlanTotal(plan []PlannedOp) float64 {
 // WritePlan prints the plan as a table: actor, operation, requests per second.
 func WritePlan(w io.Writer, c Config, plan []PlannedOp) error {
 	fmt.Fprintf(w, "kube workload: %s\n", c)
-	fmt.Fprintf(w, "objects: %d pods, %d nodes and leases, %d namespaces; sizes %s\n", c.Pods(), c.Nodes, c.Namespaces+3, c.Sizes)
+	fmt.Fprintf(w, "objects: %d pods, %d nodes and leases, %d namespaces; sizes %s\n", c.Pods(), c.Nodes, c.Namespaces+len(systemNamespaces()), c.Sizes)
 	fmt.Fprintf(w, "compaction every %s, events live %s, lists %g/s\n\n", c.CompactionInterval, c.EventTTL, c.ListRate)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "actor\toperation\trate/s\t")

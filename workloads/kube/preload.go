@@ -196,7 +196,7 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 	if !w.owns(0) {
 		return nil
 	}
-	namespaces := []string{"default", nsSystem, nsNodeLease}
+	namespaces := systemNamespaces()
 	for i := range w.cfg.Namespaces {
 		namespaces = append(namespaces, namespaceName(i))
 	}
@@ -241,9 +241,12 @@ func (c Config) MeanObjectBytes(res string) float64 {
 	if res != ResConfigMaps {
 		return c.Sizes[res].Mean()
 	}
-	regular := float64(configMapsPerNamespace * (c.Namespaces + 3)) // and default, kube-system, kube-node-lease
+	regular := float64(configMapsPerNamespace * (c.Namespaces + len(systemNamespaces())))
 	return (regular*c.Sizes[ResConfigMaps].Mean() + largeConfigMaps*c.Sizes[resLargeConfigMaps].Mean()) / (regular + largeConfigMaps)
 }
+
+// systemNamespaces are the namespaces every cluster has besides its workloads'.
+func systemNamespaces() []string { return []string{"default", nsSystem, "kube-public", nsNodeLease} }
 
 func apiserverLease(i int) string { return "apiserver-" + strconv.Itoa(i) }
 
