@@ -62,7 +62,7 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 	// harness's request, not the load's, and must not fall in the profile's window.
 	r.saveEtcdScrapes(ctx, 2)
 	after := r.controlPlane.Snapshot(ctx)
-	r.saveApiserverScrapes(ctx, 2)
+	r.saveApiserverScrapes(after, 2)
 	rep := controlplane.Compare(*r.cpBefore, after)
 	type file struct {
 		controlplane.Report
@@ -88,30 +88,32 @@ func (r *run) stopControlPlane(ctx context.Context) error {
 // time of its scrape: the input of `chaosbench profile --run`.
 const MetricsDir = "metrics"
 
-// saveScrapes saves every apiserver's and every etcd member's metrics text as scrape n, the apiservers
-// first (scrape 1, where the load begins: the Status reads the apiservers' scrapes cost etcd fall before
-// etcd's); stopControlPlane saves scrape 2 the other way round.
-func (r *run) saveScrapes(ctx context.Context, n int) {
-	r.saveApiserverScrapes(ctx, n)
+// saveScrapes saves every apiserver's metrics text of the snapshot and every etcd member's as scrape n,
+// the apiservers first (scrape 1, where the load begins: the Status reads the apiservers' scrapes cost
+// etcd fall before etcd's); stopControlPlane saves scrape 2 the other way round.
+func (r *run) saveScrapes(ctx context.Context, snap controlplane.Snapshot, n int) {
+	r.saveApiserverScrapes(snap, n)
 	r.saveEtcdScrapes(ctx, n)
 }
 
 // saveScrape saves one process's metrics text as its scrape n, led by the time of the scrape. A scrape
 // that fails is left out (a profile then says which process it lacks).
-func (r *run) saveScrape(name string, n int, body []byte) {
+func (r *run) saveScrape(name string, n int, at time.Time, body []byte) {
 	dir := filepath.Join(r.dir, MetricsDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
-	head := profile.ScrapeHeader + time.Now().UTC().Format(time.RFC3339Nano) + "\n"
+	head := profile.ScrapeHeader + at.UTC().Format(time.RFC3339Nano) + "\n"
 	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s.%d.prom", name, n)), append([]byte(head), body...), 0o644)
 }
 
-// saveApiserverScrapes saves every apiserver's metrics text as scrape n.
-func (r *run) saveApiserverScrapes(ctx context.Context, n int) {
-	for i := range r.controlPlane.APIServerURLs() {
-		if body, err := r.controlPlane.ScrapeText(ctx, i); err == nil {
-			r.saveScrape(fmt.Sprintf("kube-apiserver-%d", i), n, body)
+// saveApiserverScrapes saves every apiserver's metrics text of a snapshot as scrape n: the profile's
+// window of the apiservers is then controlplane.json's, to the scrape (a per-minute timer's request that
+// fell between two scrapes of one apiserver would count in one and not the other).
+func (r *run) saveApiserverScrapes(snap controlplane.Snapshot, n int) {
+	for i, body := range snap.Texts {
+		if body != nil {
+			r.saveScrape(fmt.Sprintf("kube-apiserver-%d", i), n, snap.ScrapedAt[i], body)
 		}
 	}
 }
@@ -120,7 +122,7 @@ func (r *run) saveApiserverScrapes(ctx context.Context, n int) {
 func (r *run) saveEtcdScrapes(ctx context.Context, n int) {
 	for i, p := range clusters.Processes(r.cluster) {
 		if body, err := fetchText(ctx, p.MetricsURL()+"/metrics"); err == nil {
-			r.saveScrape(fmt.Sprintf("etcd-%d", i), n, body)
+			r.saveScrape(fmt.Sprintf("etcd-%d", i), n, time.Now(), body)
 		}
 	}
 }

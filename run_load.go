@@ -114,7 +114,7 @@ func (r *run) setUpWorkload(ctx context.Context, wl workloads.Workload) error {
 		// controlplane.json covers the load, not the set-up.
 		snap := r.controlPlane.Snapshot(ctx)
 		r.cpBefore = &snap
-		r.saveScrapes(ctx, 1)
+		r.saveScrapes(ctx, snap, 1)
 	}
 	return nil
 }

@@ -14,21 +14,32 @@ import (
 
 // Snapshot is the control plane's state at one moment: every apiserver's metrics and every process's usage.
 type Snapshot struct {
-	At       time.Time
-	Metrics  []map[string]*dto.MetricFamily // per apiserver; nil where the scrape failed
-	Usage    map[string]Usage
-	Failures []string
+	At      time.Time
+	Metrics []map[string]*dto.MetricFamily // per apiserver; nil where the scrape failed
+	// Texts are the apiservers' metrics as they served them, and ScrapedAt when each scrape returned
+	// (nil and zero where it failed): saved, they are the same window as Metrics.
+	Texts     [][]byte
+	ScrapedAt []time.Time
+	Usage     map[string]Usage
+	Failures  []string
 }
 
 // Snapshot scrapes every apiserver and reads every process's usage.
 func (c *ControlPlane) Snapshot(ctx context.Context) Snapshot {
 	s := Snapshot{At: time.Now(), Usage: c.Usage()}
 	for i := range c.urls {
-		fams, err := c.Scrape(ctx, i)
+		body, err := c.ScrapeText(ctx, i)
+		var fams map[string]*dto.MetricFamily
+		var at time.Time
+		if err == nil {
+			at = time.Now()
+			fams, err = parseText(i, body)
+		}
 		if err != nil {
 			s.Failures = append(s.Failures, err.Error())
+			body = nil
 		}
-		s.Metrics = append(s.Metrics, fams)
+		s.Metrics, s.Texts, s.ScrapedAt = append(s.Metrics, fams), append(s.Texts, body), append(s.ScrapedAt, at)
 	}
 	return s
 }

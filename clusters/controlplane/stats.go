@@ -90,6 +90,11 @@ func (c *ControlPlane) Scrape(ctx context.Context, i int) (map[string]*dto.Metri
 	if err != nil {
 		return nil, err
 	}
+	return parseText(i, body)
+}
+
+// parseText parses apiserver i's metrics text.
+func parseText(i int, body []byte) (map[string]*dto.MetricFamily, error) {
 	var parser expfmt.TextParser
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {

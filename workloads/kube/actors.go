@@ -50,24 +50,24 @@ func (w *Workload) heartbeats(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(float64(nodes)/nodeStatusReport.Seconds(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
+		run(w.cfg.nodeStatusRate(), "node-status", ResNodes, func(i int) string { return key(ResNodes, "", nodeName(i)) })
 	}()
-	run(float64(nodes)/nodeLeaseRenew.Seconds(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
+	run(w.cfg.nodeLeaseRate(), "node-lease", ResLeases, func(i int) string { return key(ResLeases, nsNodeLease, nodeName(i)) })
 	<-done
 }
 
 // election emulates leader election of kube-controller-manager and kube-scheduler, one replica of each per
-// apiserver: each component's leader updates its lease every 2 s, and each standby reads it every 2 s.
+// apiserver: each component's leader updates its lease every 2 s, and each standby reads it every 2 s
+// (Options.LeaseReads sets the reads' rate instead, spread the same way).
 func (w *Workload) election(ctx context.Context) {
-	comps := len(electedComponents)
-	standbys := len(w.apiservers) - 1
+	comps, slots := len(electedComponents), w.cfg.standbySlots()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.stream(ctx, "election-standby", float64(comps*standbys)/electionRetryPeriod.Seconds(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
-			i := int(s.N % uint64(comps*standbys))
+		w.stream(ctx, "election-standby", w.cfg.leaseReadRate(), streamGoroutines, func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			i := int(s.N % uint64(slots))
 			comp := i % comps
-			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's
+			a := (comp + 1 + i/comps) % len(w.apiservers) // any apiserver but the leader's, when there are others
 			if !w.owns(a) {
 				return
 			}
@@ -102,6 +102,22 @@ func (w *Workload) masterLeases(ctx context.Context) {
 		}
 		w.refreshLease(ctx, a, c, ResPeerServerLeases, key(ResPeerServerLeases, "", apiserverLease(i)), g.rand)
 	})
+}
+
+// bootstrapMasterLeases writes every local apiserver's master and peer endpoint leases at the end of
+// set-up, as running apiservers hold them: the load's refreshes update them (a lease of 15 s outlives
+// the few seconds to the load's first refresh) instead of creating them.
+func (w *Workload) bootstrapMasterLeases(ctx context.Context) {
+	if !w.cfg.Active[ActorMasterLeases] {
+		return
+	}
+	for _, a := range w.local {
+		c := a.client()
+		rng := w.r.Rand("master-leases-setup", a.id)
+		w.refreshLease(ctx, a, c, ResMasterLeases, masterLeaseKey(a.id), rng)
+		w.refreshLease(ctx, a, c, ResPeerServerLeases, key(ResPeerServerLeases, "", apiserverLease(a.id)), rng)
+		a.release(c)
+	}
 }
 
 // refreshLease is an endpoint reconciler's update of its key with a TTL (k8s.io/apiserver reconcilers): the
@@ -185,8 +201,9 @@ func currentRV(ctx context.Context, c *workloads.Client, s *workloads.Slot, op, 
 	return resp.Revision, err
 }
 
-// opIdleCurrentRV names the idle resources' current-revision reads, one operation for all 55 of them.
-const opIdleCurrentRV = "current-rv/idle"
+// idleCurrentRV names an idle resource's current-revision reads as the apiserver's metrics name them:
+// current-rv/<its API resource> (getCurrentResourceVersion/<resource> in the fidelity comparison).
+func idleCurrentRV(storagePrefix string) string { return "current-rv/" + apiResource(storagePrefix) }
 
 // waitFresh waits until apiserver a's watch cache of res has reached revision rev, asking etcd for a
 // progress notification on the cache's watch stream every 100 ms meanwhile, and records the wait as
@@ -230,7 +247,7 @@ func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Cl
 		return
 	}
 	j := i - len(cachedResources)
-	if _, err := currentRV(ctx, c, s, opIdleCurrentRV, idleResources[j]); err != nil {
+	if _, err := currentRV(ctx, c, s, idleCurrentRV(idleResources[j]), idleResources[j]); err != nil {
 		return
 	}
 	if stream := a.idle[j].Load(); stream != nil {
@@ -242,17 +259,19 @@ func (w *Workload) cacheStats(ctx context.Context, a *apiserver, c *workloads.Cl
 
 // polls sends the apiserver's background reads: every minute per apiserver, a count of the resource
 // without a watch cache (events) and, for every watched resource, what counting it from its watch cache
-// costs (cacheStats); Maintenance.Status of every endpoint every 30 s, and a health check Get every second.
+// costs (cacheStats), or that read at the rate Options.CacheReads sets; Maintenance.Status of every
+// endpoint every 30 s, and a health check Get every second (or at Options.HealthChecks).
 func (w *Workload) polls(ctx context.Context) {
 	resources := countedResources
 	endpoints := w.r.Conns()[0].Endpoints()
 	as := len(w.apiservers)
-	streams := []struct {
+	type pollStream struct {
 		name string
 		rate float64
 		op   func(ctx context.Context, s *workloads.Slot, g *goroutine)
-	}{
-		{"count", float64(as*len(resources)) / countPollPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+	}
+	streams := []pollStream{
+		{"count", w.cfg.countRate(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as*len(resources)))
 			res := resources[i%len(resources)]
 			if !w.owns(i / len(resources)) {
@@ -266,6 +285,9 @@ func (w *Workload) polls(ctx context.Context) {
 				return
 			}
 			i := int(s.N % uint64(as*watchedResources))
+			if _, set := w.cfg.CacheReads[watchedAPI(i%watchedResources)]; set {
+				return // read at its own rate (below)
+			}
 			if a := w.apiservers[i/watchedResources]; w.owns(a.id) {
 				w.cacheStats(ctx, a, g.client(a.id), s, i%watchedResources)
 			}
@@ -284,13 +306,22 @@ func (w *Workload) polls(ctx context.Context) {
 				return st.Header.Revision, nil
 			})
 		}},
-		{"health", float64(as) / healthCheckPeriod.Seconds(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+		{"health", w.cfg.healthRate(), func(ctx context.Context, s *workloads.Slot, g *goroutine) {
 			i := int(s.N % uint64(as))
 			if !w.owns(i) {
 				return
 			}
-			get(ctx, g.client(i), s, "get/health", "/registry/health")
+			// The apiserver's etcd prober: a Get without a limit (k8s.io/apiserver storagebackend/factory).
+			g.client(i).Do(ctx, s, "get/health", history.Request{Kind: history.KindRange, Range: &history.Range{Key: "/registry/health"}})
 		}},
+	}
+	for _, res := range sortedKeys(w.cfg.CacheReads) {
+		i, _ := watchedIndex(res)
+		streams = append(streams, pollStream{"cache-reads/" + res, w.cfg.CacheReads[res], func(ctx context.Context, s *workloads.Slot, g *goroutine) {
+			if a := int(s.N % uint64(as)); w.cfg.Active[ActorWatchCache] && w.owns(a) {
+				w.cacheStats(ctx, w.apiservers[a], g.client(a), s, i)
+			}
+		}})
 	}
 	done := make(chan struct{}, len(streams))
 	for _, st := range streams {
@@ -310,7 +341,13 @@ const compactKey = "compact_rev_key"
 // compactor runs every apiserver's compactor: every interval, a transaction on compact_rev_key decides
 // which apiserver compacts (If Version(compact_rev_key) == the version it last saw Then Put the revision it
 // saw one interval earlier Else Get), and the winner compacts to that revision. Only one apiserver wins each
-// round, whatever their number.
+// round, whatever their number: as in a real control plane, whose apiservers started at different times,
+// each apiserver's timer has its own phase (apiserver i at (i + 1/2)/apiservers of the interval), and the
+// first to fire after a win wins again while the others learn its version.
+//
+// Each compactor's first round, which only records the revision (an apiserver does not compact on
+// bootstrap), was sent in Setup (bootstrapCompactors): the load's rounds compact from its first interval,
+// as long-running apiservers' do.
 func (w *Workload) compactor(ctx context.Context) {
 	interval := w.cfg.CompactionInterval
 	rec := w.r.Recorder()
@@ -322,42 +359,68 @@ func (w *Workload) compactor(ctx context.Context) {
 			defer func() { done <- struct{}{} }()
 			c := a.client()
 			defer a.release(c)
-			var version, rev int64
-			// The first round, when the load begins, only records the revision (an apiserver does not
-			// compact on bootstrap): the apiservers compact from the first interval on, as apiservers
-			// whose compactors ran before the load would.
+			phase := time.Duration((float64(a.id) + 0.5) / float64(w.cfg.Apiservers) * float64(interval))
 			for n := int64(0); ; n++ {
-				at := begin + time.Duration(n)*interval
+				at := begin + phase + time.Duration(n)*interval
 				if at >= end || !sleepUntil(ctx, rec, at) {
 					return
 				}
-				s := &workloads.Slot{N: uint64(n), Intended: at}
-				resp, err := c.Do(ctx, s, "compact-txn", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
-					Compares: []history.Compare{{Key: compactKey, Target: history.CompareVersion, Result: history.Equal, Operand: version}},
-					Then:     []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: compactKey, Value: c.NewValue(16)}}},
-					Else:     []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: compactKey}}},
-				}})
-				if err != nil {
-					continue
+				if a.compact.round(ctx, c, &workloads.Slot{N: uint64(n), Intended: at}) {
+					w.stats.wins.Add(1)
 				}
-				if !resp.Txn.Succeeded {
-					if r := resp.Txn.Results; len(r) > 0 && r[0].Range != nil && len(r[0].Range.KVs) > 0 {
-						version = r[0].Range.KVs[0].Version
-					}
-					rev = resp.Revision
-					continue
-				}
-				version++
-				if rev != 0 {
-					if _, err := c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: rev}}); err == nil {
-						w.stats.wins.Add(1)
-					}
-				}
-				rev = resp.Revision
 			}
 		}()
 	}
 	for range w.local {
 		<-done
 	}
+}
+
+// bootstrapCompactors sends every local apiserver's first compaction round, which records the revision
+// and compacts nothing, before the load (see compactor).
+func (w *Workload) bootstrapCompactors(ctx context.Context) {
+	if !w.cfg.Active[ActorCompactor] {
+		return
+	}
+	for _, a := range w.local {
+		c := a.client()
+		a.compact.round(ctx, c, nil)
+		a.release(c)
+	}
+}
+
+// compactorState is what one apiserver's compactor knows between rounds: the version of compact_rev_key
+// it last saw and the revision of its last round.
+type compactorState struct {
+	version, rev int64
+}
+
+// round is one round of the compactor (k8s.io/apiserver storage/etcd3 Compact): it reports whether this
+// apiserver compacted.
+func (st *compactorState) round(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
+	resp, err := c.Do(ctx, s, "compact-txn", history.Request{Kind: history.KindTxn, Txn: &history.Txn{
+		Compares: []history.Compare{{Key: compactKey, Target: history.CompareVersion, Result: history.Equal, Operand: st.version}},
+		// The apiserver writes the revision as text (4 to 10 bytes); the workload's values carry a
+		// write id of 8.
+		Then: []history.Request{{Kind: history.KindPut, Put: &history.Put{Key: compactKey, Value: c.NewValue(8)}}},
+		Else: []history.Request{{Kind: history.KindRange, Range: &history.Range{Key: compactKey}}},
+	}})
+	if err != nil {
+		return false
+	}
+	if !resp.Txn.Succeeded {
+		if r := resp.Txn.Results; len(r) > 0 && r[0].Range != nil && len(r[0].Range.KVs) > 0 {
+			st.version = r[0].Range.KVs[0].Version
+		}
+		st.rev = resp.Revision
+		return false
+	}
+	st.version++
+	compacted := false
+	if st.rev != 0 {
+		_, err := c.Do(ctx, nil, "compact", history.Request{Kind: history.KindCompact, Compact: &history.Compact{Revision: st.rev}})
+		compacted = err == nil
+	}
+	st.rev = resp.Revision
+	return compacted
 }

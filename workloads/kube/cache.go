@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -266,6 +267,59 @@ var idleResources = []string{
 	"runtimeclasses", "serviceaccounts", "servicecidrs", "services/specs", "statefulsets", "storageclasses",
 	"validatingadmissionpolicies", "validatingadmissionpolicybindings", "validatingwebhookconfigurations",
 	"volumeattachments", "volumeattributesclasses", "leasecandidates",
+}
+
+// apiResource names a resource the way kube-apiserver's etcd request metrics label it (their resource
+// label): the plural of its API, where the storage prefix is a group's path or an older name
+// (k8s.io/kubernetes pkg/registry/*/storage).
+func apiResource(storagePrefix string) string {
+	switch storagePrefix {
+	case "services/endpoints":
+		return "endpoints"
+	case "services/specs":
+		return "services"
+	case "controllers":
+		return "replicationcontrollers"
+	case "ingress":
+		return "ingresses"
+	case ResNodes:
+		return "nodes"
+	}
+	if i := strings.LastIndexByte(storagePrefix, '/'); i >= 0 {
+		return storagePrefix[i+1:] // apiregistration.k8s.io/apiservices
+	}
+	return storagePrefix
+}
+
+// watchedIndex returns the index of an API resource (pods, nodes, limitranges, apiservices, ...) among
+// the resources every apiserver watches: cachedResources, then idleResources.
+func watchedIndex(api string) (int, bool) {
+	for i, res := range cachedResources {
+		if apiResource(res) == api {
+			return i, true
+		}
+	}
+	for j, res := range idleResources {
+		if apiResource(res) == api {
+			return len(cachedResources) + j, true
+		}
+	}
+	return 0, false
+}
+
+// watchedAPI is the API resource of watched resource i (cachedResources, then idleResources).
+func watchedAPI(i int) string {
+	if i < len(cachedResources) {
+		return apiResource(cachedResources[i])
+	}
+	return apiResource(idleResources[i-len(cachedResources)])
+}
+
+// Watched reports whether the workload's apiservers watch an API resource (a watch cache of it, or an
+// idle watch), so that reads of it can be served from the cache (Options.CacheReads).
+func Watched(api string) bool {
+	_, ok := watchedIndex(api)
+	return ok
 }
 
 // idleWatch holds one apiserver's watch of a resource it does not model until ctx ends, on a stream of

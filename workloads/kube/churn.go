@@ -16,8 +16,10 @@ import (
 // scheduler binds it, the kubelet reports its status two or three times while events record each step,
 // and meanwhile the oldest pod is deleted gracefully, by two DELETE calls (see podDeletion).
 var (
-	bindAfter    = 100 * time.Millisecond
-	statusAfter  = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second}
+	bindAfter = 100 * time.Millisecond
+	// A kubelet reports a pod's status two or three times; the later slots serve profiles of clusters
+	// whose pods are updated more (KWOK's stages: about four status updates a pod).
+	statusAfter  = []time.Duration{time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 9 * time.Second}
 	eventsAfter  = []time.Duration{150 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond}
 	deleteGrace  = 2 * time.Second
 	eventsPerPod = float64(len(eventsAfter))
@@ -43,7 +45,8 @@ func (c Config) statusPerPod() float64 {
 	return statusPerPod
 }
 
-// deleteCalls is the DELETE calls of a pod's deletion on average (2 to 3).
+// deleteCalls is the DELETE calls of a pod's deletion on average (1 to 3: below 2, a share of the pods
+// have no kubelet's call in the run, as when a cluster's kubelets lag behind its deletions).
 func (c Config) deleteCalls() float64 {
 	if c.DeleteCalls > 0 {
 		return c.DeleteCalls
@@ -52,7 +55,12 @@ func (c Config) deleteCalls() float64 {
 }
 
 // updatesPerPod are a pod's updates: its binding, its status updates and its deletion's.
-func (c Config) updatesPerPod() float64 { return 1 + c.statusPerPod() + deleteCalls }
+func (c Config) updatesPerPod() float64 {
+	return 1 + c.statusPerPod() + math.Min(c.deleteCalls(), deleteCalls)
+}
+
+// removals is the share of pod deletions the kubelet's call completes (the rest are pending).
+func (c Config) removals() float64 { return math.Min(1, c.deleteCalls()-1) }
 
 // share is pod n's whole share of a mean per pod: floor((n+1)m) - floor(nm), so that pods alternate
 // between the whole numbers around the mean and average it (2.5: two, three, two, ...).
@@ -137,10 +145,20 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 	for _, at := range statusAfter[:min(len(statusAfter), share(n, w.cfg.statusPerPod()))] {
 		steps = append(steps, step{at, update})
 	}
+	// The pod's events go through its own apiserver or, when fewer apiservers create events
+	// (Options.EventApiservers), through one of those; in a split load, through one simulated here.
+	ea := a
+	if e := w.apiservers[int(n%uint64(w.cfg.eventApiservers()))]; w.cfg.EventApiservers > 0 && w.owns(e.id) {
+		ea = e
+	}
 	for i, at := range eventsAfter[:min(len(eventsAfter), share(n, w.cfg.eventsPerPod()))] {
 		name := p.name + "." + strconv.Itoa(i)
 		steps = append(steps, step{at, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			lease, err := a.events.lease(ctx, c)
+			if ea != a {
+				c = ea.client()
+				defer ea.release(c)
+			}
+			lease, err := ea.events.lease(ctx, c)
 			if err != nil {
 				return
 			}
@@ -160,6 +178,11 @@ func (w *Workload) podLife(a *apiserver, n uint64, rng *rand.Rand) []step {
 // so the removal usually fails its comparison once and succeeds with the revision the failed
 // transaction read, as the apiserver's conditional delete retries.
 //
+// The kubelet's removal of a share of the pods (Options.DeleteConflicts, deletion n alternating) starts
+// from the revision the watch cache held before the kubelet's update, as a real apiserver's cache, slower
+// to apply the update than the emulation's, often does: it fails once and succeeds from the revision
+// the failed transaction read.
+//
 // With more than two calls a pod (Options.DeleteCalls, deletion n alternating), a third DELETE of grace
 // zero comes with the kubelet's, as KWOK's pod-delete stage sends it again while the pod still carries its
 // deletion timestamp: it reads the pod before the kubelet's removal lands and removes it from the
@@ -169,6 +192,10 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 	k := old.key()
 	ok := false
 	extra := share(n, w.cfg.deleteCalls()-deleteCalls) > 0
+	kubelet := share(n, w.cfg.removals()) > 0
+	// A stale removal starts from the revision the cache held before the kubelet's update, as an
+	// apiserver's watch cache that has not seen that update yet (Options.DeleteConflicts).
+	stale := share(n, w.cfg.DeleteConflicts) > 0
 	call := func(ctx context.Context, c *workloads.Client, s *workloads.Slot) bool {
 		resp, err := get(ctx, c, s, "get/"+ResPods, k)
 		if err != nil || len(resp.Range.KVs) == 0 {
@@ -181,7 +208,8 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 			ok = call(ctx, c, s)
 		}},
 		{deleteGrace, func(ctx context.Context, c *workloads.Client, s *workloads.Slot) {
-			if !ok || !call(ctx, c, s) {
+			before, _ := a.known(ResPods, k)
+			if !ok || !kubelet || !call(ctx, c, s) {
 				return
 			}
 			var read int64
@@ -190,7 +218,15 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 					read = resp.Range.KVs[0].ModRevision
 				}
 			}
-			w.deleteCached(ctx, a, c, nil, ResPods, k)
+			if stale && before != 0 {
+				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, before)
+				w.stats.conflict("delete/"+ResPods, conflicts)
+				if errors.Is(err, errNotFound) {
+					w.stats.notFound.Add(1)
+				}
+			} else {
+				w.deleteCached(ctx, a, c, nil, ResPods, k)
+			}
 			if read != 0 {
 				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, read)
 				w.stats.conflict("delete/"+ResPods, conflicts)

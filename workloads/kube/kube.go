@@ -72,6 +72,9 @@ type apiserver struct {
 	mu   sync.Mutex
 	free []*workloads.Client
 
+	// compact is the apiserver's compactor's state, touched by its compactor alone.
+	compact compactorState
+
 	// idle are the streams of the apiserver's idle watches, by idleResources index (nil until confirmed).
 	idle []atomic.Pointer[workloads.WatchStream]
 }
@@ -180,6 +183,8 @@ func (w *Workload) Setup(ctx context.Context, r *workloads.Runner) error {
 			return errors.New("the watch caches' watches were not confirmed within a minute")
 		}
 	}
+	w.bootstrapCompactors(ctx)
+	w.bootstrapMasterLeases(ctx)
 	return nil
 }
 

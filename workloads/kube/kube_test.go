@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -441,13 +443,16 @@ func TestPodDeletionAsTheRegistrySendsIt(t *testing.T) {
 // and one more delete, which fails its comparison and finds the pod gone. With two, the deletion is the
 // user's and the kubelet's calls alone.
 func TestPodDeletionWithAThirdCall(t *testing.T) {
+	// With DeleteConflicts 1 the kubelet's removal starts from the revision before its update: one more
+	// delete, which fails its comparison.
+	// With one call (a kubelet that lags behind), the user's alone: the pod stays.
 	for _, c := range []struct {
-		calls                 float64
-		gets, deletes, failed int64
-	}{{3, 3, 2, 1}, {2, 2, 1, 0}} {
+		calls, conflicts               float64
+		gets, updates, deletes, failed int64
+	}{{3, 0, 3, 2, 2, 1}, {2, 0, 2, 2, 1, 0}, {2, 1, 2, 2, 2, 1}, {3, 1, 3, 2, 3, 2}, {1, 0, 1, 1, 0, 0}} {
 		ctx := context.Background()
 		p := pod{namespace: "default", name: "doomed"}
-		e, w, a, cl := podsToDelete(t, Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls}, p)
+		e, w, a, cl := podsToDelete(t, Options{Nodes: 10, Apiservers: 1, DeleteCalls: c.calls, DeleteConflicts: c.conflicts}, p)
 		for _, st := range w.podDeletion(a, p, 0, 1) {
 			st.do(ctx, cl, nil)
 		}
@@ -459,13 +464,13 @@ func TestPodDeletionWithAThirdCall(t *testing.T) {
 		for _, want := range []struct {
 			op            string
 			count, failed int64
-		}{{"get/" + ResPods, c.gets, 0}, {"update/" + ResPods, 2, 0}, {"delete/" + ResPods, c.deletes, c.failed}} {
-			if o := ops[want.op]; o == nil || o.Count != want.count || o.Failed != want.failed {
-				t.Errorf("%g calls: %s: %+v, want %d requests (%d failed their comparison)", c.calls, want.op, o, want.count, want.failed)
+		}{{"get/" + ResPods, c.gets, 0}, {"update/" + ResPods, c.updates, 0}, {"delete/" + ResPods, c.deletes, c.failed}} {
+			if o := ops[want.op]; (o == nil && want.count != 0) || (o != nil && (o.Count != want.count || o.Failed != want.failed)) {
+				t.Errorf("%g calls, %g conflicts: %s: %+v, want %d requests (%d failed their comparison)", c.calls, c.conflicts, want.op, o, want.count, want.failed)
 			}
 		}
-		if resp, err := e.raw.Get(ctx, p.key()); err != nil || len(resp.Kvs) != 0 {
-			t.Errorf("%g calls: %s still in etcd (%v)", c.calls, p.key(), err)
+		if resp, err := e.raw.Get(ctx, p.key()); err != nil || (len(resp.Kvs) != 0) != (c.calls < 2) {
+			t.Errorf("%g calls: %s in etcd: %d (%v)", c.calls, p.key(), len(resp.Kvs), err)
 		}
 	}
 	if _, err := (Options{DeleteCalls: 3.5}).Resolve(time.Minute); !outcome.IsUsage(err) {
@@ -477,7 +482,7 @@ func TestPodDeletionWithAThirdCall(t *testing.T) {
 // of the event TTL (a lease per 1000, as the apiserver attaches them), and the objects of resources the
 // workload does not model under their storage prefixes, at their sizes.
 func TestPreloadKeepsEventsAndOthers(t *testing.T) {
-	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500,
+	cfg, err := Options{Nodes: 2, PodsPerNode: 2, Apiservers: 1, Events: 1500, Secrets: 10,
 		Others: []Others{{Prefix: "apiregistration.k8s.io/apiservices", Objects: 40, Bytes: 1200}, {Prefix: "flowschemas", Objects: 13, Bytes: 1024}}}.Resolve(time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -509,6 +514,18 @@ func TestPreloadKeepsEventsAndOthers(t *testing.T) {
 		if ttl.GrantedTTL != 3600 {
 			t.Errorf("kept events' lease granted for %d s, want the event TTL, 3600", ttl.GrantedTTL)
 		}
+	}
+	// Ten secrets over the five namespaces (default, kube-system, kube-public, kube-node-lease, ns-0): 2 each.
+	secrets, err := e.raw.Get(ctx, "/registry/secrets/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNamespace := map[string]int{}
+	for _, kv := range secrets.Kvs {
+		perNamespace[strings.Split(string(kv.Key), "/")[3]]++
+	}
+	if want := map[string]int{"default": 2, "kube-system": 2, "kube-public": 2, "kube-node-lease": 2, "ns-0": 2}; !reflect.DeepEqual(perNamespace, want) {
+		t.Errorf("secrets per namespace %v, want %v", perNamespace, want)
 	}
 	for _, x := range cfg.Others {
 		got, err := e.raw.Get(ctx, "/registry/"+x.Prefix+"/", clientv3.WithPrefix())

@@ -65,6 +65,29 @@ type Options struct {
 	// ListRate; negative: none): a profile sets it apart, as Kubernetes 1.34+ serves most lists from the
 	// cache and pages few from etcd.
 	CacheListRate float64 `json:"cache-list-rate,omitempty"`
+	// CacheReads are the reads of the current revision per second by API resource (pods, namespaces,
+	// limitranges, ...; any resource the apiservers watch), all apiservers together: the count timers'
+	// and the consistent lists' served from the watch cache, each of which waits for the cache to reach
+	// that revision (progress requests meanwhile). A resource listed is read at its rate instead of once a
+	// minute per apiserver; pods' CacheListRate comes on top. A profile sets them from its
+	// getCurrentResourceVersion requests.
+	CacheReads map[string]float64 `json:"cache-reads,omitempty"`
+	// Counts are the count-only ranges of events (the resource without a watch cache) per second, all
+	// apiservers together (0: every apiserver's once a minute, --etcd-count-metric-poll-period; negative:
+	// none); a profile sets them from its listWithCount requests.
+	Counts float64 `json:"counts,omitempty"`
+	// NodeLeases is the node lease renewals per second, all nodes together (0: every kubelet's every
+	// 10 s; negative: none); a profile sets it from its lease updates less the control plane's own, as
+	// kubelets (or KWOK) that lag behind renew less often.
+	NodeLeases float64 `json:"node-leases,omitempty"`
+	// NodeStatus is the node status updates per second, all nodes together (0: every kubelet's every 5
+	// minutes; negative: none); a profile sets it from its nodes' updates (KWOK reports a node's status
+	// every 10 to 20 minutes, and a short window may hold none).
+	NodeStatus float64 `json:"node-status,omitempty"`
+	// HealthChecks are the apiservers' etcd health checks per second, all together (0: one a second per
+	// apiserver, as a probed apiserver sends at most; negative: none). An apiserver reads etcd's health
+	// only when its /healthz, /livez or /readyz is probed: a profile sets them from its probes.
+	HealthChecks float64 `json:"health-checks,omitempty"`
 	// Apiservers is the number of simulated kube-apiservers, each with its own etcd client and watch caches.
 	Apiservers int `json:"apiservers"`
 	// EventTTL is the lifetime of events (kube-apiserver's --event-ttl).
@@ -78,18 +101,37 @@ type Options struct {
 	// StatusRate is the Maintenance.Status requests per second, all apiservers together (0: each
 	// apiserver polls every endpoint every 30 s; negative: none).
 	StatusRate float64 `json:"status-rate,omitempty"`
-	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 3) of a pod's life on
+	// EventsPerPod and StatusPerPod are the events (0 to 5) and status updates (0 to 5) of a pod's life on
 	// average, pods alternating between the whole numbers around them (0: 5 events, 2.5 updates); a
 	// profile sets them from a cluster's own events and pod updates per pod created.
 	EventsPerPod float64 `json:"events-per-pod,omitempty"`
 	StatusPerPod float64 `json:"status-per-pod,omitempty"`
-	// DeleteCalls is the DELETE calls of a pod's deletion on average, 2 to 3 (0: 2, the user's and the
-	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third).
+	// DeleteCalls is the DELETE calls of a pod's deletion on average, 1 to 3 (0: 2, the user's and the
+	// kubelet's); a profile sets it from a cluster's pod reads per pod created (KWOK sends a third; below
+	// 2, a share of the deletions wait for a kubelet that lags behind, and the pods stay).
 	DeleteCalls float64 `json:"delete-calls,omitempty"`
+	// DeleteConflicts is the share of pod deletions (0 to 1) whose kubelet removal starts from a watch
+	// cache that has not seen the kubelet's update yet, and so fails once and retries (0: as the
+	// emulated caches are, which are rarely that late); a profile sets it from its pod delete requests
+	// per pod created.
+	DeleteConflicts float64 `json:"delete-conflicts,omitempty"`
+	// EventApiservers is how many apiservers the events are created through, the first ones (0, or
+	// more than there are: all, as kubelets' event recorders reach them through a load balancer); a
+	// profile sets it from the apiservers that created events in its window (a control plane whose
+	// events come from one scheduler creates them through one apiserver, and grants a third of the
+	// event leases).
+	EventApiservers int `json:"event-apiservers,omitempty"`
+	// LeaseReads is the leader elections' reads of leases per second, all apiservers together (0: each
+	// standby of each elected component every 2 s; negative: none); a profile sets it from its cluster's
+	// reads of leases, as a control plane without standbys reads far fewer.
+	LeaseReads float64 `json:"lease-reads,omitempty"`
 	// Events is the events that exist when the load begins, preloaded on leases of --event-ttl (0: none):
 	// a profile sets it from the cluster's events less those created in its window, as a real cluster
 	// keeps an hour of them.
 	Events int `json:"events,omitempty"`
+	// Secrets is the number of secrets, spread over the namespaces (0: two a namespace, the system
+	// namespaces' included); a profile sets it from its cluster's secrets.
+	Secrets int `json:"secrets,omitempty"`
 	// Others are the objects of resources the workload does not model (apiservices, flowschemas,
 	// priorityclasses, ...), preloaded and never written again; a profile sets them from a cluster's own.
 	Others []Others `json:"others,omitempty"`
@@ -142,10 +184,16 @@ type Config struct {
 // and the objects of resources the workload does not model.
 func (o Options) checkKept() error {
 	switch {
-	case o.DeleteCalls != 0 && (o.DeleteCalls < deleteCalls || o.DeleteCalls > deleteCalls+1):
-		return outcome.Usagef("delete calls per pod %g: between %g and %g", o.DeleteCalls, deleteCalls, deleteCalls+1)
-	case o.Events < 0:
-		return outcome.Usagef("events %d: must not be negative", o.Events)
+	case o.DeleteCalls != 0 && (o.DeleteCalls < 1 || o.DeleteCalls > deleteCalls+1):
+		return outcome.Usagef("delete calls per pod %g: between 1 and %g", o.DeleteCalls, deleteCalls+1)
+	case o.DeleteConflicts < 0 || o.DeleteConflicts > 1:
+		return outcome.Usagef("delete conflicts %g: a share of the pods, between 0 and 1", o.DeleteConflicts)
+	case o.Events < 0 || o.Secrets < 0:
+		return outcome.Usagef("events %d and secrets %d: must not be negative", o.Events, o.Secrets)
+	case badCacheReads(o.CacheReads) != "":
+		return outcome.Usagef("cache reads of %s: a resource the apiservers watch, at a rate from 0", badCacheReads(o.CacheReads))
+	case o.EventApiservers < 0:
+		return outcome.Usagef("event apiservers %d: must not be negative (0: all)", o.EventApiservers)
 	}
 	for _, x := range o.Others {
 		if err := x.check(); err != nil {
@@ -273,4 +321,15 @@ func (c Config) String() string {
 		s = c.Label + ": " + s
 	}
 	return s
+}
+
+// badCacheReads returns a resource of CacheReads the workload does not watch, or whose rate is out of
+// range; "" when all are good.
+func badCacheReads(reads map[string]float64) string {
+	for res, rate := range reads {
+		if _, ok := watchedIndex(res); !ok || rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+			return res
+		}
+	}
+	return ""
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 	"github.com/etcd-chaosbench/chaosbench/workloads"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestResolveDerivesFromClusterSize(t *testing.T) {
@@ -102,31 +104,34 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 		rates[p.Actor+" "+p.Op] += p.Rate
 	}
 	want := map[string]float64{
-		"heartbeats update/leases":              60,   // 600 node leases every 10 s
-		"heartbeats update/minions":             2,    // 600 node statuses every 5 min
-		"churn create/pods":                     10,   //
-		"churn update/pods":                     55,   // bind, 2.5 statuses, the two DELETE calls' updates
-		"churn get/pods":                        20,   // the two DELETE calls' reads
-		"churn create/events":                   50,   // 5 events per pod
-		"churn grant/leases":                    0.05, // 3 apiservers, 1 lease per 60 s each
-		"election update/leases":                1,    // 2 leaders every 2 s
-		"election get/leases":                   2,    // 2 standbys of 2 components every 2 s
-		"master-leases grant/masterleases":      0.3,  // 3 apiservers every 10 s
-		"master-leases get/masterleases":        0.3,  // read first: no watch cache for endpoint leases
-		"master-leases list/masterleases":       0.3,  // the endpoint reconciler lists every master lease
-		"master-leases get/peerserverleases":    0.3,  // the peer endpoint reconciler (1.36+), likewise
-		"master-leases grant/peerserverleases":  0.3,
-		"master-leases update/peerserverleases": 0.3,
-		"polls get/health":                      3,
-		"polls count/events":                    0.05, // events alone have no watch cache: counted in etcd every minute
-		"polls current-rv/configmaps":           0.05, // the others are counted from their caches, at the current revision
-		"polls cache-sync/configmaps":           0.05,
-		"polls current-rv/idle":                 2.75, // the 55 idle watches' resources too
-		"polls count/pods":                      0,
-		"polls status":                          0.3, // 3 apiservers x 3 endpoints every 30 s
-		"compactor compact-txn":                 0.01,
-		"lists list/pods":                       3, // 3 lists/s of namespaces of 300 pods: one page of 500
-		"watch-cache watch-event/pods":          3 * (10 + 55),
+		"heartbeats update/leases":                60,   // 600 node leases every 10 s
+		"heartbeats update/minions":               2,    // 600 node statuses every 5 min
+		"churn create/pods":                       10,   //
+		"churn update/pods":                       55,   // bind, 2.5 statuses, the two DELETE calls' updates
+		"churn get/pods":                          20,   // the two DELETE calls' reads
+		"churn create/events":                     50,   // 5 events per pod
+		"churn grant/leases":                      0.05, // 3 apiservers, 1 lease per 60 s each
+		"election update/leases":                  1,    // 2 leaders every 2 s
+		"election get/leases":                     2,    // 2 standbys of 2 components every 2 s
+		"master-leases grant/masterleases":        0.3,  // 3 apiservers every 10 s
+		"master-leases get/masterleases":          0.3,  // read first: no watch cache for endpoint leases
+		"master-leases list/masterleases":         0.3,  // the endpoint reconciler lists every master lease
+		"master-leases get/peerserverleases":      0.3,  // the peer endpoint reconciler (1.36+), likewise
+		"master-leases grant/peerserverleases":    0.3,
+		"master-leases update/peerserverleases":   0.3,
+		"polls get/health":                        3,
+		"polls count/events":                      0.05, // events alone have no watch cache: counted in etcd every minute
+		"polls current-rv/configmaps":             0.05, // the others are counted from their caches, at the current revision
+		"polls cache-sync/configmaps":             0.05,
+		"polls current-rv/apiservices":            0.05, // the 55 idle watches' resources too, each by its API name
+		"polls current-rv/endpoints":              0.05,
+		"polls current-rv/replicationcontrollers": 0.05,
+		"polls current-rv/idle":                   0,
+		"polls count/pods":                        0,
+		"polls status":                            0.3, // 3 apiservers x 3 endpoints every 30 s
+		"compactor compact-txn":                   0.01,
+		"lists list/pods":                         3, // 3 lists/s of namespaces of 300 pods: one page of 500
+		"watch-cache watch-event/pods":            3 * (10 + 55),
 	}
 	for k, v := range want {
 		if math.Abs(rates[k]-v) > 1e-9 {
@@ -139,6 +144,89 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 		if p.Op == "grant/leases" && math.Abs(p.Rate-0.1) > 1e-9 {
 			t.Errorf("100 events/s on one apiserver: %g grants/s, want 0.1", p.Rate)
 		}
+	}
+	// A profile's control plane: events created through one apiserver (one lease manager: a grant a
+	// minute) and the cluster's own lease reads instead of every standby's.
+	one, err := Options{Nodes: 600, Apiservers: 3, Churn: 1, EventApiservers: 1, LeaseReads: 0.5}.Resolve(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range one.Plan(3) {
+		if want, ok := map[string]float64{"grant/leases": 1.0 / 60, "get/leases": 0.5, "create/events": 5}[p.Op]; ok && math.Abs(p.Rate-want) > 1e-9 {
+			t.Errorf("events through one apiserver, 0.5 lease reads/s: %s planned %g/s, want %g", p.Op, p.Rate, want)
+		}
+	}
+	// A profile's reads of the current revision replace the count timers' of the resources it names.
+	reads, err := Options{Apiservers: 3, CacheReads: map[string]float64{"namespaces": 0.2, "limitranges": 0.5}}.Resolve(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]float64{}
+	for _, p := range reads.Plan(3) {
+		planned[p.Op] += p.Rate
+	}
+	for op, want := range map[string]float64{"current-rv/namespaces": 0.2, "cache-sync/namespaces": 0.2, "current-rv/limitranges": 0.5, "current-rv/minions": 0.05, "current-rv/apiservices": 0.05} {
+		if math.Abs(planned[op]-want) > 1e-9 {
+			t.Errorf("cache reads of namespaces and limitranges: %s planned %g/s, want %g", op, planned[op], want)
+		}
+	}
+	for _, c := range []struct{ status, want float64 }{{0, 2}, {0.5, 0.5}, {-1, 0}} {
+		o, _ := Options{Nodes: 600, NodeStatus: c.status}.Resolve(time.Hour)
+		got := 0.0
+		for _, p := range o.Plan(3) {
+			if p.Op == "update/"+ResNodes {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("node status %g: update/minions planned %g/s, want %g", c.status, got, c.want)
+		}
+	}
+	counted, _ := Options{Apiservers: 3, Counts: 0.1, HealthChecks: -1}.Resolve(time.Hour)
+	uncounted, _ := Options{Apiservers: 3, Counts: -1, HealthChecks: 0.5}.Resolve(time.Hour)
+	for _, c := range []struct {
+		cfg  Config
+		want float64
+	}{{counted, 0}, {uncounted, 0.5}} {
+		got := 0.0
+		for _, p := range c.cfg.Plan(3) {
+			if p.Op == "get/health" {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("health checks %g: get/health planned %g/s, want %g", c.cfg.HealthChecks, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want float64
+	}{{counted, 0.1}, {uncounted, 0}} {
+		got := 0.0
+		for _, p := range c.cfg.Plan(3) {
+			if p.Op == "count/events" {
+				got += p.Rate
+			}
+		}
+		if got != c.want {
+			t.Errorf("counts %g: count/events planned %g/s, want %g", c.cfg.Counts, got, c.want)
+		}
+	}
+	if _, err := (Options{CacheReads: map[string]float64{"widgets": 1}}).Resolve(time.Hour); !outcome.IsUsage(err) {
+		t.Errorf("cache reads of a resource nobody watches: %v, want a usage error", err)
+	}
+	none, _ := Options{Apiservers: 3, LeaseReads: -1}.Resolve(time.Hour)
+	for _, p := range none.Plan(3) {
+		if p.Op == "get/leases" {
+			t.Errorf("no lease reads asked, %g/s planned", p.Rate)
+		}
+	}
+	if _, err := (Options{Apiservers: 3, EventApiservers: -1}).Resolve(time.Hour); !outcome.IsUsage(err) {
+		t.Errorf("events through -1 apiservers: %v, want a usage error", err)
+	}
+	// A profile's one event apiserver of three, run with --apiservers 1: through the one there is.
+	if c, err := (Options{Apiservers: 1, EventApiservers: 3}).Resolve(time.Hour); err != nil || c.eventApiservers() != 1 {
+		t.Errorf("events through 3 of 1 apiserver: %v, %+v", err, c)
 	}
 	// Actors turned off plan nothing.
 	quiet, _ := Options{SkipActors: []string{ActorChurn, ActorWatchCache}}.Resolve(time.Hour)
@@ -160,7 +248,7 @@ func TestPlanFollowsKubernetesPeriods(t *testing.T) {
 // full-length figures.
 func TestRunMatchesPlan(t *testing.T) {
 	const duration = 12 * time.Second
-	cfg, err := Options{Nodes: 200, PodsPerNode: 10, Apiservers: 2, ListRate: 2}.Resolve(duration)
+	cfg, err := Options{Nodes: 200, PodsPerNode: 10, Apiservers: 2, ListRate: 2, CacheReads: map[string]float64{"namespaces": 2, "limitranges": 2}}.Resolve(duration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +292,7 @@ func TestRunMatchesPlan(t *testing.T) {
 	if compared < 6 {
 		t.Fatalf("only %d operations frequent enough to compare: %+v", compared, k.Mix)
 	}
-	for _, op := range []string{"create/pods", "update/pods", "delete/pods", "create/events", "update/leases", "list/pods", "get/leases", "watch-event/pods", "current-rv/pods", "get/health", "grant/leases"} {
+	for _, op := range []string{"create/pods", "update/pods", "delete/pods", "create/events", "update/leases", "list/pods", "get/leases", "watch-event/pods", "current-rv/pods", "get/health", "grant/leases", "current-rv/namespaces", "cache-sync/namespaces", "current-rv/limitranges"} {
 		if ops[op] == nil || ops[op].Count == 0 || ops[op].Errors > 0 {
 			t.Errorf("%s: %+v", op, ops[op])
 		}
@@ -253,5 +341,65 @@ func TestPlanSharesAddUp(t *testing.T) {
 				t.Fatalf("%s over %d workers: the shares plan %d operations, the whole %d", cfg, n, len(sum), len(whole))
 			}
 		}
+	}
+}
+
+// TestIdleResourcesNamedAsTheApiserverDoes checks the idle resources' operation names: each is the API
+// resource the apiserver's etcd request metrics label (endpoints, not services/endpoints), one per
+// resource, so that the fidelity comparison finds each on the real side.
+func TestIdleResourcesNamedAsTheApiserverDoes(t *testing.T) {
+	for prefix, want := range map[string]string{
+		"services/endpoints": "endpoints", "services/specs": "services", "controllers": "replicationcontrollers",
+		"ingress": "ingresses", "apiregistration.k8s.io/apiservices": "apiservices", "flowschemas": "flowschemas", ResNodes: "nodes",
+	} {
+		if got := apiResource(prefix); got != want {
+			t.Errorf("apiResource(%q) = %q, want %q", prefix, got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, res := range idleResources {
+		op := idleCurrentRV(res)
+		if seen[op] || strings.Count(op, "/") != 1 {
+			t.Errorf("idle resource %s: operation %q repeated or not verb/resource", res, op)
+		}
+		seen[op] = true
+	}
+}
+
+// TestCompactorsCompactEveryInterval runs three apiservers' compactors for 7 s at a 2 s interval: their
+// bootstrap rounds are set-up, so the load's rounds compact from the first interval on; each apiserver
+// fires at its own phase (1/6, 3/6 and 5/6 of the interval: 4, 3 and 3 rounds in 7 s), and the first
+// to fire after a win (apiserver 0, every time) wins each round: one compaction per interval.
+func TestCompactorsCompactEveryInterval(t *testing.T) {
+	const duration = 7 * time.Second
+	cfg, err := Options{Nodes: 1, PodsPerNode: 1, Apiservers: 3, CompactionInterval: 2 * time.Second, Actors: []string{ActorCompactor}}.Resolve(duration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, cfg.Apiservers, duration)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := New(cfg)
+	if err := w.Setup(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Run(ctx, e.runner); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.stats.wins.Load(); got != 4 {
+		t.Errorf("%d compactions in 7 s at a 2 s interval, want 4 (the first at 1/3 s)", got)
+	}
+	for i, want := range []int64{5, 4, 4} { // the bootstrap version (1) and four wins; the others learn 4
+		if got := w.local[i].compact.version; got != want {
+			t.Errorf("apiserver %d saw compact_rev_key version %d, want %d", i, got, want)
+		}
+	}
+	resp, err := e.raw.Get(ctx, compactKey)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Version != 5 {
+		t.Fatalf("compact_rev_key: %+v, %v; want version 5", resp, err)
+	}
+	if _, err := e.raw.Get(ctx, compactKey, clientv3.WithRev(1)); err == nil {
+		t.Error("revision 1 was not compacted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -77,7 +78,7 @@ func (c Config) shareOf(p PlannedOp) float64 {
 	case p.Actor == ActorHeartbeats:
 		return owned(c.Nodes, func(node int) int { return node % a })
 	case p.Actor == ActorElection && p.Op == "get/"+ResLeases:
-		return owned(comps*(a-1), func(i int) int { return (i%comps + 1 + i/comps) % a })
+		return owned(c.standbySlots(), func(i int) int { return (i%comps + 1 + i/comps) % a })
 	case p.Actor == ActorElection:
 		return owned(comps, func(comp int) int { return comp % a })
 	}
@@ -92,11 +93,11 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 			plan = append(plan, PlannedOp{actor, op, rate})
 		}
 	}
-	n, a := float64(c.Nodes), float64(c.Apiservers)
+	a := float64(c.Apiservers)
 	comps := float64(len(electedComponents))
 	writes := map[string]float64{} // puts of cached resources per second, for watch events
 
-	nodeLeases, nodeStatus := n/nodeLeaseRenew.Seconds(), n/nodeStatusReport.Seconds()
+	nodeLeases, nodeStatus := c.nodeLeaseRate(), c.nodeStatusRate()
 	add(ActorHeartbeats, "update/"+ResLeases, nodeLeases)
 	add(ActorHeartbeats, "update/"+ResNodes, nodeStatus)
 	if c.Active[ActorHeartbeats] {
@@ -107,7 +108,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	churn := c.Churn
 	add(ActorChurn, "create/"+ResPods, churn)
 	add(ActorChurn, "update/"+ResPods, churn*c.updatesPerPod())
-	add(ActorChurn, "delete/"+ResPods, churn)
+	add(ActorChurn, "delete/"+ResPods, churn*c.removals())
 	add(ActorChurn, "get/"+ResPods, churn*c.deleteCalls())
 	add(ActorChurn, "create/"+ResEvents, churn*c.eventsPerPod())
 	add(ActorChurn, "grant/"+ResLeases, c.eventGrantRate())
@@ -116,7 +117,7 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	}
 
 	add(ActorElection, "update/"+ResLeases, comps/electionRetryPeriod.Seconds())
-	add(ActorElection, "get/"+ResLeases, comps*(a-1)/electionRetryPeriod.Seconds())
+	add(ActorElection, "get/"+ResLeases, c.leaseReadRate())
 	if c.Active[ActorElection] {
 		writes[ResLeases] += comps / electionRetryPeriod.Seconds()
 	}
@@ -139,21 +140,30 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	if c.Active[ActorWatchCache] {
 		add(ActorLists, "cache-sync/"+ResPods, c.CacheListRate)
 	}
-
 	for _, res := range countedResources {
-		add(ActorPolls, "count/"+res, a/countPollPeriod.Seconds())
+		add(ActorPolls, "count/"+res, c.countRate()/float64(len(countedResources)))
 	}
 	if c.Active[ActorWatchCache] {
-		for _, res := range cachedResources {
-			add(ActorPolls, "current-rv/"+res, a/countPollPeriod.Seconds())
+		// Every watched resource's current revision every minute per apiserver, or at the rate
+		// CacheReads sets; a cached resource's read is followed by the wait for its cache.
+		rate := func(i int) float64 {
+			if r, ok := c.CacheReads[watchedAPI(i)]; ok {
+				return r
+			}
+			return a / countPollPeriod.Seconds()
 		}
-		add(ActorPolls, opIdleCurrentRV, a*float64(len(idleResources))/countPollPeriod.Seconds())
-		for _, res := range cachedResources {
-			add(ActorPolls, "cache-sync/"+res, a/countPollPeriod.Seconds())
+		for i, res := range cachedResources {
+			add(ActorPolls, "current-rv/"+res, rate(i))
+		}
+		for j, res := range idleResources {
+			add(ActorPolls, idleCurrentRV(res), rate(len(cachedResources)+j))
+		}
+		for i, res := range cachedResources {
+			add(ActorPolls, "cache-sync/"+res, rate(i))
 		}
 	}
 	add(ActorPolls, "status", c.statusRate(endpoints))
-	add(ActorPolls, "get/health", a/healthCheckPeriod.Seconds())
+	add(ActorPolls, "get/health", c.healthRate())
 
 	interval := c.CompactionInterval.Seconds()
 	add(ActorCompactor, "compact-txn", a/interval)
@@ -165,13 +175,42 @@ func (c Config) wholePlan(endpoints int) []PlannedOp {
 	return plan
 }
 
-// eventGrantRate is the rate of event lease grants: each apiserver's lease manager grants a lease per
-// reuse period (60 s for the default hour-long TTL) or per 1000 events, whichever comes first.
+// eventGrantRate is the rate of event lease grants: the lease manager of each apiserver events go
+// through grants a lease per reuse period (60 s for the default hour-long TTL) or per 1000 events,
+// whichever comes first.
 func (c Config) eventGrantRate() float64 {
 	ttl := c.EventTTL
 	reuse := min(time.Duration(leaseReuseFraction*float64(ttl)), leaseReuseMax)
-	perApiserver := c.Churn * c.eventsPerPod() / float64(c.Apiservers)
-	return float64(c.Apiservers) * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
+	n := float64(c.eventApiservers())
+	perApiserver := c.Churn * c.eventsPerPod() / n
+	return n * math.Max(1/reuse.Seconds(), perApiserver/leaseMaxObjects)
+}
+
+// eventApiservers is the number of apiservers events are created through (the first ones).
+func (c Config) eventApiservers() int {
+	if c.EventApiservers > 0 {
+		return min(c.EventApiservers, c.Apiservers)
+	}
+	return c.Apiservers
+}
+
+// standbySlots are the leader-election reads of a round: each standby of each elected component (one
+// replica per apiserver, one of them the leader), or, with one apiserver and a set read rate, each
+// component's.
+func (c Config) standbySlots() int {
+	return len(electedComponents) * max(1, c.Apiservers-1)
+}
+
+// leaseReadRate is the leader elections' lease reads per second: Options.LeaseReads, or each standby's
+// every retry period.
+func (c Config) leaseReadRate() float64 {
+	switch {
+	case c.LeaseReads > 0:
+		return c.LeaseReads
+	case c.LeaseReads < 0:
+		return 0
+	}
+	return float64(len(electedComponents)*(c.Apiservers-1)) / electionRetryPeriod.Seconds()
 }
 
 // pagesPerNamespaceList is the mean number of 500-object pages of a namespace's pod list.
@@ -194,7 +233,7 @@ func PlanTotal(plan []PlannedOp) float64 {
 // WritePlan prints the plan as a table: actor, operation, requests per second.
 func WritePlan(w io.Writer, c Config, plan []PlannedOp) error {
 	fmt.Fprintf(w, "kube workload: %s\n", c)
-	fmt.Fprintf(w, "objects: %d pods, %d nodes and leases, %d namespaces; sizes %s\n", c.Pods(), c.Nodes, c.Namespaces+3, c.Sizes)
+	fmt.Fprintf(w, "objects: %d pods, %d nodes and leases, %d namespaces; sizes %s\n", c.Pods(), c.Nodes, c.Namespaces+len(systemNamespaces()), c.Sizes)
 	fmt.Fprintf(w, "compaction every %s, events live %s, lists %g/s\n\n", c.CompactionInterval, c.EventTTL, c.ListRate)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "actor\toperation\trate/s\t")
@@ -281,4 +320,69 @@ func (c Config) statusRate(endpoints int) float64 {
 		return 0
 	}
 	return float64(c.Apiservers*endpoints) / statusPollPeriod.Seconds()
+}
+
+// sortedKeys returns a map's keys in order, for schedules and plans that do not depend on map order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// countRate is the count-only ranges per second of the resources without a watch cache, all together:
+// every apiserver's of each once a minute, or Options.Counts.
+func (c Config) countRate() float64 {
+	switch {
+	case c.Counts > 0:
+		return c.Counts
+	case c.Counts < 0:
+		return 0
+	}
+	return float64(c.Apiservers*len(countedResources)) / countPollPeriod.Seconds()
+}
+
+// healthRate is the etcd health checks per second, all apiservers together: each apiserver's once a second
+// (the most its prober sends while something probes it), or Options.HealthChecks.
+func (c Config) healthRate() float64 {
+	switch {
+	case c.HealthChecks > 0:
+		return c.HealthChecks
+	case c.HealthChecks < 0:
+		return 0
+	}
+	return float64(c.Apiservers) / healthCheckPeriod.Seconds()
+}
+
+// nodeStatusRate is the node status updates per second, all nodes together: each kubelet's every 5
+// minutes, or Options.NodeStatus.
+func (c Config) nodeStatusRate() float64 {
+	switch {
+	case c.NodeStatus > 0:
+		return c.NodeStatus
+	case c.NodeStatus < 0:
+		return 0
+	}
+	return float64(c.Nodes) / nodeStatusReport.Seconds()
+}
+
+// nodeLeaseRate is the node lease renewals per second, all nodes together: each kubelet's every 10 s, or
+// Options.NodeLeases.
+func (c Config) nodeLeaseRate() float64 {
+	switch {
+	case c.NodeLeases > 0:
+		return c.NodeLeases
+	case c.NodeLeases < 0:
+		return 0
+	}
+	return float64(c.Nodes) / nodeLeaseRenew.Seconds()
+}
+
+// ControlPlaneLeaseUpdates is the lease updates per second a control plane of that many apiservers sends
+// besides its nodes': the leader elections' renewals (every 2 s each) and the apiservers' identity leases
+// (every 10 s each).
+func ControlPlaneLeaseUpdates(apiservers int) float64 {
+	return float64(len(electedComponents))/electionRetryPeriod.Seconds() + float64(apiservers)/masterLeaseRenew.Seconds()
 }

@@ -196,7 +196,7 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 	if !w.owns(0) {
 		return nil
 	}
-	namespaces := []string{"default", nsSystem, nsNodeLease}
+	namespaces := systemNamespaces()
 	for i := range w.cfg.Namespaces {
 		namespaces = append(namespaces, namespaceName(i))
 	}
@@ -209,10 +209,16 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 				return err
 			}
 		}
-		for i := range secretsPerNamespace {
-			if err := p.add(ctx, key(ResSecrets, ns, "secret-"+strconv.Itoa(i)), sz(ResSecrets)); err != nil {
-				return err
-			}
+	}
+	// Two secrets a namespace, or the options' number spread over the namespaces.
+	secrets := w.cfg.Secrets
+	if secrets == 0 {
+		secrets = secretsPerNamespace * len(namespaces)
+	}
+	for i := range secrets {
+		k := key(ResSecrets, namespaces[i%len(namespaces)], "secret-"+strconv.Itoa(i/len(namespaces)))
+		if err := p.add(ctx, k, sz(ResSecrets)); err != nil {
+			return err
 		}
 	}
 	for i := range largeConfigMaps {
@@ -227,6 +233,20 @@ func (w *Workload) preloadShared(ctx context.Context, p *preloader, sz func(stri
 	}
 	return nil
 }
+
+// MeanObjectBytes is the mean value size of a resource's objects as the workload writes them: for
+// configmaps, every namespace's and the few large ones together, as a cluster's size estimate of its
+// configmaps counts them (a profile's mean_bytes).
+func (c Config) MeanObjectBytes(res string) float64 {
+	if res != ResConfigMaps {
+		return c.Sizes[res].Mean()
+	}
+	regular := float64(configMapsPerNamespace * (c.Namespaces + len(systemNamespaces())))
+	return (regular*c.Sizes[ResConfigMaps].Mean() + largeConfigMaps*c.Sizes[resLargeConfigMaps].Mean()) / (regular + largeConfigMaps)
+}
+
+// systemNamespaces are the namespaces every cluster has besides its workloads'.
+func systemNamespaces() []string { return []string{"default", nsSystem, "kube-public", nsNodeLease} }
 
 func apiserverLease(i int) string { return "apiserver-" + strconv.Itoa(i) }
 

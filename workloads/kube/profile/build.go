@@ -28,6 +28,9 @@ const (
 	mWatchEvents      = "apiserver_watch_events_total"
 	mWatchSizesCount  = "apiserver_watch_events_sizes_count"
 	mWatchSizesSum    = "apiserver_watch_events_sizes_sum"
+	mRequestDuration  = "apiserver_request_duration_seconds"
+	mBodySizesCount   = "apiserver_request_body_size_bytes_count"
+	mBodySizesSum     = "apiserver_request_body_size_bytes_sum"
 	mLongRunning      = "apiserver_longrunning_requests"
 	mRegisteredWatch  = "apiserver_registered_watchers"
 	mEtcdDBSize       = "etcd_mvcc_db_total_size_in_bytes"
@@ -136,6 +139,10 @@ type listTotals struct {
 	// sizes and lifetime are the watch events' count and bytes over the window and since the start;
 	// stored the objects' count and estimated bytes (apiserver_resource_size_estimate_bytes).
 	sizes, lifetime, stored map[string][2]float64
+	// bodies are the create requests' count and body bytes over the window (apiserver_request_body_size_bytes).
+	bodies map[string][2]float64
+	// creators are the apiservers that created objects of a resource in the window.
+	creators map[string]int
 }
 
 // res returns the profile's resource r, adding it.
@@ -152,9 +159,19 @@ func (p *Profile) res(r string) *Resource {
 // any apiserver reports: they share the storage), rates added up over apiservers.
 func (p *Profile) readApiservers(apiservers []Series) {
 	t := &listTotals{lists: map[string]float64{}, fetched: map[string]float64{}, evaluated: map[string]float64{},
-		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}, stored: map[string][2]float64{}}
+		returned: map[string]float64{}, sizes: map[string][2]float64{}, lifetime: map[string][2]float64{}, stored: map[string][2]float64{},
+		creators: map[string]int{}, bodies: map[string][2]float64{}}
 	for _, s := range apiservers {
 		p.readApiserver(s, t)
+		p.readProbes(s)
+	}
+	if p.HealthChecks != nil {
+		*p.HealthChecks = round(*p.HealthChecks, 4)
+	}
+	for r, n := range t.creators {
+		if n < len(apiservers) {
+			p.res(r).CreatedThrough = n
+		}
 	}
 	for r, n := range t.lists {
 		if r == "" || n <= 0 {
@@ -167,6 +184,15 @@ func (p *Profile) readApiservers(apiservers []Series) {
 		if r != "" && st[0] > 0 && st[1] > 0 {
 			p.res(r).MeanBytes = round(st[1]/st[0], 0) // the objects as stored, the best measure of etcd's values
 		}
+	}
+	for r, b := range t.bodies {
+		if r == "" || b[0] <= 0 || (p.Resources[r] != nil && p.Resources[r].MeanBytes > 0) || t.sizes[r][0] > 0 {
+			continue
+		}
+		// Nothing measured the stored objects (events: no watch cache, rarely watched): their create
+		// requests' bodies, plus what the apiserver adds to the object it stores, stand in.
+		p.Assumptions = append(p.Assumptions, Assumption{Figure: "resources." + r + ".mean_bytes", Assumed: round(b[1]/b[0]+storedOverhead, 0),
+			Why: fmt.Sprintf("no size estimate or watch event of %s: its create requests' mean body (apiserver_request_body_size_bytes) and %d bytes the apiserver adds to each object it stores (uid, creation time, a managed-fields entry)", r, storedOverhead)})
 	}
 	for r, sz := range t.sizes {
 		switch {
@@ -220,6 +246,9 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 		if r == "" || v <= 0 {
 			continue
 		}
+		if op == "create" {
+			t.creators[r]++
+		}
 		if p.res(r).EtcdRequests == nil {
 			p.res(r).EtcdRequests = map[string]float64{}
 		}
@@ -244,6 +273,16 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 	add(mCacheInits, func(r *Resource) *float64 { return &r.CacheInitializations }, false)
 	add(mWatchEvents, func(r *Resource) *float64 { return &r.WatchEvents }, true)
 	add(mBookmarks, func(r *Resource) *float64 { return &r.Bookmarks }, true)
+	creates := func(l map[string]string) string {
+		if l["verb"] != "create" {
+			return ""
+		}
+		return resourceKey(l)
+	}
+	bodyCounts, bodySums := s.increase(mBodySizesCount, creates), s.increase(mBodySizesSum, creates)
+	for r, n := range bodyCounts {
+		t.bodies[r] = [2]float64{t.bodies[r][0] + n, t.bodies[r][1] + bodySums[r]}
+	}
 	counts, sums := s.increase(mWatchSizesCount, resourceKey), s.increase(mWatchSizesSum, resourceKey)
 	lastCounts, lastSums := last.sum(mWatchSizesCount, resourceKey), last.sum(mWatchSizesSum, resourceKey)
 	for r := range lastCounts {
@@ -264,6 +303,27 @@ func (p *Profile) readApiserver(s Series, t *listTotals) {
 			p.res(r).Watchers += v
 		}
 	}
+}
+
+// readProbes adds an apiserver's etcd health checks: its probes of /healthz, /livez and /readyz per second
+// over the window, at most one a second.
+func (p *Profile) readProbes(s Series) {
+	if !s.last().has(mRequestDuration + "_count") {
+		return
+	}
+	probes := s.increase(mRequestDuration+"_count", func(l map[string]string) string {
+		switch l["subresource"] {
+		case "/healthz", "/livez", "/readyz":
+			if l["resource"] == "" {
+				return "probe"
+			}
+		}
+		return ""
+	})["probe"]
+	if p.HealthChecks == nil {
+		p.HealthChecks = new(float64)
+	}
+	*p.HealthChecks += math.Min(1, probes/s.seconds())
 }
 
 // readEtcd fills the etcd figures: sizes and keys at the last scrape (the largest member's), requests
@@ -296,6 +356,12 @@ func (p *Profile) readEtcd(members []Series) {
 	e.LeasesGranted, e.LeasesRevoked = round(e.LeasesGranted, 4), round(e.LeasesRevoked, 4)
 	p.Etcd = e
 }
+
+// storedOverhead is what kube-apiserver adds to a created object before it stores it, in protobuf bytes:
+// its uid (36 bytes and framing), creation time, and a managed-fields entry (manager, operation, API version,
+// time and the fields set: about 200 bytes for an event). Measured: events created at 299 bytes a body were
+// 544 bytes in etcd (Kubernetes 1.37.2, the scheduler's events).
+const storedOverhead = 250
 
 // assume states what stands in for the figures the kube workload needs and the metrics did not give.
 func (p *Profile) assume() {

@@ -14,8 +14,8 @@ import (
 // maxEventsPerPod and maxStatusPerPod are what the kube workload's pod life holds.
 const (
 	maxEventsPerPod = 5
-	maxStatusPerPod = 3
-	minDeleteCalls  = 2
+	maxStatusPerPod = 5
+	minDeleteCalls  = 1
 	maxDeleteCalls  = 3
 )
 
@@ -115,14 +115,58 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
 			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
 		}
+		calls := o.DeleteCalls
+		if calls == 0 {
+			calls = 2
+		}
+		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
+		// stale) for the share of pods it removed and, with a third call, its failed one: the rest are
+		// the stale removals.
+		if dels := res("pods").EtcdRequests["delete"]; dels > 0 {
+			removed, third := math.Min(1, calls-1), math.Max(0, calls-2)
+			o.DeleteConflicts = round(math.Min(removed, math.Max(0, dels/creates-removed-third)), 4)
+		}
+		// Updates per pod: the binding, the statuses, and the updates of the first two DELETE calls.
 		if up := res("pods").EtcdRequests["update"]; up > 0 {
-			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-3))
+			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-1-math.Min(calls, 2)))
 		}
 	}
-	// Consistent lists of pods from the watch cache, apart from the pages read from etcd.
-	if cl := res("pods").CacheLists; cl > 0 {
+	// Events through the apiservers that created them in the window (one scheduler's through one).
+	if n := res("events").CreatedThrough; n > 0 {
+		o.EventApiservers = min(n, o.Apiservers)
+	}
+	// Leader elections' lease reads: the cluster's reads of leases (a control plane without standbys
+	// reads few), not scaled: control-plane components do not grow with the cluster.
+	if gets := res("leases").EtcdRequests["get"]; gets > 0 {
+		o.LeaseReads = gets
+	} else if res("leases").EtcdRequests["update"] > 0 {
+		o.LeaseReads = -1
+	}
+	// Reads of the current revision: every minute per apiserver and watched resource (the count
+	// timers, which do not grow with the cluster), and one per consistent list served from the watch
+	// cache. Pods' lists are the workload's lists from the cache; the other resources are read at the
+	// profile's rates (namespaces' and limitranges' consistent lists: admission's live lookups, ...).
+	timers := float64(o.Apiservers) / countPoll.Seconds()
+	reads := func(g float64) float64 { return math.Min(g, timers) + math.Max(0, g-timers)*f }
+	for _, r := range sortedKeys(p.Resources) {
+		if g := p.Resources[r].EtcdRequests[currentRV]; g > 0 && r != "pods" && kube.Watched(r) {
+			if o.CacheReads == nil {
+				o.CacheReads = map[string]float64{}
+			}
+			o.CacheReads[r] = round(reads(g), 4)
+		}
+	}
+	// Counts of events in etcd (no watch cache): the count timers' at the profile's rate.
+	if n := res("events").EtcdRequests["listWithCount"]; n > 0 {
+		o.Counts = n
+	}
+	// Consistent lists of pods from the watch cache, apart from the pages read from etcd: the pods'
+	// reads of the current revision beyond the timers', or else the lists the caches served.
+	if g := res("pods").EtcdRequests[currentRV]; g > timers {
+		o.CacheListRate = (g - timers) * f
+	} else if cl := res("pods").CacheLists; cl > 0 && g == 0 {
 		o.CacheListRate = cl * f
-	} else if pages > 0 {
+	} else if pages > 0 || g > 0 {
 		o.CacheListRate = -1
 	}
 	// Status: what the cluster's etcd served (1.37 apiservers read the database size when scraped).
@@ -133,9 +177,29 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			o.StatusRate = -1
 		}
 	}
+	// Node lease renewals: the profile's lease updates less the control plane's own, scaled with the
+	// nodes.
+	if up := res("leases").EtcdRequests["update"] - kube.ControlPlaneLeaseUpdates(o.Apiservers); up > 0 && res("nodes").Objects > 0 {
+		o.NodeLeases = up * objects
+	}
+	// Node status updates at the profile's rate, scaled with the nodes (none in its window: none).
+	if up := res("nodes").EtcdRequests["update"]; up > 0 {
+		o.NodeStatus = up * objects
+	} else if res("nodes").Objects > 0 {
+		o.NodeStatus = -1
+	}
+	// etcd health checks: as often as the cluster's apiservers were probed.
+	if h := p.HealthChecks; h != nil {
+		if o.HealthChecks = *h; *h <= 0 {
+			o.HealthChecks = -1
+		}
+	}
 	// Events live an hour (--event-ttl): the cluster kept those created before the window.
 	if ev := res("events"); ev.Objects > 0 {
 		o.Events = max(0, int(math.Round((ev.Objects-ev.EtcdRequests["create"]*p.Source.WindowSeconds)*f)))
+	}
+	if n := res("secrets").Objects; n > 0 {
+		o.Secrets = max(1, int(math.Round(n*objects)))
 	}
 	o.Others = p.others(objects)
 	if c := p.compactionInterval(); c > 0 {
@@ -150,10 +214,25 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 		}
 		lo, hi := max(8, int(mean*0.75)), max(8, int(mean*1.25))
 		sizes = append(sizes, fmt.Sprintf("%s=%d-%d", k, lo, hi))
+		if k == kube.ResConfigMaps {
+			// The profile's mean is every configmap's, the large ones' included: the workload's few
+			// large configmaps take it too, or they would double the mean (0.49 measured).
+			sizes = append(sizes, fmt.Sprintf("%s=%d-%d", largeConfigMaps, lo, hi))
+		}
 	}
 	o.ObjectSizes = strings.Join(sizes, ",")
 	return o, nil
 }
+
+// currentRV is the apiserver's name of a read of the current revision (etcd_requests_total's operation),
+// and countPoll the period of its count timers (--etcd-count-metric-poll-period's default).
+const (
+	currentRV = "getCurrentResourceVersion"
+	countPoll = time.Minute
+)
+
+// largeConfigMaps is the kube workload's size class of its few large configmaps (--object-sizes).
+const largeConfigMaps = "large-configmaps"
 
 // otherMeanBytes is the size of an object of a resource the workload does not model when the profile
 // has none: about a flowschema's or a cluster role's.

@@ -43,8 +43,14 @@ func FromConfig(name string, cfg kube.Config, endpoints int) *Profile {
 		res(r).EtcdRequests[storageVerb(verb)] += round(op.Rate, 4)
 	}
 	for k, r := range emulated {
-		if s, ok := cfg.Sizes[k]; ok && p.Resources[r] != nil {
-			p.Resources[r].MeanBytes = s.Mean()
+		if _, ok := cfg.Sizes[k]; ok && p.Resources[r] != nil {
+			p.Resources[r].MeanBytes = round(cfg.MeanObjectBytes(k), 0)
+		}
+	}
+	for _, op := range cfg.Plan(endpoints) {
+		if op.Op == "get/health" {
+			h := round(op.Rate, 4)
+			p.HealthChecks = &h
 		}
 	}
 	p.assume()

@@ -43,6 +43,10 @@ type Profile struct {
 	// leases.coordination.k8s.io is leases: built-in groups keep the plural alone).
 	Resources map[string]*Resource `yaml:"resources"`
 	Etcd      *Etcd                `yaml:"etcd,omitempty"`
+	// HealthChecks are the apiservers' etcd health checks per second: an apiserver reads etcd's health
+	// when its /healthz, /livez or /readyz is probed (apiserver_request_duration_seconds), at most once a
+	// second (its prober's rate limit). Absent when the scrapes do not count those requests.
+	HealthChecks *float64 `yaml:"etcd_health_checks_per_second,omitempty"`
 	// Assumptions are the figures the metrics did not give, each with what was assumed instead.
 	Assumptions []Assumption `yaml:"assumptions,omitempty"`
 }
@@ -87,6 +91,9 @@ type Resource struct {
 	Bookmarks float64 `yaml:"bookmarks_per_second,omitempty"`
 	// Watchers are the open watches of clients (apiserver_longrunning_requests{verb="WATCH"}).
 	Watchers float64 `yaml:"watchers,omitempty"`
+	// CreatedThrough, when fewer apiservers than all created objects of the resource in the window, is
+	// how many did (a control plane whose events come from one scheduler creates them through one).
+	CreatedThrough int `yaml:"created_through_apiservers,omitempty"`
 }
 
 // Lists are a resource's lists served from etcd.

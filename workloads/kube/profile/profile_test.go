@@ -84,11 +84,20 @@ func TestBuildFigures(t *testing.T) {
 		{"etcd watch streams", p.Etcd.WatchStreams, 6},
 		{"leases granted/s", p.Etcd.LeasesGranted, 0.5},
 		{"leases revoked/s", p.Etcd.LeasesRevoked, 0.25},
+		// Events were created through apiserver 0 alone (apiserver 1 has no create/events series); pods
+		// through both, which leaves the figure out.
+		{"events created through", float64(p.Resources["events"].CreatedThrough), 1},
+		{"pods created through", float64(pods.CreatedThrough), 0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
+	}
+	// Probes: apiserver 0's /readyz 240 times in 120 s (its prober reads etcd once a second at most),
+	// apiserver 1's /livez 60 times; the pods' status patches are not probes.
+	if p.HealthChecks == nil || *p.HealthChecks != 1.5 {
+		t.Errorf("etcd health checks %v, want 1 + 0.5 a second", p.HealthChecks)
 	}
 	// Leases had no watch event in the window: the lifetime mean (1,200,000 / 3000) stands in, stated.
 	if v, ok := p.assumed("resources.leases.mean_bytes"); !ok || v != 400 {
@@ -97,8 +106,10 @@ func TestBuildFigures(t *testing.T) {
 	if _, ok := p.assumed("resources.nodes.mean_bytes"); ok {
 		t.Error("nodes mean bytes was measured (the size estimate), yet assumed")
 	}
-	if v, ok := p.assumed("resources.events.mean_bytes"); !ok || v != 700 {
-		t.Errorf("events mean bytes assumption = %v, %v; want the workload's default 700", v, ok)
+	// Events are neither estimated nor watched: their create bodies' mean ((90000-18000)/(300-60) = 300
+	// bytes; the patches' do not count) and what the apiserver adds to a stored object (250).
+	if v, ok := p.assumed("resources.events.mean_bytes"); !ok || v != 550 {
+		t.Errorf("events mean bytes assumption = %v, %v; want 300 + 250", v, ok)
 	}
 	if _, ok := p.assumed("resources.pods.mean_bytes"); ok {
 		t.Error("pods mean bytes was measured, yet assumed")
@@ -125,12 +136,44 @@ func TestOptionsFromProfile(t *testing.T) {
 	if o.StatusRate != -1 {
 		t.Errorf("status rate %v, want none (-1)", o.StatusRate)
 	}
-	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") {
-		t.Errorf("object sizes %q: want pods around 2117 and leases around the assumed 400", o.ObjectSizes)
+	if !strings.Contains(o.ObjectSizes, "pods=1587-2646") || !strings.Contains(o.ObjectSizes, "leases=300-500") ||
+		!strings.Contains(o.ObjectSizes, "configmaps=1500-2500,large-configmaps=1500-2500") {
+		t.Errorf("object sizes %q: want pods around 2117, leases around the assumed 400, every configmap around 2000", o.ObjectSizes)
+	}
+	// Node lease renewals: 10 lease updates a second less the control plane's own (2 leader elections
+	// every 2 s, 2 apiserver identities every 10 s).
+	if math.Abs(o.NodeLeases-8.8) > 1e-9 {
+		t.Errorf("node leases %g/s, want 10 - 1.2", o.NodeLeases)
+	}
+	// No node status update in the window: none, not every kubelet's every 5 minutes.
+	if o.NodeStatus != -1 {
+		t.Errorf("node status %g/s, want none (-1)", o.NodeStatus)
+	}
+	if o.HealthChecks != 1.5 {
+		t.Errorf("health checks %g/s, want the probes' 1.5", o.HealthChecks)
+	}
+	// The cluster's 10 secrets (apiserver_resource_objects), not two a namespace.
+	if o.Secrets != 10 {
+		t.Errorf("secrets %d, want 10", o.Secrets)
+	}
+	// Events through the one apiserver that created them; no lease read in the window (updates only):
+	// the leader elections read none.
+	if o.EventApiservers != 1 || o.LeaseReads != -1 {
+		t.Errorf("event apiservers %d and lease reads %g, want 1 and none (-1)", o.EventApiservers, o.LeaseReads)
+	}
+	// Reads of the current revision: namespaces' (34-10)/120 = 0.2 a second, at that rate; the custom
+	// resource widgets is not watched by the workload: left out.
+	if !reflect.DeepEqual(o.CacheReads, map[string]float64{"namespaces": 0.2}) {
+		t.Errorf("cache reads %v, want namespaces at 0.2/s", o.CacheReads)
 	}
 	// Pod reads: (700-100)/120 = 5 a second for 2 creates, 2.5 DELETE calls a pod.
 	if o.DeleteCalls != 2.5 {
 		t.Errorf("delete calls %g, want 2.5", o.DeleteCalls)
+	}
+	// Pod deletes: (580-100)/120 = 4 a second, 2 a pod: the kubelet's removal, half a third call's, and
+	// half a pod's stale removal.
+	if o.DeleteConflicts != 0.5 {
+		t.Errorf("delete conflicts %g, want 0.5", o.DeleteConflicts)
 	}
 	// Events kept: 1440 stored at the end, less the (300-60)/120 = 2 created a second over the 120 s
 	// window: 1200 existed when it began.
@@ -146,6 +189,10 @@ func TestOptionsFromProfile(t *testing.T) {
 		t.Errorf("others %+v, want %+v", o.Others, want)
 	}
 	two, _ := p.Options(Scale{Factor: 2})
+	// At 2x the count timers' reads (2 apiservers once a minute) stay, the consistent lists' double.
+	if got, want := two.CacheReads["namespaces"], round(2.0/60+2*(0.2-2.0/60), 4); got != want {
+		t.Errorf("2x: namespaces' cache reads %g/s, want %g", got, want)
+	}
 	if two.Events != 2400 || two.Others[0].Objects != 80 || two.Others[2].Objects != 6 {
 		t.Errorf("2x: events %d, others %+v; want 2400 events, 80 apiservices and 6 widgets", two.Events, two.Others)
 	}
@@ -328,6 +375,11 @@ func TestPresetProfiles(t *testing.T) {
 			}
 			if got.Nodes != cfg.Nodes || got.Pods() != cfg.Pods() || got.Namespaces != cfg.Namespaces || got.Sizes[kube.ResPods].Mean() != cfg.Sizes[kube.ResPods].Mean() {
 				t.Errorf("profile's cluster %s, preset's %s", got, cfg)
+			}
+			// The configmaps' bytes are kept: every configmap takes the mean of the preset's, the large
+			// ones' included.
+			if g, w := got.MeanObjectBytes(kube.ResConfigMaps), cfg.MeanObjectBytes(kube.ResConfigMaps); math.Abs(g-w) > 0.01*w {
+				t.Errorf("configmaps' mean %.0f bytes from the profile, %.0f from the preset", g, w)
 			}
 		})
 	}
