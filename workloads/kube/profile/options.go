@@ -102,35 +102,7 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	} else {
 		o.ListRate = -1
 	}
-	// A pod's life: its events and status updates per pod created (a pod's updates less its binding and
-	// the two of its deletion), within what the workload's pod life holds.
-	if creates := res("pods").EtcdRequests["create"]; creates > 0 {
-		if ev := res("events").EtcdRequests["create"]; ev > 0 {
-			o.EventsPerPod = math.Min(maxEventsPerPod, ev/creates)
-		} else {
-			o.EventsPerPod = 1e-6 // none: zero would be the default
-		}
-		// Every DELETE call reads the pod from etcd, and the workload reads pods for nothing else: the
-		// pod reads per pod created are its deletion's DELETE calls (KWOK sends a third).
-		if gets := res("pods").EtcdRequests["get"]; gets > 0 {
-			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
-		}
-		calls := o.DeleteCalls
-		if calls == 0 {
-			calls = 2
-		}
-		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
-		// stale) for the share of pods it removed and, with a third call, its failed one: the rest are
-		// the stale removals.
-		if dels := res("pods").EtcdRequests["delete"]; dels > 0 {
-			removed, third := math.Min(1, calls-1), math.Max(0, calls-2)
-			o.DeleteConflicts = round(math.Min(removed, math.Max(0, dels/creates-removed-third)), 4)
-		}
-		// Updates per pod: the binding, the statuses, and the updates of the first two DELETE calls.
-		if up := res("pods").EtcdRequests["update"]; up > 0 {
-			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-1-math.Min(calls, 2)))
-		}
-	}
+	p.podLife(&o)
 	// Events through the apiservers that created them in the window (one scheduler's through one).
 	if n := res("events").CreatedThrough; n > 0 {
 		o.EventApiservers = min(n, o.Apiservers)
@@ -142,33 +114,7 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	} else if res("leases").EtcdRequests["update"] > 0 {
 		o.LeaseReads = -1
 	}
-	// Reads of the current revision: every minute per apiserver and watched resource (the count
-	// timers, which do not grow with the cluster), and one per consistent list served from the watch
-	// cache. Pods' lists are the workload's lists from the cache; the other resources are read at the
-	// profile's rates (namespaces' and limitranges' consistent lists: admission's live lookups, ...).
-	timers := float64(o.Apiservers) / countPoll.Seconds()
-	reads := func(g float64) float64 { return math.Min(g, timers) + math.Max(0, g-timers)*f }
-	for _, r := range sortedKeys(p.Resources) {
-		if g := p.Resources[r].EtcdRequests[currentRV]; g > 0 && r != "pods" && kube.Watched(r) {
-			if o.CacheReads == nil {
-				o.CacheReads = map[string]float64{}
-			}
-			o.CacheReads[r] = round(reads(g), 4)
-		}
-	}
-	// Counts of events in etcd (no watch cache): the count timers' at the profile's rate.
-	if n := res("events").EtcdRequests["listWithCount"]; n > 0 {
-		o.Counts = n
-	}
-	// Consistent lists of pods from the watch cache, apart from the pages read from etcd: the pods'
-	// reads of the current revision beyond the timers', or else the lists the caches served.
-	if g := res("pods").EtcdRequests[currentRV]; g > timers {
-		o.CacheListRate = (g - timers) * f
-	} else if cl := res("pods").CacheLists; cl > 0 && g == 0 {
-		o.CacheListRate = cl * f
-	} else if pages > 0 || g > 0 {
-		o.CacheListRate = -1
-	}
+	p.readRates(&o, f, pages)
 	// Status: what the cluster's etcd served (1.37 apiservers read the database size when scraped).
 	if p.Etcd != nil {
 		if st := p.Etcd.GRPCRequests["Status"]; st > 0 {
@@ -205,6 +151,13 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 	if c := p.compactionInterval(); c > 0 {
 		o.CompactionInterval = c
 	}
+	o.ObjectSizes = p.objectSizes()
+	return o, nil
+}
+
+// objectSizes is the workload's --object-sizes from the profile's mean sizes (mean ± 25%).
+func (p *Profile) objectSizes() string {
+	res := p.resourceOf
 	var sizes []string
 	for _, k := range sortedKeys(emulated) {
 		r := emulated[k]
@@ -220,8 +173,7 @@ func (p *Profile) Options(s Scale) (kube.Options, error) {
 			sizes = append(sizes, fmt.Sprintf("%s=%d-%d", largeConfigMaps, lo, hi))
 		}
 	}
-	o.ObjectSizes = strings.Join(sizes, ",")
-	return o, nil
+	return strings.Join(sizes, ",")
 }
 
 // currentRV is the apiserver's name of a read of the current revision (etcd_requests_total's operation),
@@ -319,4 +271,79 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// resourceOf is the profile's resource r, or an empty one (the profile unchanged).
+func (p *Profile) resourceOf(r string) *Resource {
+	if x := p.Resources[r]; x != nil {
+		return x
+	}
+	return &Resource{}
+}
+
+// podLife sets a pod's life in o from the profile's pod requests per pod created: its events, its DELETE
+// calls, its stale removals and its status updates.
+func (p *Profile) podLife(o *kube.Options) {
+	// A pod's life: its events and status updates per pod created (a pod's updates less its binding and
+	// the two of its deletion), within what the workload's pod life holds.
+	if creates := p.resourceOf("pods").EtcdRequests["create"]; creates > 0 {
+		if ev := p.resourceOf("events").EtcdRequests["create"]; ev > 0 {
+			o.EventsPerPod = math.Min(maxEventsPerPod, ev/creates)
+		} else {
+			o.EventsPerPod = 1e-6 // none: zero would be the default
+		}
+		// Every DELETE call reads the pod from etcd, and the workload reads pods for nothing else: the
+		// pod reads per pod created are its deletion's DELETE calls (KWOK sends a third).
+		if gets := p.resourceOf("pods").EtcdRequests["get"]; gets > 0 {
+			o.DeleteCalls = math.Min(maxDeleteCalls, math.Max(minDeleteCalls, gets/creates))
+		}
+		calls := o.DeleteCalls
+		if calls == 0 {
+			calls = 2
+		}
+		// Delete transactions per pod: the kubelet's removal (one, two when the cache's copy was
+		// stale) for the share of pods it removed and, with a third call, its failed one: the rest are
+		// the stale removals.
+		if dels := p.resourceOf("pods").EtcdRequests["delete"]; dels > 0 {
+			removed, third := math.Min(1, calls-1), math.Max(0, calls-2)
+			o.DeleteConflicts = round(math.Min(removed, math.Max(0, dels/creates-removed-third)), 4)
+		}
+		// Updates per pod: the binding, the statuses, and the updates of the first two DELETE calls.
+		if up := p.resourceOf("pods").EtcdRequests["update"]; up > 0 {
+			o.StatusPerPod = math.Min(maxStatusPerPod, math.Max(1e-6, up/creates-1-math.Min(calls, 2)))
+		}
+	}
+}
+
+// readRates sets in o the reads of the current revision per watched resource, the counts of events and
+// pods' consistent lists from the watch cache, at scale f; pages are the profile's pod list pages a
+// second.
+func (p *Profile) readRates(o *kube.Options, f, pages float64) {
+	// Reads of the current revision: every minute per apiserver and watched resource (the count
+	// timers, which do not grow with the cluster), and one per consistent list served from the watch
+	// cache. Pods' lists are the workload's lists from the cache; the other resources are read at the
+	// profile's rates (namespaces' and limitranges' consistent lists: admission's live lookups, ...).
+	timers := float64(o.Apiservers) / countPoll.Seconds()
+	reads := func(g float64) float64 { return math.Min(g, timers) + math.Max(0, g-timers)*f }
+	for _, r := range sortedKeys(p.Resources) {
+		if g := p.Resources[r].EtcdRequests[currentRV]; g > 0 && r != "pods" && kube.Watched(r) {
+			if o.CacheReads == nil {
+				o.CacheReads = map[string]float64{}
+			}
+			o.CacheReads[r] = round(reads(g), 4)
+		}
+	}
+	// Counts of events in etcd (no watch cache): the count timers' at the profile's rate.
+	if n := p.resourceOf("events").EtcdRequests["listWithCount"]; n > 0 {
+		o.Counts = n
+	}
+	// Consistent lists of pods from the watch cache, apart from the pages read from etcd: the pods'
+	// reads of the current revision beyond the timers', or else the lists the caches served.
+	if g := p.resourceOf("pods").EtcdRequests[currentRV]; g > timers {
+		o.CacheListRate = (g - timers) * f
+	} else if cl := p.resourceOf("pods").CacheLists; cl > 0 && g == 0 {
+		o.CacheListRate = cl * f
+	} else if pages > 0 || g > 0 {
+		o.CacheListRate = -1
+	}
 }
