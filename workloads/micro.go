@@ -68,6 +68,10 @@ type MicroOptions struct {
 	WatchReopen time.Duration `json:"watch-reopen"`
 	// WatchFrom is where a re-opened watch starts: WatchFromNext, WatchFromPast or WatchFromFuture.
 	WatchFrom string `json:"watch-from"`
+	// WatchProgress makes every watch-latency stream ask etcd for a progress notification at this interval
+	// (0: never), as a kube-apiserver's watch cache does: etcd then promises, on each of the stream's
+	// watches, that every event up to the notification's revision was delivered (etcd-io/etcd#15220).
+	WatchProgress time.Duration `json:"watch-progress,omitempty"`
 	// TxnPastRead is the share of txn-mixed's writes that also read their key at a past revision in the
 	// same transaction: up to 64 revisions before the last one the worker saw, compacted or not. A
 	// compacted one must fail the whole transaction on every member (etcd-io/etcd#18667: the members the
@@ -131,6 +135,10 @@ func (o MicroOptions) validate(name string) error {
 		return outcome.Usagef("--delete-ratio %v: a share of the writes, between 0 and 1", o.DeleteRatio)
 	case o.WatchReopen < 0:
 		return outcome.Usagef("--watch-reopen %v: must not be negative", o.WatchReopen)
+	case o.WatchProgress < 0:
+		return outcome.Usagef("--watch-progress %v: must not be negative", o.WatchProgress)
+	case o.WatchProgress > 0 && name != "watch-latency":
+		return outcome.Usagef("--watch-progress is watch-latency's (its watchers), not %s's", name)
 	case o.WatchFrom != "" && !slices.Contains(WatchFromNames, o.WatchFrom):
 		return outcome.Usagef("--watch-from %q: %s", o.WatchFrom, strings.Join(WatchFromNames, ", "))
 	case o.KeySpaceSize < 1:
@@ -390,7 +398,9 @@ func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
 // that interval and opens a new one at a revision WatchFrom chooses: after the last event it saw, in the
 // past (possibly compacted: etcd then answers with the compaction revision, and the watcher watches from
 // there), or in the future. Events a re-opened watch delivers again are checked in the history as that
-// watch's own, and not counted twice for latency.
+// watch's own, and not counted twice for latency. With WatchProgress, each stream asks for a progress
+// notification at that interval (recorded as "progress"): a watch re-opened in the past is still catching
+// up when one is asked for, which is when etcd-io/etcd#15220 sent one ahead of the events it had not sent.
 type watchLatencyLoad struct {
 	o        MicroOptions
 	key      string
@@ -428,6 +438,11 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 	for i, f := range firsts {
 		rnd := r.Rand("watcher", i)
 		l.wg.Go(func() { l.follow(wctx, rec, f.stream, f.watch, f.stop, rnd) })
+	}
+	if l.o.WatchProgress > 0 {
+		for _, s := range l.streams {
+			l.wg.Go(func() { requestProgress(wctx, s, l.o.WatchProgress) })
+		}
 	}
 	// Make sure every watcher is established before the first put, or early events would be missed.
 	return waitWatchesReady(ctx, l.watches)
@@ -500,6 +515,23 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 		var octx context.Context
 		octx, stop = context.WithCancel(ctx)
 		w = stream.Watch(octx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV, Revision: from})
+	}
+}
+
+// requestProgress asks for a progress notification on stream s every interval until ctx ends, each request
+// recorded as a "progress" operation of the stream's client (which only its watches use otherwise).
+func requestProgress(ctx context.Context, s *WatchStream, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
+			return 0, s.RequestProgress(ctx)
+		})
 	}
 }
 

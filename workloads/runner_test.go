@@ -261,6 +261,55 @@ func TestTxnPastRead(t *testing.T) {
 	}
 }
 
+// TestWatchProgress: with --watch-progress every watch stream asks for progress notifications, each
+// request recorded as a "progress" operation, and etcd's answers reach every watcher of the stream as
+// progress responses in the watch history; without it, no watcher receives one (etcd's own periodic
+// notifications come every ten minutes, and only to watches that ask for them).
+func TestWatchProgress(t *testing.T) {
+	c := startCluster(t, 1)
+	for _, every := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run(every.String(), func(t *testing.T) {
+			o := microOptions()
+			o.WatchProgress = every
+			wl, err := NewMicro("watch-latency", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runLoad(t, c, wl, RunOptions{Rate: 100, Clients: 2, Conns: 2, Duration: 2 * time.Second, RequestTimeout: 10 * time.Second, Seed: 7}, nil)
+			s := got.ops["progress"]
+			progressed := map[int]int{}
+			err = history.ReadWatches(filepath.Join(got.dir, history.WatchFile), func(r *history.WatchResponse) error {
+				if r.Progress {
+					progressed[r.Watcher]++
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if every == 0 {
+				if s != nil || len(progressed) != 0 {
+					t.Fatalf("no --watch-progress: %v progress requests, progress responses on %d watchers", s, len(progressed))
+				}
+				return
+			}
+			// Two streams, one request each every 50 ms for the 2 s of load at least.
+			if s == nil || s.Count < 2*20 || s.Errors != 0 {
+				t.Fatalf("progress requests: %+v, want at least 40 without errors", s)
+			}
+			n := o.WatchStreams * o.WatchersPerStream
+			if len(progressed) != n {
+				t.Fatalf("progress responses on %d watchers, want all %d: %v", len(progressed), n, progressed)
+			}
+			for w, k := range progressed {
+				if k < 10 {
+					t.Errorf("watcher %d: %d progress responses, want most of its stream's %d requests", w, k, s.Count/2)
+				}
+			}
+		})
+	}
+}
+
 func writtenValues(r history.Request) []history.Value {
 	switch r.Kind {
 	case history.KindPut:
@@ -290,6 +339,8 @@ func TestMicroOptionsValidation(t *testing.T) {
 		{"put", func(o *MicroOptions) { o.DeleteRatio = 1.5 }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchFrom = "yesterday" }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchReopen = -time.Second }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchProgress = -time.Second }},
+		{"put", func(o *MicroOptions) { o.WatchProgress = time.Second }},
 		{"txn-mixed", func(o *MicroOptions) { o.TxnPastRead = 1.5 }},
 		{"put", func(o *MicroOptions) { o.TxnPastRead = 0.5 }},
 	} {
