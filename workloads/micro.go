@@ -68,9 +68,11 @@ type MicroOptions struct {
 	WatchReopen time.Duration `json:"watch-reopen"`
 	// WatchFrom is where a re-opened watch starts: WatchFromNext, WatchFromPast or WatchFromFuture.
 	WatchFrom string `json:"watch-from"`
-	// WatchProgress makes every watch-latency stream ask etcd for a progress notification at this interval
-	// (0: never), as a kube-apiserver's watch cache does: etcd then promises, on each of the stream's
-	// watches, that every event up to the notification's revision was delivered (etcd-io/etcd#15220).
+	// WatchProgress makes every watch-latency watcher ask etcd for a progress notification on its stream at
+	// this interval (0: never), as a kube-apiserver's watch cache does: etcd then promises that every event
+	// up to the notification's revision was delivered (etcd-io/etcd#15220). It needs one watcher per
+	// stream: etcd answers a request for the watches its stream has when it reads it, and the client hands
+	// the answer to every watch of the stream, so one created in between gets a promise made without it.
 	WatchProgress time.Duration `json:"watch-progress,omitempty"`
 	// TxnPastRead is the share of txn-mixed's writes that also read their key at a past revision in the
 	// same transaction: up to 64 revisions before the last one the worker saw, compacted or not. A
@@ -139,6 +141,8 @@ func (o MicroOptions) validate(name string) error {
 		return outcome.Usagef("--watch-progress %v: must not be negative", o.WatchProgress)
 	case o.WatchProgress > 0 && name != "watch-latency":
 		return outcome.Usagef("--watch-progress is watch-latency's (its watchers), not %s's", name)
+	case o.WatchProgress > 0 && o.WatchersPerStream != 1:
+		return outcome.Usagef("--watch-progress needs --watchers-per-stream 1, not %d: etcd answers a progress request for the watches the stream has when it reads it, and the client hands the answer to every watch of the stream, a watch created in between included", o.WatchersPerStream)
 	case o.WatchFrom != "" && !slices.Contains(WatchFromNames, o.WatchFrom):
 		return outcome.Usagef("--watch-from %q: %s", o.WatchFrom, strings.Join(WatchFromNames, ", "))
 	case o.KeySpaceSize < 1:
@@ -398,9 +402,10 @@ func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
 // that interval and opens a new one at a revision WatchFrom chooses: after the last event it saw, in the
 // past (possibly compacted: etcd then answers with the compaction revision, and the watcher watches from
 // there), or in the future. Events a re-opened watch delivers again are checked in the history as that
-// watch's own, and not counted twice for latency. With WatchProgress, each stream asks for a progress
-// notification at that interval (recorded as "progress"): a watch re-opened in the past is still catching
-// up when one is asked for, which is when etcd-io/etcd#15220 sent one ahead of the events it had not sent.
+// watch's own, and not counted twice for latency. With WatchProgress, each watcher asks for a progress
+// notification on its stream at that interval (recorded as "progress"): a watch re-opened in the past is
+// still catching up when one is asked for, which is when etcd-io/etcd#15220 sent one ahead of the events
+// it had not sent yet.
 type watchLatencyLoad struct {
 	o        MicroOptions
 	key      string
@@ -439,11 +444,6 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 		rnd := r.Rand("watcher", i)
 		l.wg.Go(func() { l.follow(wctx, rec, f.stream, f.watch, f.stop, rnd) })
 	}
-	if l.o.WatchProgress > 0 {
-		for _, s := range l.streams {
-			l.wg.Go(func() { requestProgress(wctx, s, l.o.WatchProgress) })
-		}
-	}
 	// Make sure every watcher is established before the first put, or early events would be missed.
 	return waitWatchesReady(ctx, l.watches)
 }
@@ -452,15 +452,40 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 // ends (compacted, or closed by etcd) or WatchReopen says so.
 func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *WatchStream, w *Watch, stop context.CancelFunc, rnd *rand.Rand) {
 	var last, seen int64 // the last event's revision (counted once), the highest revision any response named
+	var tick <-chan time.Time
+	if l.o.WatchProgress > 0 {
+		t := time.NewTicker(l.o.WatchProgress)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		var reopen <-chan time.Time
 		if l.o.WatchReopen > 0 {
 			reopen = time.After(l.o.WatchReopen)
 		}
 		compacted, reopened := int64(0), false
+		// A progress request asked for on this watch and not answered yet: the watch is not closed before
+		// the answer comes (at most progressWait), or it could reach the next watch on the stream.
+		var asked bool
+		var due <-chan time.Time
 	consume:
 		for {
 			select {
+			case <-tick:
+				if asked {
+					continue
+				}
+				select {
+				case <-w.Ready:
+				default:
+					continue // not created yet: the answer could precede the watch
+				}
+				asked = stream.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
+					return 0, stream.RequestProgress(ctx)
+				}) == nil
+			case <-due:
+				reopened = true
+				break consume
 			case resp, ok := <-w.C:
 				if !ok {
 					break consume
@@ -483,15 +508,27 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
 					}
 				}
-			case <-reopen:
-				reopened = true
-				stop()
-				for range w.C { // drain until the client confirms the close
+				if resp.Progress {
+					asked = false
+					if due != nil {
+						reopened = true
+						break consume
+					}
 				}
+			case <-reopen:
+				if asked {
+					due = time.After(progressWait)
+					continue
+				}
+				reopened = true
 				break consume
 			}
 		}
 		stop()
+		if reopened {
+			for range w.C { // drain until the client confirms the close
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -518,22 +555,8 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 	}
 }
 
-// requestProgress asks for a progress notification on stream s every interval until ctx ends, each request
-// recorded as a "progress" operation of the stream's client (which only its watches use otherwise).
-func requestProgress(ctx context.Context, s *WatchStream, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
-			return 0, s.RequestProgress(ctx)
-		})
-	}
-}
+// progressWait bounds how long a watcher due to re-open waits for the answer to its progress request.
+const progressWait = time.Second
 
 func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
 	rec := r.Recorder()
