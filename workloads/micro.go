@@ -74,6 +74,10 @@ type MicroOptions struct {
 	// stream: etcd answers a request for the watches its stream has when it reads it, and the client hands
 	// the answer to every watch of the stream, so one created in between gets a promise made without it.
 	WatchProgress time.Duration `json:"watch-progress,omitempty"`
+	// WatchPin keeps watch-latency's stream i on the i-th member (round robin over the endpoints) instead
+	// of letting the client pick one and move away when it goes down: a member that crashed or was cut off
+	// keeps its watchers when it comes back, as etcd's robustness tests keep theirs.
+	WatchPin bool `json:"watch-pin,omitempty"`
 	// TxnPastRead is the share of txn-mixed's writes that also read their key at a past revision in the
 	// same transaction: up to 64 revisions before the last one the worker saw, compacted or not. A
 	// compacted one must fail the whole transaction on every member (etcd-io/etcd#18667: the members the
@@ -430,7 +434,15 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 	}
 	var firsts []first
 	for i := range l.o.WatchStreams {
-		stream := r.NewClient(i).NewWatchStream()
+		c := r.NewClient(i)
+		if l.o.WatchPin {
+			var err error
+			if c, err = r.MemberClient(i); err != nil {
+				cancel()
+				return err
+			}
+		}
+		stream := c.NewWatchStream()
 		l.streams = append(l.streams, stream)
 		for range l.o.WatchersPerStream {
 			octx, stop := context.WithCancel(wctx)
@@ -465,24 +477,25 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 		}
 		compacted, reopened := int64(0), false
 		// A progress request asked for on this watch and not answered yet: the watch is not closed before
-		// the answer comes (at most progressWait), or it could reach the next watch on the stream.
+		// an answer comes (at most progressWait), or it could reach the next watch on the stream. Requests
+		// go on while one is unanswered: etcd 3.6 drops a request made while a watch of the stream is
+		// still catching up (3.5.8 to 3.5.x defer it), so waiting for its answer would wait for nothing.
 		var asked bool
 		var due <-chan time.Time
 	consume:
 		for {
 			select {
 			case <-tick:
-				if asked {
-					continue
-				}
 				select {
 				case <-w.Ready:
 				default:
 					continue // not created yet: the answer could precede the watch
 				}
-				asked = stream.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
+				if stream.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
 					return 0, stream.RequestProgress(ctx)
-				}) == nil
+				}) == nil {
+					asked = true
+				}
 			case <-due:
 				reopened = true
 				break consume
