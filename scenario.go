@@ -190,6 +190,8 @@ func BindFlags(fs *pflag.FlagSet, s *Scenario) {
 	fs.Float64Var(&m.DeleteRatio, "delete-ratio", m.DeleteRatio, "share of the writes of put, txn-put, txn-mixed and watch-latency that delete their key instead (0 to 1)")
 	fs.DurationVar(&m.WatchReopen, "watch-reopen", m.WatchReopen, "watch-latency: every watcher closes its watch and opens a new one at this interval, at --watch-from (0: never; a watcher told its revision was compacted always watches again from the compaction revision)")
 	fs.Float64Var(&m.TxnPastRead, "txn-past-read", m.TxnPastRead, "txn-mixed: share of the writes that also read their key at a past revision in the same transaction (up to 64 revisions back, compacted or not: a compacted one must fail the whole transaction, etcd-io/etcd#18667)")
+	fs.DurationVar(&m.WatchProgress, "watch-progress", m.WatchProgress, "watch-latency: every watch stream asks etcd for a progress notification at this interval (0: never); the watch check holds etcd to it: no event at or below a notification's revision may come after it (etcd-io/etcd#15220)")
+	fs.BoolVar(&m.WatchPin, "watch-pin", m.WatchPin, "watch-latency: watch stream i keeps to the i-th member (round robin over the endpoints), so that a member that crashed or was cut off keeps its watchers when it comes back")
 	fs.StringVar(&m.WatchFrom, "watch-from", m.WatchFrom, "watch-latency: where a re-opened watch starts: "+strings.Join(workloads.WatchFromNames, ", ")+" (next: after the last event seen; past: up to 64 revisions before it, compacted or not; future: a revision not written yet)")
 
 	fs.BoolVar(&s.History, "history", s.History, "record every request and watch event (history.bin, watch.bin) for consistency checks")

@@ -143,8 +143,27 @@ func CompareHashes(ctx context.Context, c Cluster, o HashOptions) HashComparison
 		last = judgeHashes(rev, answers)
 		last.Attempts = attempt
 		if last.Agreement == Disagree {
-			// Read again at the same revision before calling it corruption.
-			confirm := judgeHashes(rev, h.hashAll(ctx, rev, nil))
+			// Read again at the same revision before calling it corruption, until no member's hash
+			// changes between two reads: a member still deleting what a compaction removes hashes the
+			// revisions not deleted yet when the compaction keeps none (etcd's kvHasher skips unkept
+			// revisions only when some are kept), so its hash moves as the compaction goes on.
+			prev := answers
+			var confirm HashComparison
+			for round := 1; ; round++ {
+				next := h.hashAll(ctx, rev, nil)
+				confirm = judgeHashes(rev, next)
+				if confirm.Agreement != Disagree || !hashMoved(prev, next) {
+					break
+				}
+				if round >= settleRounds || !pause(ctx, o.Interval) {
+					// Never still: no proof of different data either way.
+					confirm.Agreement = NotCompared
+					confirm.Diverged = nil
+					confirm.Detail = fmt.Sprintf("hashes of revision %d still changing after %d reads (a compaction in progress): %s", rev, round, confirm.Detail)
+					break
+				}
+				prev = next
+			}
 			confirm.Attempts = attempt
 			if confirm.Agreement != NotCompared {
 				return confirm
@@ -240,6 +259,28 @@ func commonRevision(answers []MemberHash) (rev int64, same bool) {
 		}
 	}
 	return rev, same && rev >= 0
+}
+
+// settleRounds bounds the reads of a disagreement whose hashes still move (with the default interval,
+// about ten seconds: a compaction of etcd's default batches deletes thousands of revisions a second).
+const settleRounds = 50
+
+// hashMoved reports whether a member hashed the same revision at the same compact revision differently
+// in prev and next: its data was still changing under the hash, as a compaction in progress changes it.
+func hashMoved(prev, next []MemberHash) bool {
+	before := map[string]MemberHash{}
+	for _, a := range prev {
+		if a.Err == "" {
+			before[a.Name] = a
+		}
+	}
+	for _, b := range next {
+		a, ok := before[b.Name]
+		if ok && b.Err == "" && a.HashRevision == b.HashRevision && a.CompactRevision == b.CompactRevision && a.Hash != b.Hash {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeHashes decides what the members' answers at revision rev say. It is pure: CompareHashes decides

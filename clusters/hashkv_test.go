@@ -267,3 +267,31 @@ func TestMembersAgreeOverTLS(t *testing.T) {
 	}
 	t.Log(got.Detail)
 }
+
+// TestHashMoved: a member's hash of one revision at one compact revision that changed between two reads
+// moved (its data changed under it, as a compaction in progress changes it); a hash of another revision,
+// another compact revision, or a failed read is not comparable and did not move.
+func TestHashMoved(t *testing.T) {
+	at := func(name string, rev int64, hash uint32, compact int64) MemberHash {
+		return MemberHash{Name: name, HashRevision: rev, Hash: hash, CompactRevision: compact}
+	}
+	prev := []MemberHash{at("m1", 10, 7, 5), at("m2", 10, 9, 5)}
+	for _, tc := range []struct {
+		name string
+		next []MemberHash
+		want bool
+	}{
+		{"same hashes", []MemberHash{at("m1", 10, 7, 5), at("m2", 10, 9, 5)}, false},
+		{"a member's hash changed", []MemberHash{at("m1", 10, 7, 5), at("m2", 10, 7, 5)}, true},
+		{"another revision", []MemberHash{at("m1", 11, 8, 5), at("m2", 11, 9, 5)}, false},
+		{"another compact revision", []MemberHash{at("m1", 10, 8, 6), at("m2", 10, 9, 5)}, false},
+		{"a failed read", []MemberHash{at("m1", 10, 7, 5), {Name: "m2", Err: "timeout"}}, false},
+		{"a member not read before", []MemberHash{at("m3", 10, 1, 5)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := hashMoved(prev, tc.next); got != tc.want {
+				t.Fatalf("hashMoved = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

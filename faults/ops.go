@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcd-chaosbench/chaosbench/clusters"
 )
@@ -115,6 +117,14 @@ func (f *Compact) Inject(ctx context.Context) error {
 			return false, fmt.Errorf("compact: read revision: %w", err)
 		}
 		_, err = cli.Compact(ctx, resp.Header.Revision)
+		for try := 0; try < 3 && status.Code(err) == codes.Unavailable && ctx.Err() == nil; try++ {
+			// The member the client reached went away inside the compaction (an armed failpoint crashes
+			// a member there): the compaction may have been applied by the others. It is asked again,
+			// at the same revision, through a member that answers; "compacted" then means it was.
+			f.env.logf("fault %s: compact at %d: %v; again through another member", f.name, resp.Header.Revision, err)
+			time.Sleep(200 * time.Millisecond)
+			_, err = cli.Compact(ctx, resp.Header.Revision)
+		}
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			return true, nil

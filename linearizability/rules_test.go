@@ -229,6 +229,40 @@ func TestRules(t *testing.T) {
 			op(0, 10, 20, putReq("k", 1), putResp(2)).
 			watch(history.WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}).
 			watch(history.WatchResponse{Watcher: 1, Time: 26, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}), bad(CheckWatch)},
+		// etcd-io/etcd#15220: a watch from a past revision is unsynced while etcd catches it up; a progress
+		// notification requested meanwhile (v3.5.7 answered at once, with the store's revision) promised
+		// events the watcher had not been sent yet.
+		{"requested progress ahead of a catching-up watch (#15220)", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(history.WatchResponse{Watcher: 1, Time: 50, Request: &history.WatchRequest{Key: "k", Revision: 2}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 56, Revision: 3, Progress: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 57, Revision: 3, Events: []history.Event{
+				{Type: history.EventPut, KV: k1, IsCreate: true}, {Type: history.EventPut, KV: k2}}}), bad(CheckWatch)},
+		{"requested progress after a watch caught up", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(history.WatchResponse{Watcher: 1, Time: 50, Request: &history.WatchRequest{Key: "k", Revision: 2}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 57, Revision: 3, Events: []history.Event{
+				{Type: history.EventPut, KV: k1, IsCreate: true}, {Type: history.EventPut, KV: k2}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 58, Revision: 3, Progress: true}).
+			op(0, 60, 70, putReq("k", 3), putResp(4)).
+			watch(history.WatchResponse{Watcher: 1, Time: 71, Revision: 4, Events: []history.Event{{Type: history.EventPut, KV: kv("k", 3, 2, 4, 3)}}}), ok},
+		{"requested progress of a watch that never catches up", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			op(0, 30, 40, putReq("k", 2), putResp(3)).
+			watch(history.WatchResponse{Watcher: 1, Time: 50, Request: &history.WatchRequest{Key: "k", Revision: 2}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 56, Revision: 3, Progress: true}), bad(CheckWatch)},
+		{"progress notifications going back", new(hb).
+			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(history.WatchResponse{Watcher: 1, Time: 21, Revision: 2, Events: []history.Event{{Type: history.EventPut, KV: k1, IsCreate: true}}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 25, Revision: 2, Progress: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 26, Revision: 1, Progress: true}), bad(CheckWatch)},
 		{"wrong IsCreate", new(hb).
 			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
 			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).

@@ -68,6 +68,16 @@ type MicroOptions struct {
 	WatchReopen time.Duration `json:"watch-reopen"`
 	// WatchFrom is where a re-opened watch starts: WatchFromNext, WatchFromPast or WatchFromFuture.
 	WatchFrom string `json:"watch-from"`
+	// WatchProgress makes every watch-latency watcher ask etcd for a progress notification on its stream at
+	// this interval (0: never), as a kube-apiserver's watch cache does: etcd then promises that every event
+	// up to the notification's revision was delivered (etcd-io/etcd#15220). It needs one watcher per
+	// stream: etcd answers a request for the watches its stream has when it reads it, and the client hands
+	// the answer to every watch of the stream, so one created in between gets a promise made without it.
+	WatchProgress time.Duration `json:"watch-progress,omitempty"`
+	// WatchPin keeps watch-latency's stream i on the i-th member (round robin over the endpoints) instead
+	// of letting the client pick one and move away when it goes down: a member that crashed or was cut off
+	// keeps its watchers when it comes back, as etcd's robustness tests keep theirs.
+	WatchPin bool `json:"watch-pin,omitempty"`
 	// TxnPastRead is the share of txn-mixed's writes that also read their key at a past revision in the
 	// same transaction: up to 64 revisions before the last one the worker saw, compacted or not. A
 	// compacted one must fail the whole transaction on every member (etcd-io/etcd#18667: the members the
@@ -131,6 +141,12 @@ func (o MicroOptions) validate(name string) error {
 		return outcome.Usagef("--delete-ratio %v: a share of the writes, between 0 and 1", o.DeleteRatio)
 	case o.WatchReopen < 0:
 		return outcome.Usagef("--watch-reopen %v: must not be negative", o.WatchReopen)
+	case o.WatchProgress < 0:
+		return outcome.Usagef("--watch-progress %v: must not be negative", o.WatchProgress)
+	case o.WatchProgress > 0 && name != "watch-latency":
+		return outcome.Usagef("--watch-progress is watch-latency's (its watchers), not %s's", name)
+	case o.WatchProgress > 0 && o.WatchersPerStream != 1:
+		return outcome.Usagef("--watch-progress needs --watchers-per-stream 1, not %d: etcd answers a progress request for the watches the stream has when it reads it, and the client hands the answer to every watch of the stream, a watch created in between included", o.WatchersPerStream)
 	case o.WatchFrom != "" && !slices.Contains(WatchFromNames, o.WatchFrom):
 		return outcome.Usagef("--watch-from %q: %s", o.WatchFrom, strings.Join(WatchFromNames, ", "))
 	case o.KeySpaceSize < 1:
@@ -390,7 +406,10 @@ func (l *leaseKeepaliveLoad) Run(ctx context.Context, r *Runner) error {
 // that interval and opens a new one at a revision WatchFrom chooses: after the last event it saw, in the
 // past (possibly compacted: etcd then answers with the compaction revision, and the watcher watches from
 // there), or in the future. Events a re-opened watch delivers again are checked in the history as that
-// watch's own, and not counted twice for latency.
+// watch's own, and not counted twice for latency. With WatchProgress, each watcher asks for a progress
+// notification on its stream at that interval (recorded as "progress"): a watch re-opened in the past is
+// still catching up when one is asked for, which is when etcd-io/etcd#15220 sent one ahead of the events
+// it had not sent yet.
 type watchLatencyLoad struct {
 	o        MicroOptions
 	key      string
@@ -415,7 +434,15 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 	}
 	var firsts []first
 	for i := range l.o.WatchStreams {
-		stream := r.NewClient(i).NewWatchStream()
+		c := r.NewClient(i)
+		if l.o.WatchPin {
+			var err error
+			if c, err = r.MemberClient(i); err != nil {
+				cancel()
+				return err
+			}
+		}
+		stream := c.NewWatchStream()
 		l.streams = append(l.streams, stream)
 		for range l.o.WatchersPerStream {
 			octx, stop := context.WithCancel(wctx)
@@ -437,15 +464,41 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 // ends (compacted, or closed by etcd) or WatchReopen says so.
 func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *WatchStream, w *Watch, stop context.CancelFunc, rnd *rand.Rand) {
 	var last, seen int64 // the last event's revision (counted once), the highest revision any response named
+	var tick <-chan time.Time
+	if l.o.WatchProgress > 0 {
+		t := time.NewTicker(l.o.WatchProgress)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		var reopen <-chan time.Time
 		if l.o.WatchReopen > 0 {
 			reopen = time.After(l.o.WatchReopen)
 		}
 		compacted, reopened := int64(0), false
+		// A progress request asked for on this watch and not answered yet: the watch is not closed before
+		// an answer comes (at most progressWait), or it could reach the next watch on the stream. Requests
+		// go on while one is unanswered: etcd 3.6 drops a request made while a watch of the stream is
+		// still catching up (3.5.8 to 3.5.x defer it), so waiting for its answer would wait for nothing.
+		var asked bool
+		var due <-chan time.Time
 	consume:
 		for {
 			select {
+			case <-tick:
+				select {
+				case <-w.Ready:
+				default:
+					continue // not created yet: the answer could precede the watch
+				}
+				if stream.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
+					return 0, stream.RequestProgress(ctx)
+				}) == nil {
+					asked = true
+				}
+			case <-due:
+				reopened = true
+				break consume
 			case resp, ok := <-w.C:
 				if !ok {
 					break consume
@@ -468,15 +521,27 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
 					}
 				}
-			case <-reopen:
-				reopened = true
-				stop()
-				for range w.C { // drain until the client confirms the close
+				if resp.Progress {
+					asked = false
+					if due != nil {
+						reopened = true
+						break consume
+					}
 				}
+			case <-reopen:
+				if asked {
+					due = time.After(progressWait)
+					continue
+				}
+				reopened = true
 				break consume
 			}
 		}
 		stop()
+		if reopened {
+			for range w.C { // drain until the client confirms the close
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -502,6 +567,9 @@ func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *Wa
 		w = stream.Watch(octx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV, Revision: from})
 	}
 }
+
+// progressWait bounds how long a watcher due to re-open waits for the answer to its progress request.
+const progressWait = time.Second
 
 func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
 	rec := r.Recorder()

@@ -88,6 +88,10 @@ type Runner struct {
 	unary   []*unaryConn
 	workers []*Worker
 	nextID  atomic.Int64
+
+	cfg      clientv3.Config             // the connections' configuration, for MemberClient's
+	memberMu sync.Mutex                  // guards members
+	members  map[string]*clientv3.Client // MemberClient's connections, one per endpoint
 }
 
 // NewRunner opens opts.Conns connections with cfg and creates opts.Clients workers over them.
@@ -107,6 +111,7 @@ func NewRunner(cfg clientv3.Config, rec *Recorder, opts RunOptions) (*Runner, er
 	cfg.DialOptions = append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)], dialOptions(opts.ProbeBandwidth)...)
 	// Every attempt of a recording client's operation goes into the history (attempts.go).
 	cfg.DialOptions = append(cfg.DialOptions, AttemptDialOption())
+	r.cfg = cfg
 	for range opts.Conns {
 		c, err := clientv3.New(cfg)
 		if err != nil {
@@ -170,6 +175,35 @@ func (r *Runner) Rand(name string, i int) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(r.opts.Seed), h.Sum64()))
 }
 
+// MemberClient returns a recording client with a fresh client number over a connection to the i-th
+// endpoint alone (mod the endpoints), opened on first use and shared by every client of that endpoint.
+// Its requests and watches stay on that member whatever happens to it, as etcd's robustness tests keep
+// their watches one client per member: a client of all the endpoints moves away from a member that goes
+// down and, its streams being healthy elsewhere, never comes back.
+func (r *Runner) MemberClient(i int) (*Client, error) {
+	eps := r.cfg.Endpoints
+	if len(eps) == 0 {
+		return nil, errors.New("member client: no endpoints")
+	}
+	ep := eps[i%len(eps)]
+	r.memberMu.Lock()
+	defer r.memberMu.Unlock()
+	conn := r.members[ep]
+	if conn == nil {
+		cfg := r.cfg
+		cfg.Endpoints = []string{ep}
+		c, err := clientv3.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", ep, err)
+		}
+		if r.members == nil {
+			r.members = map[string]*clientv3.Client{}
+		}
+		r.members[ep], conn = c, c
+	}
+	return NewClient(int(r.nextID.Add(1)-1), conn, r.rec, r.clientOptions()), nil
+}
+
 // Close closes the connections.
 func (r *Runner) Close() error {
 	var errs []error
@@ -179,6 +213,11 @@ func (r *Runner) Close() error {
 	for _, c := range r.conns {
 		errs = append(errs, c.Close())
 	}
+	r.memberMu.Lock()
+	for _, c := range r.members {
+		errs = append(errs, c.Close())
+	}
+	r.memberMu.Unlock()
 	return errors.Join(errs...)
 }
 

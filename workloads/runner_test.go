@@ -263,6 +263,59 @@ func TestTxnPastRead(t *testing.T) {
 	}
 }
 
+// TestWatchProgress: with --watch-progress every watcher asks for progress notifications on its stream,
+// each request recorded as a "progress" operation, and etcd's answers reach every watcher as progress
+// responses in the watch history, re-opened watches included; without it, no watcher receives one
+// (etcd's own periodic notifications come every ten minutes, and only to watches that ask for them).
+func TestWatchProgress(t *testing.T) {
+	c := startCluster(t, 1)
+	for _, every := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run(every.String(), func(t *testing.T) {
+			o := microOptions()
+			o.WatchProgress, o.WatchStreams, o.WatchersPerStream = every, 4, 1
+			o.WatchReopen, o.WatchFrom = 500*time.Millisecond, WatchFromPast
+			wl, err := NewMicro("watch-latency", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runLoad(t, c, wl, RunOptions{Rate: 100, Clients: 2, Conns: 2, Duration: 2 * time.Second, RequestTimeout: 10 * time.Second, Seed: 7}, nil)
+			s := got.ops["progress"]
+			progressed := map[int]int{}
+			err = history.ReadWatches(filepath.Join(got.dir, history.WatchFile), func(r *history.WatchResponse) error {
+				if r.Progress {
+					progressed[r.Watcher]++
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if every == 0 {
+				if s != nil || len(progressed) != 0 {
+					t.Fatalf("no --watch-progress: %v progress requests, progress responses on %d watchers", s, len(progressed))
+				}
+				return
+			}
+			// Four watchers, one request each every 50 ms for the 2 s of load, but none while the last is
+			// unanswered or the watch is not created yet: at least half of them on a busy machine.
+			if s == nil || s.Count < 4*10 || s.Errors != 0 {
+				t.Fatalf("progress requests: %+v, want at least 40 without errors", s)
+			}
+			// Each watcher re-opens its watch every 500 ms: at least 4 watches each over the load.
+			if len(progressed) < 4*4 {
+				t.Fatalf("progress responses on %d watches, want at least 16: %v", len(progressed), progressed)
+			}
+			var total int
+			for _, k := range progressed {
+				total += k
+			}
+			if int64(total) < s.Count*9/10 {
+				t.Errorf("%d progress responses for %d requests, want nearly one each", total, s.Count)
+			}
+		})
+	}
+}
+
 func writtenValues(r history.Request) []history.Value {
 	switch r.Kind {
 	case history.KindPut:
@@ -292,6 +345,9 @@ func TestMicroOptionsValidation(t *testing.T) {
 		{"put", func(o *MicroOptions) { o.DeleteRatio = 1.5 }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchFrom = "yesterday" }},
 		{"watch-latency", func(o *MicroOptions) { o.WatchReopen = -time.Second }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchProgress = -time.Second }},
+		{"put", func(o *MicroOptions) { o.WatchProgress = time.Second }},
+		{"watch-latency", func(o *MicroOptions) { o.WatchProgress = time.Second }}, // three watchers per stream
 		{"txn-mixed", func(o *MicroOptions) { o.TxnPastRead = 1.5 }},
 		{"put", func(o *MicroOptions) { o.TxnPastRead = 0.5 }},
 	} {
@@ -302,5 +358,56 @@ func TestMicroOptionsValidation(t *testing.T) {
 		if _, err := NewMicro(tt.name, o); err == nil || !outcome.IsUsage(err) {
 			t.Errorf("NewMicro(%s, %+v) = %v, want a usage error", tt.name, o, err)
 		}
+	}
+}
+
+// TestMemberClient: MemberClient(i) talks to the i-th endpoint alone, one connection per endpoint shared
+// by its clients, each with a client number of its own; a watch opened on it is served (by that member,
+// the only one the connection knows).
+func TestMemberClient(t *testing.T) {
+	c := startCluster(t, 3)
+	cfg := clientConfig(c)
+	rec := NewRecorder(time.Now(), nil, []byte("filler"), nil)
+	r, err := NewRunner(cfg, rec, RunOptions{Rate: 10, Clients: 1, Conns: 1, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ids := map[int]bool{}
+	for i := range 6 {
+		mc, err := r.MemberClient(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if eps := mc.Etcd().Endpoints(); len(eps) != 1 || eps[0] != cfg.Endpoints[i%3] {
+			t.Fatalf("member client %d: endpoints %v, want only %s", i, eps, cfg.Endpoints[i%3])
+		}
+		if ids[mc.ID()] {
+			t.Fatalf("member client %d: client number %d reused", i, mc.ID())
+		}
+		ids[mc.ID()] = true
+		if i >= 3 {
+			if first, _ := r.MemberClient(i - 3); first.Etcd() != mc.Etcd() {
+				t.Errorf("member client %d: a second connection to %s", i, cfg.Endpoints[i%3])
+			}
+		}
+	}
+	mc, _ := r.MemberClient(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := mc.NewWatchStream().Watch(ctx, history.WatchRequest{Key: "/pin"})
+	if err := waitWatchesReady(ctx, []*Watch{w}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Conns()[0].Put(ctx, "/pin", "v"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-w.C:
+		if len(resp.Events) != 1 || resp.Events[0].KV.Key != "/pin" {
+			t.Fatalf("watch on member 1: %+v", resp)
+		}
+	case <-ctx.Done():
+		t.Fatal("watch on member 1: no event")
 	}
 }
