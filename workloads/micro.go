@@ -3,7 +3,6 @@ package workloads
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -459,117 +458,6 @@ func (l *watchLatencyLoad) Setup(ctx context.Context, r *Runner) error {
 	// Make sure every watcher is established before the first put, or early events would be missed.
 	return waitWatchesReady(ctx, l.watches)
 }
-
-// follow consumes one logical watcher's watches until ctx ends, opening a new one whenever the current one
-// ends (compacted, or closed by etcd) or WatchReopen says so.
-func (l *watchLatencyLoad) follow(ctx context.Context, rec *Recorder, stream *WatchStream, w *Watch, stop context.CancelFunc, rnd *rand.Rand) {
-	var last, seen int64 // the last event's revision (counted once), the highest revision any response named
-	var tick <-chan time.Time
-	if l.o.WatchProgress > 0 {
-		t := time.NewTicker(l.o.WatchProgress)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		var reopen <-chan time.Time
-		if l.o.WatchReopen > 0 {
-			reopen = time.After(l.o.WatchReopen)
-		}
-		compacted, reopened := int64(0), false
-		// A progress request asked for on this watch and not answered yet: the watch is not closed before
-		// an answer comes (at most progressWait), or it could reach the next watch on the stream. Requests
-		// go on while one is unanswered: etcd 3.6 drops a request made while a watch of the stream is
-		// still catching up (3.5.8 to 3.5.x defer it), so waiting for its answer would wait for nothing.
-		var asked bool
-		var due <-chan time.Time
-	consume:
-		for {
-			select {
-			case <-tick:
-				select {
-				case <-w.Ready:
-				default:
-					continue // not created yet: the answer could precede the watch
-				}
-				if stream.c.Call(ctx, nil, "progress", func(ctx context.Context) (int64, error) {
-					return 0, stream.RequestProgress(ctx)
-				}) == nil {
-					asked = true
-				}
-			case <-due:
-				reopened = true
-				break consume
-			case resp, ok := <-w.C:
-				if !ok {
-					break consume
-				}
-				seen = max(seen, resp.Revision)
-				if resp.CompactRevision > 0 {
-					compacted = resp.CompactRevision
-				}
-				for _, ev := range resp.Events {
-					seen = max(seen, ev.KV.ModRevision)
-					if ev.KV.ModRevision <= last {
-						continue // delivered again by a re-opened watch: counted for latency already
-					}
-					last = ev.KV.ModRevision
-					if ev.Type != history.EventPut {
-						continue // a delete carries no write id to time
-					}
-					at := time.Duration(resp.Time)
-					if ack, ok := l.delivery.Received(ev.KV.Value.ID, at); ok {
-						rec.record(w.Client, &results.Record{Op: "watch", Key: ev.KV.Key, Intended: ack, Start: ack, End: max(at, ack), Revision: ev.KV.ModRevision, WriteID: ev.KV.Value.ID})
-					}
-				}
-				if resp.Progress {
-					asked = false
-					if due != nil {
-						reopened = true
-						break consume
-					}
-				}
-			case <-reopen:
-				if asked {
-					due = time.After(progressWait)
-					continue
-				}
-				reopened = true
-				break consume
-			}
-		}
-		stop()
-		if reopened {
-			for range w.C { // drain until the client confirms the close
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		from := last + 1
-		switch {
-		case compacted > 0:
-			from = compacted // the lowest revision etcd still has
-		case reopened && l.o.WatchFrom == WatchFromPast:
-			from = max(1, last-rnd.Int64N(64))
-		case reopened && l.o.WatchFrom == WatchFromFuture:
-			from = max(seen, last) + 1 + rnd.Int64N(8)
-		}
-		if compacted == 0 && !reopened {
-			// Closed by etcd for another reason (a member going away): a client backs off, then watches again.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		var octx context.Context
-		octx, stop = context.WithCancel(ctx)
-		w = stream.Watch(octx, history.WatchRequest{Key: l.key, PrevKV: l.o.PrevKV, Revision: from})
-	}
-}
-
-// progressWait bounds how long a watcher due to re-open waits for the answer to its progress request.
-const progressWait = time.Second
 
 func (l *watchLatencyLoad) Run(ctx context.Context, r *Runner) error {
 	rec := r.Recorder()
