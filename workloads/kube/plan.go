@@ -204,13 +204,7 @@ func (c Config) standbySlots() int {
 // leaseReadRate is the leader elections' lease reads per second: Options.LeaseReads, or each standby's
 // every retry period.
 func (c Config) leaseReadRate() float64 {
-	switch {
-	case c.LeaseReads > 0:
-		return c.LeaseReads
-	case c.LeaseReads < 0:
-		return 0
-	}
-	return float64(len(electedComponents)*(c.Apiservers-1)) / electionRetryPeriod.Seconds()
+	return rateOr(c.LeaseReads, float64(len(electedComponents)*(c.Apiservers-1))/electionRetryPeriod.Seconds())
 }
 
 // pagesPerNamespaceList is the mean number of 500-object pages of a namespace's pod list.
@@ -313,13 +307,7 @@ func MergeSummaries(cfg Config, parts []*results.Kube, ops map[string]*results.O
 // unless the options set it (a profile: Kubernetes 1.37 reads the database size when its metrics are
 // scraped).
 func (c Config) statusRate(endpoints int) float64 {
-	switch {
-	case c.StatusRate > 0:
-		return c.StatusRate
-	case c.StatusRate < 0:
-		return 0
-	}
-	return float64(c.Apiservers*endpoints) / statusPollPeriod.Seconds()
+	return rateOr(c.StatusRate, float64(c.Apiservers*endpoints)/statusPollPeriod.Seconds())
 }
 
 // sortedKeys returns a map's keys in order, for schedules and plans that do not depend on map order.
@@ -335,49 +323,25 @@ func sortedKeys[V any](m map[string]V) []string {
 // countRate is the count-only ranges per second of the resources without a watch cache, all together:
 // every apiserver's of each once a minute, or Options.Counts.
 func (c Config) countRate() float64 {
-	switch {
-	case c.Counts > 0:
-		return c.Counts
-	case c.Counts < 0:
-		return 0
-	}
-	return float64(c.Apiservers*len(countedResources)) / countPollPeriod.Seconds()
+	return rateOr(c.Counts, float64(c.Apiservers*len(countedResources))/countPollPeriod.Seconds())
 }
 
 // healthRate is the etcd health checks per second, all apiservers together: each apiserver's once a second
 // (the most its prober sends while something probes it), or Options.HealthChecks.
 func (c Config) healthRate() float64 {
-	switch {
-	case c.HealthChecks > 0:
-		return c.HealthChecks
-	case c.HealthChecks < 0:
-		return 0
-	}
-	return float64(c.Apiservers) / healthCheckPeriod.Seconds()
+	return rateOr(c.HealthChecks, float64(c.Apiservers)/healthCheckPeriod.Seconds())
 }
 
 // nodeStatusRate is the node status updates per second, all nodes together: each kubelet's every 5
 // minutes, or Options.NodeStatus.
 func (c Config) nodeStatusRate() float64 {
-	switch {
-	case c.NodeStatus > 0:
-		return c.NodeStatus
-	case c.NodeStatus < 0:
-		return 0
-	}
-	return float64(c.Nodes) / nodeStatusReport.Seconds()
+	return rateOr(c.NodeStatus, float64(c.Nodes)/nodeStatusReport.Seconds())
 }
 
 // nodeLeaseRate is the node lease renewals per second, all nodes together: each kubelet's every 10 s, or
 // Options.NodeLeases.
 func (c Config) nodeLeaseRate() float64 {
-	switch {
-	case c.NodeLeases > 0:
-		return c.NodeLeases
-	case c.NodeLeases < 0:
-		return 0
-	}
-	return float64(c.Nodes) / nodeLeaseRenew.Seconds()
+	return rateOr(c.NodeLeases, float64(c.Nodes)/nodeLeaseRenew.Seconds())
 }
 
 // ControlPlaneLeaseUpdates is the lease updates per second a control plane of that many apiservers sends
@@ -385,4 +349,16 @@ func (c Config) nodeLeaseRate() float64 {
 // (every 10 s each).
 func ControlPlaneLeaseUpdates(apiservers int) float64 {
 	return float64(len(electedComponents))/electionRetryPeriod.Seconds() + float64(apiservers)/masterLeaseRenew.Seconds()
+}
+
+// rateOr is an Options rate that overrides a default: the rate when positive, none when negative (the
+// profile's "none in its window"), def when zero (not given).
+func rateOr(rate, def float64) float64 {
+	switch {
+	case rate > 0:
+		return rate
+	case rate < 0:
+		return 0
+	}
+	return def
 }
