@@ -13,7 +13,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
-## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (about 17.5
+## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (about 15.5
 ## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no etcd, no container, no browser, no timing)
 ## run two at a time; then the others one at a time: their integration tests start real etcd clusters,
 ## and on a 2-core machine two packages' clusters would distort each other's timing assertions (a new
