@@ -219,20 +219,12 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 				}
 			}
 			if stale && before != 0 {
-				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, before)
-				w.stats.conflict("delete/"+ResPods, conflicts)
-				if errors.Is(err, errNotFound) {
-					w.stats.notFound.Add(1)
-				}
+				w.removeCounted(ctx, c, nil, ResPods, k, before)
 			} else {
 				w.deleteCached(ctx, a, c, nil, ResPods, k)
 			}
 			if read != 0 {
-				conflicts, err := remove(ctx, c, nil, "delete/"+ResPods, k, read)
-				w.stats.conflict("delete/"+ResPods, conflicts)
-				if errors.Is(err, errNotFound) {
-					w.stats.notFound.Add(1)
-				}
+				w.removeCounted(ctx, c, nil, ResPods, k, read)
 			}
 		}},
 	}
@@ -240,7 +232,6 @@ func (w *Workload) podDeletion(a *apiserver, old pod, n, seed uint64) []step {
 
 // deleteCached deletes an object through apiserver a, from the revision a's watch cache holds.
 func (w *Workload) deleteCached(ctx context.Context, a *apiserver, c *workloads.Client, s *workloads.Slot, res, k string) {
-	op := "delete/" + res
 	known, ok := a.known(res, k)
 	if !ok {
 		resp, err := get(ctx, c, nil, "get/"+res, k)
@@ -253,14 +244,21 @@ func (w *Workload) deleteCached(ctx context.Context, a *apiserver, c *workloads.
 		}
 		known = resp.Range.KVs[0].ModRevision
 	}
-	conflicts, err := remove(ctx, c, s, op, k, known)
+	if w.removeCounted(ctx, c, s, res, k, known) == nil && w.delivery == nil {
+		a.caches[res].cache.forget(k)
+	}
+}
+
+// removeCounted is the apiserver's conditional delete of k from revision rev (remove), with its failed
+// comparisons and a key already gone counted in the workload's stats.
+func (w *Workload) removeCounted(ctx context.Context, c *workloads.Client, s *workloads.Slot, res, k string, rev int64) error {
+	op := "delete/" + res
+	conflicts, err := remove(ctx, c, s, op, k, rev)
 	w.stats.conflict(op, conflicts)
 	if errors.Is(err, errNotFound) {
 		w.stats.notFound.Add(1)
 	}
-	if err == nil && w.delivery == nil {
-		a.caches[res].cache.forget(k)
-	}
+	return err
 }
 
 // sortSteps orders steps by time, keeping the planned order of simultaneous ones (insertion sort: a
