@@ -122,7 +122,11 @@ func (f *Compact) Inject(ctx context.Context) error {
 			// a member there): the compaction may have been applied by the others. It is asked again,
 			// at the same revision, through a member that answers; "compacted" then means it was.
 			f.env.logf("fault %s: compact at %d: %v; again through another member", f.name, resp.Header.Revision, err)
-			time.Sleep(200 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return false, nil // the burst's end or an interrupt: as a cancelled compaction
+			case <-time.After(200 * time.Millisecond):
+			}
 			_, err = cli.Compact(ctx, resp.Header.Revision)
 		}
 		switch {
