@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ func WriteSuiteJUnit(w io.Writer, dir string, s *results.Suite) error {
 		suite, err := scenarioJUnit(dir, sc)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		if len(sc.Expect) > 0 {
+			expected(&suite, sc)
 		}
 		suite.Properties = append(suite.Properties,
 			junitProperty{"scenario_file", sc.File},
@@ -94,6 +98,32 @@ func scenarioJUnit(dir string, sc results.SuiteScenario) (junitSuite, error) {
 		Properties: []junitProperty{{"seed", strconv.FormatInt(sc.Seed, 10)}, {"outcome", string(o.Kind)}},
 		Cases:      []junitCase{tc},
 	}, nil
+}
+
+// expected makes the testsuite of a scenario run on the release that had its bug say the scenario's
+// verdict, not its run's: when the run found the bug as expected (the verdict passed), its failed and erred
+// cases pass, each finding kept in the case's output; when it did not, a case for the expected finding
+// carries the verdict. The suite's JUnit then says what its exit code and suite.json say.
+func expected(suite *junitSuite, sc results.SuiteScenario) {
+	o := sc.Verdict()
+	if !o.Passed() {
+		countCases(suite)
+		if suite.Failures+suite.Errors == 0 {
+			suite.Cases = append(suite.Cases, junitCase{Classname: "chaosbench.suite", Name: "expected finding",
+				Error: &junitMessage{Message: o.String(), Type: string(o.Kind), Text: strings.Join(o.Texts(), "\n")}})
+		}
+		return
+	}
+	for i := range suite.Cases {
+		c := &suite.Cases[i]
+		m := cmp.Or(c.Failure, c.Error)
+		if m == nil {
+			continue
+		}
+		c.SystemOut = strings.TrimSpace(fmt.Sprintf("expected on %s (caught as %v, %s): %s\n%s\n%s",
+			sc.EtcdVersion, sc.Expect, sc.Issue, m.Message, m.Text, c.SystemOut))
+		c.Failure, c.Error = nil, nil
+	}
 }
 
 // countCases sets a testsuite's counts from its cases.

@@ -67,3 +67,47 @@ func TestSuiteRetryVisible(t *testing.T) {
 		t.Errorf("suite.md headline:\n%s", md)
 	}
 }
+
+// TestSuiteExpectedFindingPasses: a regression scenario run on the release that had its bug, whose run
+// found it as expected, passes in the suite's JUnit as in its exit code and suite.json: the run's failed
+// cases are kept as their outputs, not failures; a scenario that did not catch it fails.
+func TestSuiteExpectedFindingPasses(t *testing.T) {
+	dir := t.TempDir()
+	crash := []outcome.Reason{outcome.New(outcome.MemberCrashed, "member m1 crashed (exit status 2): panic: unexpected error during txn")}
+	for _, name := range []string{"caught", "missed"} {
+		run := &results.Summary{Schema: results.SummarySchema, Name: name, Outcome: outcome.MemberCrashed, Reasons: crash}
+		if name == "missed" {
+			run.Outcome, run.Reasons = outcome.OK, nil
+		}
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := results.WriteSummary(filepath.Join(dir, name), run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := []outcome.Kind{outcome.MemberCrashed}
+	s := &results.Suite{Schema: results.SuiteSchema, Scenarios: []results.SuiteScenario{
+		{Name: "caught", Dir: "caught", Outcome: outcome.OK, Expect: expect, Issue: "etcd-io/etcd#14110", EtcdVersion: "v3.5.4",
+			Attempts: []results.SuiteAttempt{{Dir: "caught", Outcome: outcome.MemberCrashed, Reasons: crash}}},
+		{Name: "missed", Dir: "missed", Outcome: outcome.HarnessError, Expect: expect, Issue: "etcd-io/etcd#14110", EtcdVersion: "v3.5.4",
+			Reasons:  []outcome.Reason{outcome.New(outcome.HarnessError, "expected member-crashed, the run passed")},
+			Attempts: []results.SuiteAttempt{{Dir: "missed", Outcome: outcome.OK}}},
+	}}
+	var b strings.Builder
+	if err := WriteSuiteJUnit(&b, dir, s); err != nil {
+		t.Fatal(err)
+	}
+	var doc junitSuites
+	if err := xml.Unmarshal([]byte(b.String()), &doc); err != nil || len(doc.Suites) != 2 {
+		t.Fatalf("junit: %v, %d suites", err, len(doc.Suites))
+	}
+	caught := doc.Suites[0]
+	if caught.Failures+caught.Errors != 0 || !strings.Contains(caught.Cases[0].SystemOut, "expected on v3.5.4") ||
+		!strings.Contains(caught.Cases[0].SystemOut, "unexpected error during txn") {
+		t.Errorf("a caught expected finding: %d failures, %d errors, outcome case %+v", caught.Failures, caught.Errors, caught.Cases[0])
+	}
+	if doc.Suites[1].Failures+doc.Suites[1].Errors == 0 {
+		t.Errorf("a missed expected finding passes in JUnit: %+v", doc.Suites[1])
+	}
+}
