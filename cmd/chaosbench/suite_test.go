@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -327,6 +328,12 @@ func TestRegressionPairSingleMemberCrash(t *testing.T) {
 			}
 			if tc.release == "affected" && !strings.Contains(string(printed), "caught as expected (violation)") {
 				t.Errorf("the output does not say what caught the bug:\n%s", printed)
+			}
+			// JUnit says what the exit code and suite.json say: the bug caught as expected is a pass.
+			junit, err := os.ReadFile(filepath.Join(out, "junit.xml"))
+			if err != nil || !strings.Contains(string(junit), `<testsuites name="chaosbench.suite"`) ||
+				!regexp.MustCompile(`<testsuites [^>]*failures="0" errors="0"`).Match(junit) {
+				t.Errorf("suite junit.xml disagrees with exit code 0 (%v):\n%.600s", err, junit)
 			}
 		})
 	}
