@@ -256,6 +256,19 @@ func TestRules(t *testing.T) {
 			watch(history.WatchResponse{Watcher: 1, Time: 50, Request: &history.WatchRequest{Key: "k", Revision: 2}}).
 			watch(history.WatchResponse{Watcher: 1, Time: 55, Revision: 3, Created: true}).
 			watch(history.WatchResponse{Watcher: 1, Time: 56, Revision: 3, Progress: true}), bad(CheckWatch)},
+		// etcd-io/etcd#20221: a watch on a future revision is synced at once, and a progress notification
+		// (v3.6.1 and v3.5.21 sent the store's revision) told it of a revision before the one it asked for.
+		{"progress notification before a future watch's start (#20221)", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(history.WatchResponse{Watcher: 1, Time: 30, Request: &history.WatchRequest{Key: "k", Revision: 5}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 35, Revision: 2, Created: true}).
+			watch(history.WatchResponse{Watcher: 1, Time: 36, Revision: 2, Progress: true}), bad(CheckWatch)},
+		{"progress notification of a future watch once its start is reached", new(hb).
+			op(0, 10, 20, putReq("k", 1), putResp(2)).
+			watch(history.WatchResponse{Watcher: 1, Time: 30, Request: &history.WatchRequest{Key: "k", Revision: 4}}).
+			watch(history.WatchResponse{Watcher: 1, Time: 35, Revision: 2, Created: true}).
+			op(0, 40, 50, putReq("j", 1), putResp(3)).
+			watch(history.WatchResponse{Watcher: 1, Time: 51, Revision: 3, Progress: true}), ok},
 		{"progress notifications going back", new(hb).
 			watch(history.WatchResponse{Watcher: 1, Time: 0, Request: &history.WatchRequest{Key: "k"}}).
 			watch(history.WatchResponse{Watcher: 1, Time: 5, Revision: 1, Created: true}).

@@ -250,12 +250,18 @@ func (st *watchStream) seenInRevision(rev int64, k int32) bool {
 	return seen
 }
 
-// progress checks a progress notification: it never goes back, and never comes after an event of a
-// later revision, which it would claim is not there yet.
+// progress checks a progress notification: it never goes back, never comes after an event of a later
+// revision, which it would claim is not there yet, and never falls below the revision the watch asked
+// to start from: a watch on a future revision told of an older one (etcd-io/etcd#20221) makes a client
+// that resumes from its progress, as the etcd client does on a new stream, receive events it never
+// asked for.
 func (st *watchStream) progress(r *history.WatchResponse) {
 	c, w := st.c, st.w
 	p := r.Revision
 	switch {
+	case w.hasReq && w.req.Revision > 0 && p < w.req.Revision-1:
+		c.watchViolation(w, "watch progress before its start", w.req.Key, p, r.Time,
+			"progress notification for revision %d on a watch asked to start at revision %d", p, w.req.Revision)
 	case p < st.lastProg:
 		c.watchViolation(w, "watch not bookmarkable", w.req.Key, p, r.Time, "progress notification for revision %d after one for %d", p, st.lastProg)
 	case p < st.lastEv:
