@@ -127,7 +127,7 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 		{"the failpoint build of etcd fails", func(t *testing.T, bin, tree string) {
 			installed(bin, tree)
 			stub(t, bin, "go", `case "$*" in version) echo stub;; *--failpoints*) exit 1;; esac`)
-		}, false, []string{"FAIL: could not build etcd v3.6.16,v3.5.4,v3.5.5 --failpoints"}},
+		}, false, []string{"FAIL: could not build etcd v3.6.16,v3.5.4,v3.5.5,v3.5.12 --failpoints"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code, made := runCI(t, func(bin, tree string) { tc.setup(t, bin, tree) })
@@ -149,7 +149,7 @@ func TestCIRunRequiresEveryTool(t *testing.T) {
 			// tests' and the smoke suite's.
 			want := "go run ./cmd/chaosbench image kube CGO_ENABLED=0\n" +
 				"go run ./cmd/chaosbench image build --binary-only --etcd-version v3.5.35,v3.6.16 CGO_ENABLED=0\n" +
-				"go run ./cmd/chaosbench image build --binary-only --etcd-version v3.6.16,v3.5.4,v3.5.5 --failpoints CGO_ENABLED=0\n"
+				"go run ./cmd/chaosbench image build --binary-only --etcd-version v3.6.16,v3.5.4,v3.5.5,v3.5.12 --failpoints CGO_ENABLED=0\n"
 			for _, target := range []string{"test", "test-long", "nightly-smoke"} {
 				want += target + " CHAOSBENCH_REQUIRE=all CHAOSBENCH_ETCDCTL=/cache/etcdctl-v3.6.8 CGO_ENABLED=0\n"
 			}
