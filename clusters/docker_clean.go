@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -154,7 +155,7 @@ func removeLabelled(ctx context.Context, d *client.Client, label string, orphans
 		if keep("container", name, c.Labels) {
 			continue
 		}
-		if _, err := d.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := removeOrphan(ctx, d, c.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
 			continue
 		}
@@ -196,4 +197,29 @@ func ownerPID(label string) string {
 		return fmt.Sprintf("pid %d", o.PID)
 	}
 	return label
+}
+
+// removeOrphan removes a container, with its volumes. One that the engine is removing already ("removal of
+// container ... is already in progress": its run's own clean-up, cut short by a kill, left the engine at
+// it) is waited for until it is gone, up to a minute: it is removed, not an error.
+func removeOrphan(ctx context.Context, d *client.Client, id string) error {
+	_, err := d.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil || cerrdefs.IsNotFound(err):
+		return nil
+	case !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress"):
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if _, ierr := d.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); cerrdefs.IsNotFound(ierr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; still there after waiting: %w", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

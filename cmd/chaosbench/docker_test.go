@@ -195,7 +195,8 @@ func TestDockerKill9LeavesNoContainer(t *testing.T) {
 // TestDockerCleanAfterCrash: when chaosbench and its watchdog both die, `chaosbench clean` finds the
 // orphans by label, removes them and says what it removed; a second clean has nothing to do.
 func TestDockerCleanAfterCrash(t *testing.T) {
-	t.Parallel() // judges outcomes and files, not latency (see TestMain)
+	// Not in parallel: every docker run starts by removing the orphans of dead chaosbench processes, and
+	// one starting beside this test would take the orphans this test leaves for clean to find.
 	d := requireDocker(t)
 	out := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--cluster", "docker", "--etcd-version", "v3.6.16", "--members", "1",
