@@ -165,7 +165,7 @@ func TestCompareSlowDiskWorse(t *testing.T) {
 	}
 	base := t.TempDir()
 	load := []string{"--members", "1", "--workload", "put", "--rate", "150", "--clients", "4", "--conns", "1",
-		"--duration", "5s", "--faults", "none", "--progress", "none"}
+		"--duration", "3s", "--faults", "none", "--progress", "none"}
 	var dirs [2][]string
 	for r := range 4 {
 		for v, name := range []string{"base", "slow"} {

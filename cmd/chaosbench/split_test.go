@@ -42,14 +42,14 @@ func runBinary(t *testing.T, args ...string) (int, string) {
 // leader kill checks clean.
 func TestSplitLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs three clusters for 20 s each")
+		t.Skip("runs four clusters for 12 s each")
 	}
 	dir := t.TempDir()
 	one, three := filepath.Join(dir, "one"), filepath.Join(dir, "three")
-	if code, out := runBinary(t, append(splitKube, "--faults", "none", "--out", one)...); code != 0 {
+	if code, out := runBinary(t, append(splitKube, "--duration", "12s", "--faults", "none", "--out", one)...); code != 0 {
 		t.Fatalf("one generator: exit %d\n%s", code, out)
 	}
-	if code, out := runBinary(t, append(splitKube, "--faults", "none", "--workers", "3", "--out", three)...); code != 0 {
+	if code, out := runBinary(t, append(splitKube, "--duration", "12s", "--faults", "none", "--workers", "3", "--out", three)...); code != 0 {
 		t.Fatalf("three workers: exit %d\n%s", code, out)
 	}
 	a, b := readSummary(t, one), readSummary(t, three)

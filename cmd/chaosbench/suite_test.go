@@ -298,7 +298,7 @@ func needFailpointRelease(t *testing.T, v string) {
 // TestRegressionPairSingleMemberCrash is one pair of etcd's track record, as `suite --affected` and
 // `suite --fixed` run it: etcd-io/etcd#14370 (a single member loses acknowledged writes on a crash) must be
 // caught as a violation on v3.5.4, where the scenario passes, with its run's own outcome a violation kept
-// as its attempt's; and the same file on v3.5.5 must pass clean. About 150 s (two 60 s loads), plus the two
+// as its attempt's; and the same file on v3.5.5 must pass clean. About 75 s (two 60 s loads side by side), plus the two
 // failpoint builds on a cold cache (a few minutes).
 func TestRegressionPairSingleMemberCrash(t *testing.T) {
 	t.Parallel() // judges outcomes and files, not latency (see TestMain)
@@ -311,6 +311,7 @@ func TestRegressionPairSingleMemberCrash(t *testing.T) {
 		{"fixed", "v3.5.5", outcome.OK},
 	} {
 		t.Run(tc.release, func(t *testing.T) {
+			t.Parallel() // two clusters of their own: the pair takes one load's time, not two
 			needFailpointRelease(t, tc.version)
 			out := filepath.Join(t.TempDir(), "suite")
 			cmd := exec.Command(binary, "suite", "../../ci/chaos/regressions", "--"+tc.release, "--only", name, "--out", out)
