@@ -14,16 +14,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
 ## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (about 15.5
-## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no etcd, no container, no browser, no timing)
-## run two at a time; then the others one at a time: their integration tests start real etcd clusters,
+## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no timing assertion, no browser, no container,
+## and at most one small process of their own whose answers they judge, not its speed: the shapes proxy's
+## etcd, a kube-apiserver that cannot become ready) run two at a time; then the others one at a time: their integration tests start real etcd clusters,
 ## and on a 2-core machine two packages' clusters would distort each other's timing assertions (a new
 ## package runs there unless it is added to LIGHT_PACKAGES); both groups run, and either failing fails
 ## make test. Inside a package, the tests that judge no latency (outcomes, exit codes, files) call
 ## t.Parallel and run three at a time (-parallel 3) once the package's timing tests have run alone. go vet ran in lint, so go test does not run it again. A test whose tool (FUSE, Docker, fio,
 ## Chromium, ...) is missing skips, saying why; with CHAOSBENCH_REQUIRE=all, as .ci/run sets it, it fails
 ## instead (internal/testenv).
-LIGHT_PACKAGES := ./ci ./clusters/kubebuild ./cmd/kubesim ./internal/testenv ./outcome ./results ./results/compare \
-	./results/history ./results/merge ./results/trend
+LIGHT_PACKAGES := ./ci ./clusters/controlplane ./clusters/kubebuild ./clusters/shapes ./cmd/kubesim ./internal/testenv \
+	./outcome ./results ./results/compare ./results/history ./results/merge ./results/trend
 test: lint
 	CHAOSBENCH_LONG= $(GO) test -p 2 -vet=off -count=1 -timeout 20m $(LIGHT_PACKAGES); light=$$?; \
 	CHAOSBENCH_LONG= $(GO) test -p 1 -parallel 3 -vet=off -count=1 -timeout 40m $$($(GO) list ./... | grep -vxF "$$($(GO) list $(LIGHT_PACKAGES))"); \
