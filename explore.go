@@ -24,6 +24,9 @@ type ExploreOptions struct {
 	// build and lets the search pick failpoint faults.
 	EtcdVersion string
 	Failpoints  bool
+	// Workload, when set, is the only workload the search draws (one of exploreWorkloads): the rest of the
+	// scenario (shape, cluster, faults) is still drawn.
+	Workload string
 	// Seed drives every random choice of the search (0 picks one, printed); each run's seed derives from it.
 	Seed int64
 	// Count and For bound the search: it stops after Count scenarios or once For has passed (whichever
@@ -51,15 +54,18 @@ type ExploreCase struct {
 	DeleteRatio float64
 	WatchReopen time.Duration
 	WatchFrom   string
-	EtcdFlags   []string
-	Faults      []string
+	// WatchProgress makes every watcher (one per stream) ask for a progress notification this often.
+	WatchProgress time.Duration
+	EtcdFlags     []string
+	Faults        []string
 }
 
 // exploreWorkloads are the workloads the search picks from, simplest first (shrinking moves towards put).
 var exploreWorkloads = []string{"put", "txn-put", "txn-mixed", "watch-latency"}
 
-// randomCase draws one scenario: workload and its shape, cluster size, etcd settings, one to three faults.
-func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration) ExploreCase {
+// randomCase draws one scenario: workload (workload, when set) and its shape, cluster size, etcd settings,
+// one to three faults.
+func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload string) ExploreCase {
 	c := ExploreCase{
 		Members:  []int{1, 3, 3, 3, 5}[r.IntN(5)],
 		Workload: exploreWorkloads[r.IntN(len(exploreWorkloads))],
@@ -73,9 +79,15 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration) ExploreCas
 	if r.IntN(2) == 0 {
 		c.DeleteRatio = 0.2
 	}
+	if workload != "" {
+		c.Workload = workload
+	}
 	if c.Workload == "watch-latency" && r.IntN(2) == 0 {
 		c.WatchReopen = 500 * time.Millisecond
 		c.WatchFrom = []string{workloads.WatchFromNext, workloads.WatchFromPast, workloads.WatchFromFuture}[r.IntN(3)]
+	}
+	if c.Workload == "watch-latency" && r.IntN(2) == 0 {
+		c.WatchProgress = 50 * time.Millisecond
 	}
 	kinds := []string{"kill:random", "kill:leader", "kill:random=drop-unsynced", "pause:random", "compact=1s", "defrag:all"}
 	if c.Members > 1 {
@@ -116,6 +128,11 @@ func (c ExploreCase) Scenario(v string, failpoints bool, seed int64, out string)
 	s.Micro.KeySpaceSize, s.Micro.DeleteRatio = c.KeySpace, c.DeleteRatio
 	s.Micro.WatchStreams, s.Micro.WatchersPerStream, s.Micro.PrevKV = 2, 4, true
 	s.Micro.WatchReopen = c.WatchReopen
+	if c.WatchProgress > 0 {
+		// A progress request answers for every watch of its stream: one watcher per stream, as
+		// --watch-progress requires.
+		s.Micro.WatchStreams, s.Micro.WatchersPerStream, s.Micro.WatchProgress = 8, 1, c.WatchProgress
+	}
 	if c.WatchFrom != "" {
 		s.Micro.WatchFrom = c.WatchFrom
 	}
@@ -160,7 +177,7 @@ func (c ExploreCase) Smaller() []ExploreCase {
 		d := c
 		d.Workload = exploreWorkloads[i-1]
 		if d.Workload != "watch-latency" {
-			d.WatchReopen, d.WatchFrom = 0, ""
+			d.WatchReopen, d.WatchFrom, d.WatchProgress = 0, "", 0
 		}
 		out = append(out, d)
 	}
@@ -170,6 +187,10 @@ func (c ExploreCase) Smaller() []ExploreCase {
 	}
 	if d := c; c.WatchReopen > 0 {
 		d.WatchReopen, d.WatchFrom = 0, ""
+		out = append(out, d)
+	}
+	if d := c; c.WatchProgress > 0 {
+		d.WatchProgress = 0
 		out = append(out, d)
 	}
 	return out
@@ -244,6 +265,8 @@ func Explore(ctx context.Context, opts ExploreOptions, env Env) (*ExploreResult,
 		return nil, outcome.Usagef("--max-load %v: at least 20s", opts.MaxLoad)
 	case opts.Tries < 1:
 		return nil, outcome.Usagef("--tries %d: at least 1", opts.Tries)
+	case opts.Workload != "" && !slices.Contains(exploreWorkloads, opts.Workload):
+		return nil, outcome.Usagef("--workload %q: one of %s", opts.Workload, strings.Join(exploreWorkloads, ", "))
 	}
 	if opts.Seed == 0 {
 		opts.Seed = newSeed()
@@ -272,14 +295,14 @@ func Explore(ctx context.Context, opts ExploreOptions, env Env) (*ExploreResult,
 	}
 	began := time.Now()
 	for n := 1; ctx.Err() == nil && (opts.Count <= 0 || n <= opts.Count) && (opts.For <= 0 || time.Since(began) < opts.For); n++ {
-		c := randomCase(rnd, opts.Failpoints, opts.MaxLoad)
+		c := randomCase(rnd, opts.Failpoints, opts.MaxLoad, opts.Workload)
 		if _, err := planFaults(ptr(c.Scenario(opts.EtcdVersion, opts.Failpoints, 1, ""))); err != nil {
 			n-- // a schedule the cluster cannot take: draw again
 			continue
 		}
 		seed := rnd.Int64()
 		o := run(c, seed)
-		fmt.Fprintf(env.Out, "[%d] %s on %d members, %s, faults %s: %s\n", n, c.Workload, c.Members, c.Duration, strings.Join(c.Faults, ","), o)
+		fmt.Fprintf(env.Out, "[%d] %s on %d members, %s, faults %s: %s\n", n, c.describeLoad(), c.Members, c.Duration, strings.Join(c.Faults, ","), o)
 		switch {
 		case o.Kind == outcome.KnownIssue:
 			res.Known = append(res.Known, strings.Join(o.Texts(outcome.KnownIssue), "; "))
@@ -300,7 +323,7 @@ func Explore(ctx context.Context, opts ExploreOptions, env Env) (*ExploreResult,
 			}
 			failed, ok := reproduces(opts.Tries, func() bool { return run(d, rnd.Int64()).Kind == res.Finding.Kind })
 			if ok {
-				fmt.Fprintf(env.Out, "  still fails (%d of its runs): %s on %d members, %s, %d clients, faults %s\n", failed, d.Workload, d.Members, d.Duration, d.Clients, strings.Join(d.Faults, ","))
+				fmt.Fprintf(env.Out, "  still fails (%d of its runs): %s on %d members, %s, %d clients, faults %s\n", failed, d.describeLoad(), d.Members, d.Duration, d.Clients, strings.Join(d.Faults, ","))
 			}
 			return ok
 		})
@@ -393,7 +416,11 @@ func scenarioFile(c ExploreCase, opts ExploreOptions, r *ExploreResult) []byte {
 	fmt.Fprintf(&b, "members: %d\nworkload: %s\nrate: %g\nclients: %d\nconns: %d\nduration: %s\nrequest-timeout: 2s\nkey-space-size: %d\n",
 		c.Members, c.Workload, c.Rate, c.Clients, min(c.Clients, 4), c.Duration, c.KeySpace)
 	if c.Workload == "watch-latency" {
-		b.WriteString("watch-streams: 2\nwatchers-per-stream: 4\nprev-kv: true\n")
+		if c.WatchProgress > 0 {
+			fmt.Fprintf(&b, "watch-streams: 8\nwatchers-per-stream: 1\nwatch-progress: %s\nprev-kv: true\n", c.WatchProgress)
+		} else {
+			b.WriteString("watch-streams: 2\nwatchers-per-stream: 4\nprev-kv: true\n")
+		}
 		if c.WatchReopen > 0 {
 			fmt.Fprintf(&b, "watch-reopen: %s\nwatch-from: %s\n", c.WatchReopen, c.WatchFrom)
 		}
@@ -417,6 +444,22 @@ func scenarioFile(c ExploreCase, opts ExploreOptions, r *ExploreResult) []byte {
 	}
 	b.WriteString("fault-recovery-timeout: 30s\n")
 	return []byte(b.String())
+}
+
+// describeLoad names the case's workload with what its watchers do: "watch-latency (re-opened from
+// future, progress every 50ms)".
+func (c ExploreCase) describeLoad() string {
+	var parts []string
+	if c.WatchReopen > 0 {
+		parts = append(parts, "re-opened from "+c.WatchFrom)
+	}
+	if c.WatchProgress > 0 {
+		parts = append(parts, fmt.Sprintf("progress every %s", c.WatchProgress))
+	}
+	if len(parts) == 0 {
+		return c.Workload
+	}
+	return fmt.Sprintf("%s (%s)", c.Workload, strings.Join(parts, ", "))
 }
 
 func ptr[T any](v T) *T { return &v }

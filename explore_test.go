@@ -3,11 +3,15 @@ package chaosbench
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
@@ -18,7 +22,7 @@ import (
 // about smaller cases. Instant.
 func TestShrink(t *testing.T) {
 	big := ExploreCase{Members: 3, Workload: "watch-latency", Rate: 400, Clients: 32, Duration: 40 * time.Second, KeySpace: 1000,
-		DeleteRatio: 0.2, WatchReopen: 500 * time.Millisecond, WatchFrom: "past",
+		DeleteRatio: 0.2, WatchReopen: 500 * time.Millisecond, WatchFrom: "past", WatchProgress: 50 * time.Millisecond,
 		Faults: []string{"compact=1s@3s+5s", "kill:random@5s+2s", "partition:leader@8s+3s"}}
 	asked := 0
 	fails := func(c ExploreCase) bool {
@@ -30,7 +34,7 @@ func TestShrink(t *testing.T) {
 	}
 	got := Shrink(context.Background(), big, fails)
 	if !slices.Equal(got.Faults, []string{"kill:random@5s+2s"}) || got.Duration > 20*time.Second || got.Duration < 10*time.Second ||
-		got.Workload != "put" || got.Clients > 2 || got.KeySpace > 10 || got.DeleteRatio != 0 || got.WatchReopen != 0 {
+		got.Workload != "put" || got.Clients > 2 || got.KeySpace > 10 || got.DeleteRatio != 0 || got.WatchReopen != 0 || got.WatchProgress != 0 {
 		t.Fatalf("shrunk to %+v", got)
 	}
 	// Nothing smaller fails: the case stays as it is.
@@ -47,7 +51,7 @@ func TestRandomCaseSeeded(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		var out []ExploreCase
 		for range 50 {
-			out = append(out, randomCase(r, true, time.Minute))
+			out = append(out, randomCase(r, true, time.Minute, ""))
 		}
 		return out
 	}
@@ -66,6 +70,51 @@ func TestRandomCaseSeeded(t *testing.T) {
 		if _, err := planFaults(ptr(c.Scenario("v3.6.16", true, 1, ""))); err != nil && !outcome.IsUsage(err) {
 			t.Errorf("draw %d: %v", i, err)
 		}
+	}
+}
+
+// TestExploreWorkload: --workload keeps every draw to one workload, and a watch-latency case whose
+// watchers ask for progress notifications runs one watcher a stream (as --watch-progress requires) and
+// renders to a scenario file that loads as the same scenario.
+func TestExploreWorkload(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 1))
+	progress := 0
+	for i := range 40 {
+		c := randomCase(r, false, 40*time.Second, "watch-latency")
+		if c.Workload != "watch-latency" {
+			t.Fatalf("draw %d: workload %s, want watch-latency only", i, c.Workload)
+		}
+		if c.WatchProgress == 0 {
+			continue
+		}
+		progress++
+		s := c.Scenario("", false, 1, "")
+		if s.Micro.WatchersPerStream != 1 || s.Micro.WatchProgress != c.WatchProgress {
+			t.Fatalf("draw %d: %d watchers a stream, progress %v: want 1 and %v", i, s.Micro.WatchersPerStream, s.Micro.WatchProgress, c.WatchProgress)
+		}
+		file := filepath.Join(t.TempDir(), "found.yaml")
+		res := &ExploreResult{Seed: 11, Finding: outcome.Decide(outcome.New(outcome.Violation, "watch progress before its start"))}
+		if err := os.WriteFile(file, scenarioFile(c, ExploreOptions{}, res), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		loaded := DefaultScenario()
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		BindFlags(fs, &loaded)
+		if err := LoadScenarioFile(file, fs); err != nil {
+			t.Fatal(err)
+		}
+		if err := loaded.validate(); err != nil {
+			t.Fatalf("draw %d's scenario file: %v", i, err)
+		}
+		if loaded.Micro.WatchProgress != c.WatchProgress || loaded.Micro.WatchersPerStream != 1 || loaded.Micro.WatchReopen != c.WatchReopen {
+			t.Fatalf("draw %d: the file gives progress %v, %d watchers a stream, re-open %v", i, loaded.Micro.WatchProgress, loaded.Micro.WatchersPerStream, loaded.Micro.WatchReopen)
+		}
+	}
+	if progress == 0 {
+		t.Fatal("no draw of 40 asked for progress notifications")
+	}
+	if _, err := Explore(context.Background(), ExploreOptions{Count: 1, MaxLoad: time.Minute, Tries: 1, Workload: "watch", Out: t.TempDir()}, Env{}); !outcome.IsUsage(err) {
+		t.Fatalf("--workload watch: %v, want a usage error", err)
 	}
 }
 

@@ -41,6 +41,7 @@ and the search goes on. Every choice follows --seed (printed); every run's direc
 	fs := cmd.Flags()
 	fs.StringVar(&opts.EtcdVersion, "etcd-version", "", "etcd release every scenario runs on (default: the builtin one)")
 	fs.BoolVar(&opts.Failpoints, "failpoints", false, "run the release's failpoint build and let the search pick failpoint crashes")
+	fs.StringVar(&opts.Workload, "workload", "", "draw only this workload (put, txn-put, txn-mixed or watch-latency; default: any); the rest is still drawn")
 	fs.Int64Var(&opts.Seed, "seed", 0, "seed of every choice (0 picks one, printed and stored)")
 	fs.IntVar(&opts.Count, "count", 0, "stop after this many scenarios")
 	fs.DurationVar(&opts.For, "for", 0, "stop once this long has passed (no new scenario starts after it)")
