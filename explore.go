@@ -144,34 +144,56 @@ func (c ExploreCase) Scenario(v string, failpoints bool, seed int64, out string)
 	return s
 }
 
-// Smaller returns the cases one shrinking step away from c, the biggest cut first: a fault fewer, half
-// the load, half the clients, half the rate, a tenth of the keys, a simpler workload, no deletes, no
-// re-opened watches. Every one is strictly smaller, so that shrinking ends.
+// shrinkStep is one step of shrinking: what it cuts (a fault by its spec, "duration", "members", ...) and
+// the case without it.
+type shrinkStep struct {
+	cut string
+	c   ExploreCase
+}
+
+// Smaller returns the cases one shrinking step away from c, the biggest cut first: a fault fewer, fewer
+// members, half the load, half the clients, half the rate, a tenth of the keys, a simpler workload, no
+// deletes, no re-opened watches, no progress requests. Every one is strictly smaller, so that shrinking
+// ends.
 func (c ExploreCase) Smaller() []ExploreCase {
 	var out []ExploreCase
-	for i := range c.Faults {
+	for _, st := range c.steps() {
+		out = append(out, st.c)
+	}
+	return out
+}
+
+// steps is Smaller with what each step cuts.
+func (c ExploreCase) steps() []shrinkStep {
+	var out []shrinkStep
+	add := func(cut string, d ExploreCase) { out = append(out, shrinkStep{cut, d}) }
+	for i, f := range c.Faults {
 		d := c
 		d.Faults = slices.Delete(slices.Clone(c.Faults), i, i+1)
 		if !slices.ContainsFunc(d.Faults, func(f string) bool { return strings.Contains(f, "until-snapshot") }) {
 			d.EtcdFlags = nil
 		}
-		out = append(out, d)
+		add("fault "+f, d)
+	}
+	if d := c; c.Members > 1 {
+		d.Members = map[int]int{5: 3, 3: 1}[c.Members]
+		add("members", d)
 	}
 	if d := c; c.Duration >= 20*time.Second {
 		d.Duration = (c.Duration / 2).Round(time.Second)
-		out = append(out, d)
+		add("duration", d)
 	}
 	if d := c; c.Clients > 2 {
 		d.Clients = c.Clients / 2
-		out = append(out, d)
+		add("clients", d)
 	}
 	if d := c; c.Rate > 50 {
 		d.Rate = c.Rate / 2
-		out = append(out, d)
+		add("rate", d)
 	}
 	if d := c; c.KeySpace >= 20 {
 		d.KeySpace = c.KeySpace / 10
-		out = append(out, d)
+		add("keys", d)
 	}
 	if i := slices.Index(exploreWorkloads, c.Workload); i > 0 {
 		d := c
@@ -179,37 +201,44 @@ func (c ExploreCase) Smaller() []ExploreCase {
 		if d.Workload != "watch-latency" {
 			d.WatchReopen, d.WatchFrom, d.WatchProgress = 0, "", 0
 		}
-		out = append(out, d)
+		add("workload", d)
 	}
 	if d := c; c.DeleteRatio > 0 {
 		d.DeleteRatio = 0
-		out = append(out, d)
+		add("deletes", d)
 	}
 	if d := c; c.WatchReopen > 0 {
 		d.WatchReopen, d.WatchFrom = 0, ""
-		out = append(out, d)
+		add("re-opened watches", d)
 	}
 	if d := c; c.WatchProgress > 0 {
 		d.WatchProgress = 0
-		out = append(out, d)
+		add("progress requests", d)
 	}
 	return out
 }
 
 // Shrink returns the smallest case reachable from c, one step of Smaller at a time, for which fails still
 // holds (greedy: the first smaller case that still fails is taken, and shrinking starts again from it).
-// fails is asked about c's smaller cases only; c itself is known to fail.
+// fails is asked about c's smaller cases only; c itself is known to fail. A cut whose case did not fail is
+// not tried again on the smaller cases that follow: what the failure needed on a bigger case it needs on
+// a smaller one too, as a rule, and each try is several runs of etcd.
 func Shrink(ctx context.Context, c ExploreCase, fails func(ExploreCase) bool) ExploreCase {
+	needed := map[string]bool{}
 	for ctx.Err() == nil {
 		next := false
-		for _, d := range c.Smaller() {
+		for _, st := range c.steps() {
 			if ctx.Err() != nil {
 				break
 			}
-			if fails(d) {
-				c, next = d, true
+			if needed[st.cut] {
+				continue
+			}
+			if fails(st.c) {
+				c, next = st.c, true
 				break
 			}
+			needed[st.cut] = true
 		}
 		if !next {
 			break

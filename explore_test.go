@@ -17,9 +17,9 @@ import (
 )
 
 // TestShrink: shrinking keeps only what the failure needs. With a failure that needs a kill fault and at
-// least 10 s of load, a case with three faults, 40 s, 32 clients and watch-latency
-// shrinks to the kill alone, at most 20 s, put, the fewest clients and keys; the predicate is asked only
-// about smaller cases. Instant.
+// least 10 s of load, a case with three faults, 40 s, 3 members, 32 clients and watch-latency shrinks to
+// the kill alone, at most 20 s, one member, put, the fewest clients and keys; the predicate is asked only
+// about smaller cases, and about a cut the failure needs only once. Instant.
 func TestShrink(t *testing.T) {
 	big := ExploreCase{Members: 3, Workload: "watch-latency", Rate: 400, Clients: 32, Duration: 40 * time.Second, KeySpace: 1000,
 		DeleteRatio: 0.2, WatchReopen: 500 * time.Millisecond, WatchFrom: "past", WatchProgress: 50 * time.Millisecond,
@@ -34,7 +34,8 @@ func TestShrink(t *testing.T) {
 	}
 	got := Shrink(context.Background(), big, fails)
 	if !slices.Equal(got.Faults, []string{"kill:random@5s+2s"}) || got.Duration > 20*time.Second || got.Duration < 10*time.Second ||
-		got.Workload != "put" || got.Clients > 2 || got.KeySpace > 10 || got.DeleteRatio != 0 || got.WatchReopen != 0 || got.WatchProgress != 0 {
+		got.Workload != "put" || got.Clients > 2 || got.KeySpace > 10 || got.DeleteRatio != 0 || got.WatchReopen != 0 || got.WatchProgress != 0 ||
+		got.Members != 1 {
 		t.Fatalf("shrunk to %+v", got)
 	}
 	// Nothing smaller fails: the case stays as it is.
@@ -42,6 +43,21 @@ func TestShrink(t *testing.T) {
 		t.Fatalf("nothing smaller failed, but it shrank to %+v", same)
 	}
 	t.Logf("%d candidates run", asked)
+
+	// A cut the failure needs is tried once, not again after every step that follows: a failure that
+	// needs progress requests is asked about a case without them twice (the simpler workload drops them
+	// too, and so does their own cut), however many steps shrinking takes.
+	withoutProgress := 0
+	got = Shrink(context.Background(), big, func(c ExploreCase) bool {
+		if c.WatchProgress == 0 {
+			withoutProgress++
+			return false
+		}
+		return true
+	})
+	if withoutProgress != 2 || got.WatchProgress == 0 || got.Workload != "watch-latency" || len(got.Faults) != 0 || got.Members != 1 {
+		t.Fatalf("asked %d times about a case without progress requests (want 2); shrunk to %+v", withoutProgress, got)
+	}
 }
 
 // TestRandomCaseSeeded: the search's draws follow its seed (the same seed, the same scenarios), every draw
