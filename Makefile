@@ -13,7 +13,7 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/chaosbench ./cmd/chaosbench
 
-## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (about 15.5
+## test: lint, then every test but the long ones, which skip saying "runs in make test-long" (about 14.5
 ## minutes on 2 cores). The light packages (LIGHT_PACKAGES: no timing assertion, no browser, no container,
 ## and at most one small process of their own whose answers they judge, not its speed: the shapes proxy's
 ## etcd, a kube-apiserver that cannot become ready) run two at a time; then the others one at a time: their integration tests start real etcd clusters,
