@@ -3,15 +3,11 @@ package chaosbench
 import (
 	"context"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
@@ -108,15 +104,9 @@ func TestExploreWorkload(t *testing.T) {
 		if s.Micro.WatchersPerStream != 1 || s.Micro.WatchProgress != c.WatchProgress {
 			t.Fatalf("draw %d: %d watchers a stream, progress %v: want 1 and %v", i, s.Micro.WatchersPerStream, s.Micro.WatchProgress, c.WatchProgress)
 		}
-		file := filepath.Join(t.TempDir(), "found.yaml")
 		res := &ExploreResult{Seed: 11, Finding: outcome.Decide(outcome.New(outcome.Violation, "watch progress before its start"))}
-		if err := os.WriteFile(file, scenarioFile(c, ExploreOptions{}, res), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		loaded := DefaultScenario()
-		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-		BindFlags(fs, &loaded)
-		if err := LoadScenarioFile(file, fs); err != nil {
+		loaded, err := loadScenario(t, string(scenarioFile(c, ExploreOptions{}, res)))
+		if err != nil {
 			t.Fatal(err)
 		}
 		if err := loaded.validate(); err != nil {
