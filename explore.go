@@ -98,6 +98,13 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			"failpoint:random=defragBeforeRename:panic+defrag", "failpoint:leader=raftBeforeLeaderSend:panic")
 	}
 	secs := int(c.Duration / time.Second)
+	// A kill restarts its member, which clears a failpoint armed in it: kills and failpoints are kept out
+	// of each other's windows (with the recovery after them) so that every failpoint drawn can fire.
+	type span struct{ from, to int }
+	var kills, fps []span
+	clear := func(w span, others []span) bool {
+		return !slices.ContainsFunc(others, func(o span) bool { return w.from < o.to+5 && o.from < w.to+5 })
+	}
 	for range 1 + r.IntN(3) {
 		k := kinds[r.IntN(len(kinds))]
 		start := 3 + r.IntN(max(secs-12, 1))
@@ -106,11 +113,32 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			c.Faults = append(c.Faults, fmt.Sprintf("compact=1s@%ds+%ds", start, 5+r.IntN(6)))
 		case k == "defrag:all":
 			c.Faults = append(c.Faults, fmt.Sprintf("defrag:all@%ds", start))
-		case strings.HasSuffix(k, "+defrag"):
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+4s", strings.TrimSuffix(k, "+defrag"), start), fmt.Sprintf("defrag:all@%ds", start+1))
+		case strings.HasPrefix(k, "failpoint"):
+			w := span{start, start + 2 + r.IntN(4)}
+			if strings.HasSuffix(k, "+defrag") {
+				w.to = start + 4
+			}
+			if !clear(w, kills) {
+				continue
+			}
+			fps = append(fps, w)
+			if strings.HasSuffix(k, "+defrag") {
+				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+4s", strings.TrimSuffix(k, "+defrag"), start), fmt.Sprintf("defrag:all@%ds", start+1))
+				continue
+			}
+			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, w.to-start))
 		case strings.HasSuffix(k, "until-snapshot"):
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+8s", k, start))
-			c.EtcdFlags = []string{"snapshot-count=500", "snapshot-catchup-entries=200"}
+			// The window is the longest the partition may last: it heals as soon as the leader has
+			// compacted its log past the follower, which these settings make a matter of 200 entries.
+			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+20s", k, start))
+			c.EtcdFlags = []string{"snapshot-count=100", "snapshot-catchup-entries=100"}
+		case strings.HasPrefix(k, "kill"):
+			w := span{start, start + 2 + r.IntN(4)}
+			if !clear(w, fps) {
+				continue
+			}
+			kills = append(kills, w)
+			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, w.to-start))
 		default:
 			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, 2+r.IntN(4)))
 		}

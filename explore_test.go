@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcd-chaosbench/chaosbench/faults"
 	"github.com/etcd-chaosbench/chaosbench/outcome"
 )
 
@@ -68,6 +69,7 @@ func TestRandomCaseSeeded(t *testing.T) {
 		return out
 	}
 	a, b := draw(7), draw(7)
+	both := 0 // draws with both a kill and a failpoint, kept out of each other's windows
 	for i := range a {
 		if !slices.Equal(a[i].Faults, b[i].Faults) || a[i].Workload != b[i].Workload || a[i].Duration != b[i].Duration {
 			t.Fatalf("draw %d differs with the same seed: %+v vs %+v", i, a[i], b[i])
@@ -82,6 +84,26 @@ func TestRandomCaseSeeded(t *testing.T) {
 		if _, err := planFaults(ptr(c.Scenario("v3.6.16", true, 1, ""))); err != nil && !outcome.IsUsage(err) {
 			t.Errorf("draw %d: %v", i, err)
 		}
+		s, err := faults.Parse(c.Faults)
+		if err != nil {
+			t.Fatalf("draw %d: %v", i, err)
+		}
+		for _, k := range s.Entries {
+			for _, f := range s.Entries {
+				if k.Kind == faults.KindKill && f.Kind == faults.KindFailpoint && k.At < f.At+f.For+5*time.Second && f.At < k.At+k.For+5*time.Second {
+					t.Errorf("draw %d: %s restarts a member inside %s's window, which clears the failpoint", i, k.Spec, f.Spec)
+				}
+			}
+		}
+		has := func(kind string) bool {
+			return slices.ContainsFunc(s.Entries, func(e faults.Entry) bool { return e.Kind == kind })
+		}
+		if has(faults.KindKill) && has(faults.KindFailpoint) {
+			both++
+		}
+	}
+	if both == 0 {
+		t.Errorf("no draw of 50 has both a kill and a failpoint: the rule keeping them apart went untested")
 	}
 }
 

@@ -124,10 +124,14 @@ type failpointed interface {
 // failpoint that no target reached is reported (NotFired): a fault that did not happen is never fine.
 type Failpoint struct {
 	base
-	armed    []clusters.Process
-	fired    []string       // per target, what happened: "beforeCommit fired 3 times on m1", "m2 panicked at ..."
-	hits     map[string]int // per target, how often its action ran (gofail's count)
-	panicked []string
+	armed []clusters.Process
+	pids  map[string]int // per armed target, the process the failpoint was armed in
+	fired []string       // per target, what happened: "beforeCommit fired 3 times on m1", "m2 panicked at ..."
+	// restarted are the armed targets another fault restarted during the window (a kill): the failpoint
+	// went with the process it was armed in, and whether it was reached there is unknown.
+	restarted []string
+	hits      map[string]int // per target, how often its action ran (gofail's count)
+	panicked  []string
 }
 
 // Available needs process control and members serving their failpoints.
@@ -150,6 +154,7 @@ func (f *Failpoint) Inject(ctx context.Context) error {
 	fc := f.env.Cluster.(failpointed)
 	a := f.p.failpoint
 	var errs []error
+	f.pids = map[string]int{}
 	for _, m := range f.targets {
 		p := m.(clusters.Process)
 		if a.panic {
@@ -161,6 +166,7 @@ func (f *Failpoint) Inject(ctx context.Context) error {
 			continue
 		}
 		f.armed = append(f.armed, p)
+		f.pids[p.Name()] = p.PID()
 	}
 	return errors.Join(errs...)
 }
@@ -177,6 +183,16 @@ func (f *Failpoint) Recover(ctx context.Context) error {
 		// A member armed to panic may reach the point as the window ends: its endpoint goes before its
 		// process does, so a request that fails is a panic if the process exits right after.
 		dying := func() bool { return a.panic && exitsWithin(ctx, p, 3*time.Second) }
+		if pid := p.PID(); pid != 0 && pid != f.pids[p.Name()] {
+			// Another fault (a kill) restarted the member inside the window: the new process never had
+			// the failpoint armed, so there is nothing to disarm and no count to read.
+			f.fired = append(f.fired, fmt.Sprintf("%s restarted during the window (pid %d, now %d), which cleared %s", p.Name(), f.pids[p.Name()], pid, a.name))
+			f.restarted = append(f.restarted, p.Name())
+			if a.panic {
+				fc.ExpectCrash(p.Name(), false)
+			}
+			continue
+		}
 		if p.Running() {
 			count, gerr := failpointRequest(ctx, http.MethodGet, url+"/count", "")
 			_, derr := failpointRequest(ctx, http.MethodDelete, url, "") // disarm even when the count is unknown
@@ -192,6 +208,13 @@ func (f *Failpoint) Recover(ctx context.Context) error {
 				}
 				continue
 			}
+		}
+		if !a.panic {
+			// Not armed to panic, so another fault stopped it (a kill whose window is still open): that
+			// fault starts it again, and the failpoint went with the process.
+			f.fired = append(f.fired, fmt.Sprintf("%s was down at the window's end (another fault stopped it), which cleared %s", p.Name(), a.name))
+			f.restarted = append(f.restarted, p.Name())
+			continue
 		}
 		f.fired = append(f.fired, p.Name()+" panicked at "+a.name)
 		f.hits[p.Name()] = 1
@@ -229,6 +252,9 @@ func (f *Failpoint) NotFired() string {
 	}
 	if len(f.armed) == 0 || reached > 0 {
 		return ""
+	}
+	if len(f.restarted) > 0 {
+		return fmt.Sprintf("failpoint %s: whether it was reached is unknown: another fault restarted %s during the window, which cleared it", f.p.failpoint.name, strings.Join(f.restarted, ","))
 	}
 	return fmt.Sprintf("failpoint %s was armed on %s but never reached during the window", f.p.failpoint.name, strings.Join(names(f.targets), ","))
 }

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,5 +140,71 @@ func TestFailpointPanicAsWindowEnds(t *testing.T) {
 	resp, err := cli.Get(ctx, "before")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "the panic" {
 		t.Fatalf("after the restart: %v, %v: the member did not start on its data", resp, err)
+	}
+}
+
+// TestFailpointClearedByKill: a kill that restarts the armed member inside the failpoint's window takes
+// the failpoint with the old process. The failpoint's heal is then no error (there is nothing to disarm),
+// its effect says what happened, and it still reports that it cannot tell whether the point was reached:
+// a fault that may not have happened is never silently fine. A failpoint whose member is down at the
+// window's end (the kill's window still open) is neither disarmed nor started by it.
+func TestFailpointClearedByKill(t *testing.T) {
+	bin := failpointBuild(t)
+	c := startCluster(t, clusters.EmbedOptions{Members: 1, Command: []string{bin}, Failpoints: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := c.Members()[0].(clusters.Process)
+	arm := func() (*Failpoint, *Lifecycle) {
+		s, err := Parse([]string{"failpoint:random=defragBeforeCopy:sleep(10ms)@0s+1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc := NewLifecycle(f)
+		if err := lc.Inject(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return f.(*Failpoint), lc
+	}
+
+	f, lc := arm()
+	pid := m.PID()
+	if err := m.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Recover(ctx); err != nil {
+		t.Fatalf("recover after the member was restarted: %v", err)
+	}
+	if e := f.Effect(); e == nil || !strings.Contains(e.Detail, "restarted during the window") || strings.Contains(e.Detail, "panicked") {
+		t.Errorf("effect %+v, want the restart (pid %d) said", e, pid)
+	}
+	if msg := f.NotFired(); !strings.Contains(msg, "unknown") {
+		t.Errorf("NotFired() = %q, want it to say whether it was reached is unknown", msg)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	f, lc = arm()
+	if err := m.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Recover(ctx); err != nil {
+		t.Fatalf("recover while the member is down: %v", err)
+	}
+	if m.Running() {
+		t.Errorf("the failpoint's heal started a member another fault had stopped")
+	}
+	if e := f.Effect(); e == nil || !strings.Contains(e.Detail, "was down at the window's end") {
+		t.Errorf("effect %+v, want the member down said", e)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
