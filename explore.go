@@ -98,49 +98,62 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			"failpoint:random=defragBeforeRename:panic+defrag", "failpoint:leader=raftBeforeLeaderSend:panic")
 	}
 	secs := int(c.Duration / time.Second)
-	// A kill restarts its member, which clears a failpoint armed in it: kills and failpoints are kept out
-	// of each other's windows (with the recovery after them) so that every failpoint drawn can fire.
-	type span struct{ from, to int }
-	var kills, fps []span
-	clear := func(w span, others []span) bool {
-		return !slices.ContainsFunc(others, func(o span) bool { return w.from < o.to+5 && o.from < w.to+5 })
+	// Faults that would undo each other are kept out of each other's windows (with 5 s of recovery after
+	// each), so that every fault drawn can take effect: a kill restarts its member, which clears a
+	// failpoint armed in it; a follower cut off until a snapshot needs the others to make progress and
+	// keep their leader until the leader has compacted past it, which a member down or cut off besides
+	// (with three members: no quorum) or a new leader prevents.
+	type span struct {
+		class    string // "kill", "failpoint", "snapshot", or "down" (a pause, a partition)
+		from, to int
+	}
+	conflicts := map[string][]string{
+		"kill":      {"failpoint", "snapshot"},
+		"failpoint": {"kill", "snapshot"},
+		"snapshot":  {"kill", "failpoint", "down", "snapshot"},
+		"down":      {"snapshot"},
+	}
+	var taken []span
+	// place keeps window w unless it meets one of a class it conflicts with.
+	place := func(w span) bool {
+		if slices.ContainsFunc(taken, func(o span) bool {
+			return slices.Contains(conflicts[w.class], o.class) && w.from < o.to+5 && o.from < w.to+5
+		}) {
+			return false
+		}
+		taken = append(taken, w)
+		return true
 	}
 	for range 1 + r.IntN(3) {
 		k := kinds[r.IntN(len(kinds))]
 		start := 3 + r.IntN(max(secs-12, 1))
+		long := 2 + r.IntN(4)
 		switch {
 		case k == "compact=1s":
 			c.Faults = append(c.Faults, fmt.Sprintf("compact=1s@%ds+%ds", start, 5+r.IntN(6)))
 		case k == "defrag:all":
 			c.Faults = append(c.Faults, fmt.Sprintf("defrag:all@%ds", start))
-		case strings.HasPrefix(k, "failpoint"):
-			w := span{start, start + 2 + r.IntN(4)}
-			if strings.HasSuffix(k, "+defrag") {
-				w.to = start + 4
-			}
-			if !clear(w, kills) {
-				continue
-			}
-			fps = append(fps, w)
-			if strings.HasSuffix(k, "+defrag") {
+		case strings.HasSuffix(k, "+defrag"):
+			if place(span{"failpoint", start, start + 4}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+4s", strings.TrimSuffix(k, "+defrag"), start), fmt.Sprintf("defrag:all@%ds", start+1))
-				continue
 			}
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, w.to-start))
 		case strings.HasSuffix(k, "until-snapshot"):
 			// The window is the longest the partition may last: it heals as soon as the leader has
 			// compacted its log past the follower, which these settings make a matter of 200 entries.
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+20s", k, start))
-			c.EtcdFlags = []string{"snapshot-count=100", "snapshot-catchup-entries=100"}
-		case strings.HasPrefix(k, "kill"):
-			w := span{start, start + 2 + r.IntN(4)}
-			if !clear(w, fps) {
-				continue
+			if place(span{"snapshot", start, start + 20}) {
+				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+20s", k, start))
+				c.EtcdFlags = []string{"snapshot-count=100", "snapshot-catchup-entries=100"}
 			}
-			kills = append(kills, w)
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, w.to-start))
 		default:
-			c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, 2+r.IntN(4)))
+			class := map[bool]string{true: "down"}[strings.HasPrefix(k, "pause") || strings.HasPrefix(k, "partition")]
+			for _, cl := range []string{"kill", "failpoint"} {
+				if strings.HasPrefix(k, cl) {
+					class = cl
+				}
+			}
+			if place(span{class, start, start + long}) {
+				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, long))
+			}
 		}
 	}
 	return c

@@ -69,7 +69,7 @@ func TestRandomCaseSeeded(t *testing.T) {
 		return out
 	}
 	a, b := draw(7), draw(7)
-	both := 0 // draws with both a kill and a failpoint, kept out of each other's windows
+	both, snapshots := 0, 0 // draws with both a kill and a failpoint; with a partition until a snapshot
 	for i := range a {
 		if !slices.Equal(a[i].Faults, b[i].Faults) || a[i].Workload != b[i].Workload || a[i].Duration != b[i].Duration {
 			t.Fatalf("draw %d differs with the same seed: %+v vs %+v", i, a[i], b[i])
@@ -90,10 +90,17 @@ func TestRandomCaseSeeded(t *testing.T) {
 		}
 		for _, k := range s.Entries {
 			for _, f := range s.Entries {
-				if k.Kind == faults.KindKill && f.Kind == faults.KindFailpoint && k.At < f.At+f.For+5*time.Second && f.At < k.At+k.For+5*time.Second {
+				meet := k.At < f.At+f.For+5*time.Second && f.At < k.At+k.For+5*time.Second
+				if meet && k.Kind == faults.KindKill && f.Kind == faults.KindFailpoint {
 					t.Errorf("draw %d: %s restarts a member inside %s's window, which clears the failpoint", i, k.Spec, f.Spec)
 				}
+				if meet && k.Spec != f.Spec && strings.Contains(f.Spec, "until-snapshot") && slices.Contains([]string{faults.KindKill, faults.KindPause, faults.KindPartition, faults.KindFailpoint}, k.Kind) {
+					t.Errorf("draw %d: %s takes a member down inside %s's window, where the others must make progress", i, k.Spec, f.Spec)
+				}
 			}
+		}
+		if slices.ContainsFunc(c.Faults, func(f string) bool { return strings.Contains(f, "until-snapshot") }) {
+			snapshots++
 		}
 		has := func(kind string) bool {
 			return slices.ContainsFunc(s.Entries, func(e faults.Entry) bool { return e.Kind == kind })
@@ -102,8 +109,8 @@ func TestRandomCaseSeeded(t *testing.T) {
 			both++
 		}
 	}
-	if both == 0 {
-		t.Errorf("no draw of 50 has both a kill and a failpoint: the rule keeping them apart went untested")
+	if both == 0 || snapshots == 0 {
+		t.Errorf("of 50 draws, %d have both a kill and a failpoint and %d a partition until a snapshot: the rules keeping faults apart went untested", both, snapshots)
 	}
 }
 

@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -209,25 +210,35 @@ func startOnce(ctx context.Context, opts EmbedOptions, dir string, serverTLS, cl
 
 // lastLogError returns the last error an etcd member logged (the last log line with an error field,
 // whatever its level: etcd logs some fatal conditions as warnings before exiting), or its last log line.
+// Lines that are not etcd's JSON count too, after those: gofail's endpoint and the Go runtime write plain
+// text ("listen tcp 127.0.0.1:42465: bind: address already in use" before etcd logs anything); a port
+// taken is returned whatever else was logged, since start-up retries on it.
 func lastLogError(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "no log"
 	}
-	var last, lastLine string
+	var last, lastLine, lastPlain, portTaken, panicked string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var entry struct{ Level, Msg, Error string }
 		if json.Unmarshal([]byte(line), &entry) != nil {
-			continue // chaosbench's own markers
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "=== chaosbench:") {
+				lastPlain = line
+				if strings.Contains(line, errPortTaken.Error()) {
+					portTaken = line
+				}
+				if strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
+					panicked = line // not the goroutine stacks after it
+				}
+			}
+			continue
 		}
 		lastLine = line
 		if entry.Error != "" || entry.Level == "fatal" || entry.Level == "panic" {
 			last = strings.TrimSpace(entry.Msg + ": " + entry.Error)
 		}
 	}
-	if last == "" {
-		last = lastLine
-	}
+	last = cmp.Or(portTaken, last, panicked, lastLine, lastPlain)
 	if len(last) > 400 {
 		last = last[:400] + "..."
 	}
@@ -259,10 +270,13 @@ func (c *Embedded) listen(dir string) (as []memberAddrs, initial []string, err e
 	if c.opts.Failpoints {
 		perMember = 4
 	}
-	ports, err := freePorts(perMember * n)
+	// The members' ports stay bound while the proxies pick theirs, which would otherwise be free to
+	// take one of them (seen: a member's failpoint port given to a peer proxy, the member failing to bind).
+	ports, release, err := holdPorts(perMember * n)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer release()
 	as = make([]memberAddrs, n)
 	for i := range n {
 		as[i] = memberAddrs{
@@ -388,22 +402,31 @@ func (c *Embedded) exited(ev ExitEvent) {
 // the kernel cannot hand out one port twice; a port can still be taken by another program between our
 // close and etcd's bind, which a member start then reports.
 func freePorts(n int) ([]int, error) {
+	ports, release, err := holdPorts(n)
+	release()
+	return ports, err
+}
+
+// holdPorts is freePorts with the ports still held: they are bound until release, so that listeners this
+// process opens meanwhile on port 0 (the peer proxies) cannot be given one of them.
+func holdPorts(n int) ([]int, func(), error) {
 	var lns []net.Listener
-	defer func() {
+	release := func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
-	}()
+	}
 	ports := make([]int, 0, n)
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+			release()
+			return nil, func() {}, fmt.Errorf("find a free port: %w", err)
 		}
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
 // Backend returns "embed".

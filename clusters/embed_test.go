@@ -464,3 +464,28 @@ func TestKillWhileAFailpointIsWithdrawn(t *testing.T) {
 		t.Fatal("the member did not exit")
 	}
 }
+
+// TestLastLogError: the reason given for a member's exit during start-up is etcd's last logged error, or
+// the plain text a failpoint build's gofail endpoint writes before etcd logs anything, which is how a port
+// taken between our probe and the member's bind is recognised (and start-up retried with fresh ports).
+func TestLastLogError(t *testing.T) {
+	for _, tc := range []struct{ name, log, want string }{
+		{"gofail's bind", "=== chaosbench: starting m4 at now: [etcd]\nlisten tcp 127.0.0.1:42465: bind: address already in use\n=== chaosbench: m4 (pid 1) ended at now: exit status 1\n",
+			"listen tcp 127.0.0.1:42465: bind: address already in use"},
+		{"etcd's error", "=== chaosbench: starting m1\n" + `{"level":"info","msg":"starting"}` + "\n" + `{"level":"warn","msg":"failed to start","error":"member count is unequal"}` + "\n",
+			"failed to start: member count is unequal"},
+		{"a port taken, then other errors", "listen tcp 127.0.0.1:1: bind: address already in use\n" + `{"level":"fatal","msg":"exit","error":"other"}` + "\n",
+			"listen tcp 127.0.0.1:1: bind: address already in use"},
+		{"a Go panic", "=== chaosbench: starting m1\npanic: boom\n\ngoroutine 1 [running]:\nmain.main()\n\t/src/main.go:3 +0x1\n", "panic: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.log")
+			if err := os.WriteFile(path, []byte(tc.log), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := lastLogError(path); got != tc.want {
+				t.Errorf("lastLogError = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -32,10 +33,13 @@ const inFlightMargin = 512
 type snapshotWatch struct {
 	compacted bool    // the leader compacted past the targets while they were cut off
 	past      float64 // the index the targets may have reached when they were cut off
-	sentAt    float64 // snapshots the leader had sent when it compacted past the targets
-	sent      float64 // snapshots the leader sent after the heal
-	leader    string
-	why       string // why the hold ended without a compaction past the targets
+	// sentAt are the snapshots each member but the targets had sent when the leader compacted past the
+	// targets: leadership may move before the heal (another fault), and the member leading then sends.
+	sentAt map[string]float64
+	sent   float64 // snapshots sent after the heal
+	sender string  // the member that sent them
+	leader string
+	why    string // why the hold ended without a compaction past the targets
 }
 
 // holdUntilSnapshot holds the partition until the leader's log is compacted past the targets, or timeout.
@@ -74,7 +78,12 @@ func (f *Partition) holdUntilSnapshot(ctx context.Context, timeout time.Duration
 					}
 					if snapsAtPast >= 0 && snaps > snapsAtPast {
 						f.snap.compacted, f.snap.past = true, behind
-						f.snap.sentAt, _ = scrape(ctx, p.MetricsURL(), "etcd_network_snapshot_send_success")
+						f.snap.sentAt = map[string]float64{}
+						for name, q := range procs {
+							if !slices.ContainsFunc(f.targets, func(m clusters.Member) bool { return m.Name() == name }) {
+								f.snap.sentAt[name], _ = scrape(ctx, q.MetricsURL(), "etcd_network_snapshot_send_success")
+							}
+						}
 						f.env.logf("fault %s: leader %s compacted its log past index %.0f (applied %.0f, %.0f entries kept): healing", f.name, l.Name(), behind, applied, catchUp)
 						return
 					}
@@ -94,22 +103,27 @@ func (f *Partition) holdUntilSnapshot(ctx context.Context, timeout time.Duration
 	}
 }
 
-// awaitSnapshotSent waits, after the heal, for the leader to send the targets a snapshot.
+// awaitSnapshotSent waits, after the heal, for a member to send the targets a snapshot: the leader that
+// compacted, or the one leading since (a fault on the leader meanwhile).
 func (f *Partition) awaitSnapshotSent(ctx context.Context) {
 	if !f.snap.compacted {
 		return
 	}
-	p := processByName(f.env.Cluster)[f.snap.leader]
-	if p == nil {
-		return
-	}
+	procs := processByName(f.env.Cluster)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		if v, err := scrape(ctx, p.MetricsURL(), "etcd_network_snapshot_send_success"); err == nil && v > f.snap.sentAt {
-			f.snap.sent = v - f.snap.sentAt
-			f.env.logf("fault %s: leader %s sent %.0f snapshot(s) after the heal (etcd_network_snapshot_send_success)", f.name, f.snap.leader, f.snap.sent)
-			return
+		for name, at := range f.snap.sentAt {
+			p := procs[name]
+			if p == nil || !p.Running() {
+				continue
+			}
+			// A member restarted meanwhile counts from zero again: only a count above the one taken counts.
+			if v, err := scrape(ctx, p.MetricsURL(), "etcd_network_snapshot_send_success"); err == nil && v > at {
+				f.snap.sent, f.snap.sender = v-at, name
+				f.env.logf("fault %s: %s sent %.0f snapshot(s) after the heal (etcd_network_snapshot_send_success)", f.name, name, f.snap.sent)
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -128,7 +142,7 @@ func (f *Partition) NotFired() string {
 	case !f.snap.compacted:
 		return "no snapshot: " + f.snap.why
 	case f.snap.sent == 0:
-		return fmt.Sprintf("leader %s compacted past the partitioned members but sent no snapshot within 30 s of the heal", f.snap.leader)
+		return fmt.Sprintf("leader %s compacted past the partitioned members but no member sent a snapshot within 30 s of the heal", f.snap.leader)
 	}
 	return ""
 }
@@ -143,7 +157,7 @@ func (f *Partition) Effect() *results.Effect {
 		return &results.Effect{Detail: "no snapshot: " + f.snap.why}
 	}
 	return &results.Effect{SnapshotsSent: int(f.snap.sent),
-		Detail: fmt.Sprintf("leader %s compacted its log past index %.0f, then sent %.0f snapshot(s) after the heal", f.snap.leader, f.snap.past, f.snap.sent)}
+		Detail: fmt.Sprintf("leader %s compacted its log past index %.0f, then %s sent %.0f snapshot(s) after the heal", f.snap.leader, f.snap.past, cmp.Or(f.snap.sender, "no member"), f.snap.sent)}
 }
 
 // processByName returns the cluster's member processes by name.

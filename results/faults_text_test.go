@@ -16,7 +16,7 @@ func TestFaultEffects(t *testing.T) {
 		{Fault: "failpoint", Spec: "failpoint:random=raftAfterSave:panic@4s+2s", Targets: []string{"m2"}, Outcome: "recovered",
 			Effect: &Effect{Detail: "m2 panicked at raftAfterSave", Hits: map[string]int{"m2": 1}, Panicked: []string{"m2"}}},
 		{Fault: "partition", Spec: "partition:follower=until-snapshot@8s+20s", Targets: []string{"m3"}, Outcome: "recovered",
-			Effect: &Effect{Detail: "leader m1 compacted its log past index 1240, then sent 1 snapshot(s) after the heal", SnapshotsSent: 1}},
+			Effect: &Effect{Detail: "leader m1 compacted its log past index 1240, then m1 sent 1 snapshot(s) after the heal", SnapshotsSent: 1}},
 	}}
 	for _, w := range s.Faults {
 		b, err := json.Marshal(w)
@@ -40,7 +40,7 @@ func TestFaultEffects(t *testing.T) {
 	}
 	for _, want := range []string{
 		"\n  failpoint:random=raftAfterSave:panic@4s+2s: m2 panicked at raftAfterSave\n",
-		"\n  partition:follower=until-snapshot@8s+20s: leader m1 compacted its log past index 1240, then sent 1 snapshot(s) after the heal\n",
+		"\n  partition:follower=until-snapshot@8s+20s: leader m1 compacted its log past index 1240, then m1 sent 1 snapshot(s) after the heal\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the text summary lacks %q:\n%s", want, out.String())
