@@ -104,18 +104,7 @@ func TestFailpointPanicAsWindowEnds(t *testing.T) {
 	if _, err := cli.Put(ctx, "before", "the panic"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Parse([]string{"failpoint:random=defragBeforeCopy:panic@0s+1s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := NewLifecycle(f)
-	if err := lc.Inject(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, lc := armFailpoint(ctx, t, c, "failpoint:random=defragBeforeCopy:panic@0s+1s")
 	m := c.Members()[0]
 	go cli.Defragment(ctx, m.ClientURL()) // reaches defragBeforeCopy, which panics
 	url := c.FailpointURL(m.Name()) + "/"
@@ -130,7 +119,7 @@ func TestFailpointPanicAsWindowEnds(t *testing.T) {
 	if err := lc.Recover(ctx); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	e := f.(*Failpoint).Effect()
+	e := f.Effect()
 	if e == nil || len(e.Panicked) != 1 || e.Panicked[0] != m.Name() {
 		t.Fatalf("effect %+v, want %s panicked", e, m.Name())
 	}
@@ -155,19 +144,7 @@ func TestFailpointClearedByKill(t *testing.T) {
 	defer cancel()
 	m := c.Members()[0].(clusters.Process)
 	arm := func() (*Failpoint, *Lifecycle) {
-		s, err := Parse([]string{"failpoint:random=defragBeforeCopy:sleep(10ms)@0s+1s"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lc := NewLifecycle(f)
-		if err := lc.Inject(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return f.(*Failpoint), lc
+		return armFailpoint(ctx, t, c, "failpoint:random=defragBeforeCopy:sleep(10ms)@0s+1s")
 	}
 
 	f, lc := arm()
@@ -207,4 +184,23 @@ func TestFailpointClearedByKill(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// armFailpoint injects the failpoint fault spec on cluster c and returns it with its lifecycle, whose
+// Recover heals it.
+func armFailpoint(ctx context.Context, t *testing.T, c clusters.Cluster, spec string) (*Failpoint, *Lifecycle) {
+	t.Helper()
+	s, err := Parse([]string{spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := NewLifecycle(f)
+	if err := lc.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f.(*Failpoint), lc
 }
