@@ -190,17 +190,9 @@ func TestFailpointClearedByKill(t *testing.T) {
 // Recover heals it.
 func armFailpoint(ctx context.Context, t *testing.T, c clusters.Cluster, spec string) (*Failpoint, *Lifecycle) {
 	t.Helper()
-	s, err := Parse([]string{spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(s.Entries[0], NewEnv(c, t.TempDir(), 1, logWriter{t}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := NewLifecycle(f)
+	lc := injectEntry(t, c, spec)
 	if err := lc.Inject(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return f.(*Failpoint), lc
+	return lc.f.(*Failpoint), lc
 }
