@@ -63,7 +63,7 @@ func TestRandomCaseSeeded(t *testing.T) {
 	draw := func(seed uint64) []ExploreCase {
 		r := rand.New(rand.NewPCG(seed, 1))
 		var out []ExploreCase
-		for range 50 {
+		for range 400 {
 			out = append(out, randomCase(r, true, time.Minute, ""))
 		}
 		return out
@@ -94,8 +94,11 @@ func TestRandomCaseSeeded(t *testing.T) {
 				if meet && k.Kind == faults.KindKill && f.Kind == faults.KindFailpoint {
 					t.Errorf("draw %d: %s restarts a member inside %s's window, which clears the failpoint", i, k.Spec, f.Spec)
 				}
-				if meet && k.Spec != f.Spec && strings.Contains(f.Spec, "until-snapshot") && slices.Contains([]string{faults.KindKill, faults.KindPause, faults.KindPartition, faults.KindFailpoint}, k.Kind) {
-					t.Errorf("draw %d: %s takes a member down inside %s's window, where the others must make progress", i, k.Spec, f.Spec)
+				// A leader does not compact its log for 30 s after it sent a snapshot, which a fault before
+				// may have made it send.
+				near := k.At < f.At+f.For+5*time.Second && f.At < k.At+k.For+35*time.Second
+				if near && k.Spec != f.Spec && strings.Contains(f.Spec, "until-snapshot") && slices.Contains([]string{faults.KindKill, faults.KindPause, faults.KindPartition, faults.KindFailpoint}, k.Kind) {
+					t.Errorf("draw %d: %s takes a member down inside %s's window or less than 35 s before it", i, k.Spec, f.Spec)
 				}
 			}
 		}
@@ -110,7 +113,7 @@ func TestRandomCaseSeeded(t *testing.T) {
 		}
 	}
 	if both == 0 || snapshots == 0 {
-		t.Errorf("of 50 draws, %d have both a kill and a failpoint and %d a partition until a snapshot: the rules keeping faults apart went untested", both, snapshots)
+		t.Errorf("of 400 draws, %d have both a kill and a failpoint and %d a partition until a snapshot: the rules keeping faults apart went untested", both, snapshots)
 	}
 }
 

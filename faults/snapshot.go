@@ -142,7 +142,8 @@ func (f *Partition) NotFired() string {
 	case !f.snap.compacted:
 		return "no snapshot: " + f.snap.why
 	case f.snap.sent == 0:
-		return fmt.Sprintf("leader %s compacted past the partitioned members but no member sent a snapshot within 30 s of the heal", f.snap.leader)
+		return fmt.Sprintf("leader %s saved a snapshot past the partitioned members but no member sent them one within 30 s of the heal "+
+			"(a leader does not compact its log for 30 s after it sent any snapshot, so they may have caught up from the log: start the partition later)", f.snap.leader)
 	}
 	return ""
 }
