@@ -100,7 +100,8 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 	secs := int(c.Duration / time.Second)
 	// Faults that would undo each other are kept out of each other's windows (with 5 s of recovery after
 	// each), so that every fault drawn can take effect: a kill restarts its member, which clears a
-	// failpoint armed in it; a follower cut off until a snapshot needs the others to make progress and
+	// failpoint armed in it, and two failpoints may pick one member, where the second's crash or restart
+	// takes the first's with it; a follower cut off until a snapshot needs the others to make progress and
 	// keep their leader until the leader has compacted past it, which a member down or cut off besides
 	// (with three members: no quorum) or a new leader prevents. And a leader does not compact its log for
 	// 30 s after it sent a snapshot, which any of these faults may have made it send (at snapshot-count
@@ -111,7 +112,7 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 	}
 	conflicts := map[string][]string{
 		"kill":      {"failpoint", "snapshot"},
-		"failpoint": {"kill", "snapshot"},
+		"failpoint": {"kill", "failpoint", "snapshot"},
 		"snapshot":  {"kill", "failpoint", "down", "snapshot"},
 		"down":      {"snapshot"},
 	}
