@@ -156,11 +156,12 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 				c.EtcdFlags = []string{"snapshot-count=100", "snapshot-catchup-entries=100"}
 			}
 		default:
-			class := map[bool]string{true: "down"}[strings.HasPrefix(k, "pause") || strings.HasPrefix(k, "partition")]
-			for _, cl := range []string{"kill", "failpoint"} {
-				if strings.HasPrefix(k, cl) {
-					class = cl
-				}
+			var class string
+			switch {
+			case strings.HasPrefix(k, "kill"), strings.HasPrefix(k, "failpoint"):
+				class, _, _ = strings.Cut(k, ":")
+			case strings.HasPrefix(k, "pause"), strings.HasPrefix(k, "partition"):
+				class = "down"
 			}
 			if place(span{class, start, start + long}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, long))

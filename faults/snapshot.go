@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -157,8 +156,12 @@ func (f *Partition) Effect() *results.Effect {
 	case !f.snap.compacted:
 		return &results.Effect{Detail: "no snapshot: " + f.snap.why}
 	}
+	then := "then no member sent one after the heal"
+	if f.snap.sender != "" {
+		then = fmt.Sprintf("then %s sent %.0f snapshot(s) after the heal", f.snap.sender, f.snap.sent)
+	}
 	return &results.Effect{SnapshotsSent: int(f.snap.sent),
-		Detail: fmt.Sprintf("leader %s compacted its log past index %.0f, then %s sent %.0f snapshot(s) after the heal", f.snap.leader, f.snap.past, cmp.Or(f.snap.sender, "no member"), f.snap.sent)}
+		Detail: fmt.Sprintf("leader %s compacted its log past index %.0f, %s", f.snap.leader, f.snap.past, then)}
 }
 
 // processByName returns the cluster's member processes by name.
