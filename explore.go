@@ -98,43 +98,7 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			"failpoint:random=defragBeforeRename:panic+defrag", "failpoint:leader=raftBeforeLeaderSend:panic")
 	}
 	secs := int(c.Duration / time.Second)
-	// Faults that would undo each other are kept out of each other's windows (with 5 s of recovery after
-	// each), so that every fault drawn can take effect: a kill restarts its member, which clears a
-	// failpoint armed in it, and two failpoints may pick one member, where the second's crash or restart
-	// takes the first's with it; a follower cut off until a snapshot needs the others to make progress and
-	// keep their leader until the leader has compacted past it, which a member down or cut off besides
-	// (with three members: no quorum) or a new leader prevents. And a leader does not compact its log for
-	// 30 s after it sent a snapshot, which any of these faults may have made it send (at snapshot-count
-	// 100 a follower cut off for a second needs one): a partition until a snapshot starts 35 s after them.
-	type span struct {
-		class    string // "kill", "failpoint", "snapshot", or "down" (a pause, a partition)
-		from, to int
-	}
-	conflicts := map[string][]string{
-		"kill":      {"failpoint", "snapshot"},
-		"failpoint": {"kill", "failpoint", "snapshot"},
-		"snapshot":  {"kill", "failpoint", "down", "snapshot"},
-		"down":      {"snapshot"},
-	}
-	// gap is how long after the end of a window the next one, next, may start.
-	gap := func(next span) int {
-		if next.class == "snapshot" {
-			return 35
-		}
-		return 5
-	}
-	var taken []span
-	// place keeps window w unless it meets one of a class it conflicts with.
-	place := func(w span) bool {
-		if slices.ContainsFunc(taken, func(o span) bool {
-			apart := w.to+gap(o) <= o.from || o.to+gap(w) <= w.from
-			return slices.Contains(conflicts[w.class], o.class) && !apart
-		}) {
-			return false
-		}
-		taken = append(taken, w)
-		return true
-	}
+	var plan faultPlan
 	for range 1 + r.IntN(3) {
 		k := kinds[r.IntN(len(kinds))]
 		start := 3 + r.IntN(max(secs-12, 1))
@@ -145,13 +109,13 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 		case k == "defrag:all":
 			c.Faults = append(c.Faults, fmt.Sprintf("defrag:all@%ds", start))
 		case strings.HasSuffix(k, "+defrag"):
-			if place(span{"failpoint", start, start + 4}) {
+			if plan.place(faultSpan{"failpoint", start, start + 4}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+4s", strings.TrimSuffix(k, "+defrag"), start), fmt.Sprintf("defrag:all@%ds", start+1))
 			}
 		case strings.HasSuffix(k, "until-snapshot"):
 			// The window is the longest the partition may last: it heals as soon as the leader has
 			// compacted its log past the follower, which these settings make a matter of 200 entries.
-			if place(span{"snapshot", start, start + 20}) {
+			if plan.place(faultSpan{"snapshot", start, start + 20}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+20s", k, start))
 				c.EtcdFlags = []string{"snapshot-count=100", "snapshot-catchup-entries=100"}
 			}
@@ -163,12 +127,66 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			case strings.HasPrefix(k, "pause"), strings.HasPrefix(k, "partition"):
 				class = "down"
 			}
-			if place(span{class, start, start + long}) {
+			if plan.place(faultSpan{class, start, start + long}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+%ds", k, start, long))
 			}
 		}
 	}
 	return c
+}
+
+// faultSpan is one fault window of a random case, in seconds from the start of the load.
+type faultSpan struct {
+	class    string // "kill", "failpoint", "snapshot", or "down" (a pause, a partition)
+	from, to int
+}
+
+// faultPlan keeps the fault windows of a random case that would undo each other out of each other's way
+// (with 5 s of recovery after each), so that every fault drawn can take effect: a kill restarts its
+// member, which clears a failpoint armed in it, and two failpoints may pick one member, where the
+// second's crash or restart takes the first's with it; a follower cut off until a snapshot needs the
+// others to make progress and keep their leader until the leader has compacted past it, which a member
+// down or cut off besides (with three members: no quorum) or a new leader prevents. And a leader does not
+// compact its log for 30 s after it sent a snapshot, which any of these faults may have made it send (at
+// snapshot-count 100 a follower cut off for a second needs one): a partition until a snapshot starts
+// 35 s after them.
+type faultPlan struct {
+	taken []faultSpan
+}
+
+// conflicts says whether a window of class a may not meet one of class b.
+func (faultPlan) conflicts(a, b string) bool {
+	switch a {
+	case "kill":
+		return b == "failpoint" || b == "snapshot"
+	case "failpoint":
+		return b == "kill" || b == "failpoint" || b == "snapshot"
+	case "snapshot":
+		return true
+	case "down":
+		return b == "snapshot"
+	}
+	return false
+}
+
+// gap is how long after the end of a window the next one, next, may start.
+func (faultPlan) gap(next faultSpan) int {
+	if next.class == "snapshot" {
+		return 35
+	}
+	return 5
+}
+
+// place keeps window w unless it meets one of a class it conflicts with.
+func (p *faultPlan) place(w faultSpan) bool {
+	if slices.ContainsFunc(p.taken, func(o faultSpan) bool {
+		apart := w.to+p.gap(o) <= o.from || o.to+p.gap(w) <= w.from
+		return p.conflicts(w.class, o.class) && !apart
+	}) {
+		return false
+	}
+	p.taken = append(p.taken, w)
+	return true
 }
 
 // Scenario is the case as a run: on release v (with failpoints), with seed.
