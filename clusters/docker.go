@@ -283,6 +283,17 @@ func (c *Docker) FailpointURL(member string) string {
 	return ""
 }
 
+// StoppedByFault reports whether member is down because a fault asked it to stop (a kill, a stop), not by
+// a crash or a failpoint's panic.
+func (c *Docker) StoppedByFault(member string) bool {
+	for _, m := range c.members {
+		if m.name == member {
+			return m.stoppedByFault()
+		}
+	}
+	return false
+}
+
 // ExpectCrash tells the cluster that member's process may end by a failpoint's panic (expect true), so
 // that its exit is not reported as a crash, or withdraws that.
 func (c *Docker) ExpectCrash(member string, expect bool) {

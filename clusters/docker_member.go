@@ -95,6 +95,14 @@ func (m *containerMember) Running() bool {
 	return m.running
 }
 
+// stoppedByFault reports whether the member is down because an exit was asked for (a kill, a stop), not
+// by a crash or a failpoint's panic.
+func (m *containerMember) stoppedByFault() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.running && m.stopping
+}
+
 func (m *containerMember) Paused() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -556,6 +556,17 @@ func (c *Embedded) FailpointURL(member string) string {
 	return ""
 }
 
+// StoppedByFault reports whether member is down because a fault asked it to stop (a kill, a stop), not by
+// a crash or a failpoint's panic.
+func (c *Embedded) StoppedByFault(member string) bool {
+	for _, m := range c.members {
+		if m.name == member {
+			return m.stoppedByFault()
+		}
+	}
+	return false
+}
+
 // ExpectCrash tells the cluster that member's process may end by a failpoint's panic (expect true): its
 // exit is then reported as expected, not as a crash, and the member is started again with Process.Start.
 // ExpectCrash(member, false) withdraws that once the failpoint is disarmed.

@@ -87,6 +87,14 @@ func (m *procMember) Paused() bool {
 
 func (m *procMember) String() string { return m.name }
 
+// stoppedByFault reports whether the member is down because an exit was asked for (a kill, a stop), not
+// by a crash or a failpoint's panic.
+func (m *procMember) stoppedByFault() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmd == nil && m.stopping
+}
+
 // expectCrash marks the running process's coming exit as requested (a failpoint set to panic may end it),
 // or withdraws that. A process started afterwards is watched as usual.
 func (m *procMember) expectCrash(expect bool) {

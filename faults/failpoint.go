@@ -117,6 +117,7 @@ func (s Schedule) CheckFailpoints(have []string) error {
 type failpointed interface {
 	FailpointURL(member string) string
 	ExpectCrash(member string, expect bool)
+	StoppedByFault(member string) bool
 }
 
 // Failpoint arms a gofail failpoint on its targets for the window and disarms it when the window ends.
@@ -209,9 +210,9 @@ func (f *Failpoint) Recover(ctx context.Context) error {
 				continue
 			}
 		}
-		if !a.panic {
-			// Not armed to panic, so another fault stopped it (a kill whose window is still open): that
-			// fault starts it again, and the failpoint went with the process.
+		if !a.panic || fc.StoppedByFault(p.Name()) {
+			// Not armed to panic, or its exit was asked for: another fault stopped it (a kill whose window
+			// is still open). That fault starts it again, and the failpoint went with the process.
 			f.fired = append(f.fired, fmt.Sprintf("%s was down at the window's end (another fault stopped it), which cleared %s", p.Name(), a.name))
 			f.restarted = append(f.restarted, p.Name())
 			continue

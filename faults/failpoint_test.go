@@ -184,6 +184,31 @@ func TestFailpointClearedByKill(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Armed to panic and down at the window's end: a kill stopped it, not the failpoint, so the heal
+	// neither counts a panic nor starts the member the kill's own heal starts.
+	f, lc = armFailpoint(ctx, t, c, "failpoint:random=defragBeforeCopy:panic@0s+1s")
+	if err := m.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Recover(ctx); err != nil {
+		t.Fatalf("recover while the member is down: %v", err)
+	}
+	if m.Running() {
+		t.Errorf("the heal of a failpoint armed to panic started a member another fault had stopped")
+	}
+	if e := f.Effect(); e == nil || !strings.Contains(e.Detail, "was down at the window's end") || len(e.Panicked) > 0 {
+		t.Errorf("effect %+v, want the member down said and no panic counted", e)
+	}
+	if msg := f.NotFired(); !strings.Contains(msg, "unknown") {
+		t.Errorf("NotFired() = %q, want it to say whether it was reached is unknown", msg)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // armFailpoint injects the failpoint fault spec on cluster c and returns it with its lifecycle, whose
