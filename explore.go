@@ -91,7 +91,8 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 	}
 	kinds := []string{"kill:random", "kill:leader", "kill:random=drop-unsynced", "pause:random", "compact=1s", "defrag:all"}
 	if c.Members > 1 {
-		kinds = append(kinds, "partition:leader", "partition:follower", "partition:follower=until-snapshot")
+		kinds = append(kinds, "partition:leader", "partition:follower", "partition:follower=until-snapshot",
+			"partition:follower=until-snapshot|refuse")
 	}
 	if failpoints {
 		kinds = append(kinds, "failpoint:random=raftBeforeSave:panic", "failpoint:random=raftAfterSave:panic",
@@ -112,7 +113,7 @@ func randomCase(r *rand.Rand, failpoints bool, maxLoad time.Duration, workload s
 			if plan.place(faultSpan{"failpoint", start, start + 4}) {
 				c.Faults = append(c.Faults, fmt.Sprintf("%s@%ds+4s", strings.TrimSuffix(k, "+defrag"), start), fmt.Sprintf("defrag:all@%ds", start+1))
 			}
-		case strings.HasSuffix(k, "until-snapshot"):
+		case strings.Contains(k, "until-snapshot"):
 			// The window is the longest the partition may last: it heals as soon as the leader has
 			// compacted its log past the follower, which these settings make a matter of 200 entries.
 			if plan.place(faultSpan{"snapshot", start, start + 20}) {

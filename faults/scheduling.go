@@ -75,6 +75,13 @@ func (r *Runner) lost(e Entry, k int, at time.Duration, why string) {
 	if reason != LoadEnded || (r.opts.Duration == 0 && k > 0) {
 		return
 	}
+	if ended := r.rel(r.now()); why == "before its time" && at.Seconds() < ended {
+		// Due while the load still ran: the entry's earlier occurrences, each longer than its period,
+		// had pushed it back until then.
+		r.problem(ProblemNothingInjected, e.Spec, fmt.Sprintf("did not start: due at %.2fs, it waited for the occurrences before it, which each took longer than the %s between them, until the load ended at %.2fs",
+			at.Seconds(), e.Every, ended))
+		return
+	}
 	r.problem(ProblemNothingInjected, e.Spec, fmt.Sprintf("did not start: the load ended %s (due at %.2fs)", why, at.Seconds()))
 }
 

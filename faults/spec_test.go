@@ -293,14 +293,19 @@ func TestFailpointAlternatives(t *testing.T) {
 	}
 }
 
-// TestParseUntilSnapshot: until-snapshot is a plain partition's mode of its own.
+// TestParseUntilSnapshot: until-snapshot holds a partition of both directions between members, blackholed
+// or refused.
 func TestParseUntilSnapshot(t *testing.T) {
 	s, err := Parse([]string{"partition:follower=until-snapshot@5s+60s"})
 	if err != nil || !s.Entries[0].params.untilSnapshot {
 		t.Fatalf("%+v, %v", s, err)
 	}
-	for _, bad := range []string{"partition:follower=until-snapshot|refuse@5s", "partition:follower=until-snapshot|in@5s"} {
-		if _, err := Parse([]string{bad}); err == nil || !strings.Contains(err.Error(), "takes no other mode") {
+	s, err = Parse([]string{"partition:follower=until-snapshot|refuse@5s+60s"})
+	if err != nil || !s.Entries[0].params.untilSnapshot || !s.Entries[0].params.refuse {
+		t.Fatalf("until-snapshot|refuse: %+v, %v", s, err)
+	}
+	for _, bad := range []string{"partition:follower=until-snapshot|clients@5s", "partition:follower=until-snapshot|in@5s"} {
+		if _, err := Parse([]string{bad}); err == nil || !strings.Contains(err.Error(), "no other mode") {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}

@@ -96,8 +96,8 @@ func (p *params) parsePartition(v string) error {
 			return fmt.Errorf("partition mode %q: in, out, both, refuse or clients", w)
 		}
 	}
-	if p.untilSnapshot && (p.refuse || p.client || p.in != p.out) {
-		return fmt.Errorf("until-snapshot holds a plain partition (both directions) until the leader must send a snapshot; it takes no other mode")
+	if p.untilSnapshot && (p.client || p.in != p.out) {
+		return fmt.Errorf("until-snapshot holds a partition of both directions between members until the leader must send a snapshot; it takes refuse, no other mode")
 	}
 	if p.refuse && p.in != p.out {
 		return fmt.Errorf("refuse cuts connections, which carry both directions: it cannot be one-way")

@@ -283,13 +283,23 @@ func TestFailpointBadInput(t *testing.T) {
 
 // TestPartitionUntilSnapshot: a follower cut off until the leader has compacted its raft log past it
 // (snapshot-count and snapshot-catchup-entries make that quick) is healed, the leader sends it a snapshot
-// (etcd's snapshot metrics, and both members' logs say so), and the history checks clean.
+// (etcd's snapshot metrics, and both members' logs say so), and the history checks clean; with its links
+// blackholed (their bytes delivered at the heal) or refused (connections reset, nothing delivered).
 func TestPartitionUntilSnapshot(t *testing.T) {
 	t.Parallel() // judges outcomes and files, not latency (see TestMain)
+	for _, mode := range []string{"until-snapshot", "until-snapshot|refuse"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			partitionUntilSnapshot(t, mode)
+		})
+	}
+}
+
+func partitionUntilSnapshot(t *testing.T, mode string) {
 	out := filepath.Join(t.TempDir(), "run")
 	b, err := exec.Command(binary, "run", "--out", out, "--members", "3", "--workload", "put", "--rate", "300",
 		"--request-timeout", "1s", "--duration", "20s", "--etcd-flag", "snapshot-count=500", "--etcd-flag", "snapshot-catchup-entries=200",
-		"--faults", "partition:follower=until-snapshot@3s+14s", "--progress", "none").CombinedOutput()
+		"--faults", "partition:follower="+mode+"@3s+14s", "--progress", "none").CombinedOutput()
 	output := string(b)
 	if err != nil {
 		t.Fatalf("chaosbench: %v\n%s", err, output)
