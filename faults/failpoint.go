@@ -128,7 +128,7 @@ type Failpoint struct {
 	armed []clusters.Process
 	pids  map[string]int // per armed target, the process the failpoint was armed in
 	fired []string       // per target, what happened: "beforeCommit fired 3 times on m1", "m2 panicked at ..."
-	// restarted are the armed targets another fault restarted during the window (a kill): the failpoint
+	// restarted are the armed targets another fault stopped or restarted during the window (a kill): the failpoint
 	// went with the process it was armed in, and whether it was reached there is unknown.
 	restarted []string
 	hits      map[string]int // per target, how often its action ran (gofail's count)
@@ -255,7 +255,7 @@ func (f *Failpoint) NotFired() string {
 		return ""
 	}
 	if len(f.restarted) > 0 {
-		return fmt.Sprintf("failpoint %s: whether it was reached is unknown: another fault restarted %s during the window, which cleared it", f.p.failpoint.name, strings.Join(f.restarted, ","))
+		return fmt.Sprintf("failpoint %s: whether it was reached is unknown: another fault stopped or restarted %s during the window, which cleared it", f.p.failpoint.name, strings.Join(f.restarted, ","))
 	}
 	return fmt.Sprintf("failpoint %s was armed on %s but never reached during the window", f.p.failpoint.name, strings.Join(names(f.targets), ","))
 }

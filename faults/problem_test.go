@@ -153,9 +153,13 @@ func TestProblems(t *testing.T) {
 		{name: "a load that ended before the fault's time injected nothing", specs: []string{"pause:random@30s+1s"},
 			opts: Options{Duration: time.Minute}, want: []ProblemKind{ProblemNothingInjected},
 			text: "fault pause:random@30s+1s: did not start: the load ended before its time (due at 30.00s)"},
+		// Each kill's restart takes longer than the period, so the occurrences fall behind. The next kill
+		// starts as soon as a window is recorded: the load ends 150 ms later, inside that kill's hold or
+		// restart, never inside its inject (which an ending load would cut as a failed inject).
 		{name: "an occurrence its predecessors pushed past the load's end injected nothing", specs: []string{"kill:random@0s+100ms/200ms"},
 			opts: Options{Duration: time.Minute}, until: func(r *Runner) bool { return len(r.Windows()) >= 2 },
-			want: []ProblemKind{ProblemNothingInjected}, text: "it waited for the occurrences before it, which each took longer than the 200ms between them, until the load ended at"},
+			after: func(*testing.T) { time.Sleep(150 * time.Millisecond) },
+			want:  []ProblemKind{ProblemNothingInjected}, text: "it waited for the occurrences before it, which each took longer than the 200ms between them, until the load ended at"},
 		{name: "an interrupted run before the fault's time is no problem of the schedule", specs: []string{"pause:random@30s+1s"},
 			opts: Options{Duration: time.Minute}, reason: Interrupted},
 		{name: "a target that does not exist fails the inject", specs: []string{"defrag:m9@0s"}, until: recorded,
