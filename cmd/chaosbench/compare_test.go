@@ -83,12 +83,12 @@ func TestCompareRounds(t *testing.T) {
 		t.Errorf("gate on a missing figure: exit %d, printed %q: %s", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()
-	code = execute([]string{"report", "--out", filepath.Join(out, "report"), "--fail-on-regression=put:p99",
+	code = execute([]string{"report", "--out", filepath.Join(out, "report"), "--fail-on-regression=put:p99", "--min-effect", "50",
 		strings.Join(dirs[0], ","), strings.Join(dirs[1], ",")}, &stdout, &stderr)
 	if !strings.Contains(stdout.String(), "| 2 rounds |") {
 		t.Errorf("report did not pair the rounds:\n%s", stdout.String())
 	}
-	// The same runs and gate: report A B decides as compare did.
+	// The same runs, gate and threshold: report A B decides as compare did.
 	if code != (outcome.Outcome{Kind: want}).ExitCode() {
 		t.Errorf("report A B: exit %d, compare: %s", code, want)
 	}
